@@ -1,0 +1,58 @@
+/** Cheap activities run by the control worker: admission, placement and projection. */
+import { log } from '@temporalio/activity';
+import type { Db } from '../db/client';
+import { getVersion } from '../db/models';
+import { liveNodes } from '../db/nodes';
+import { countRunning, writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
+import { accounts } from '../db/schema';
+import { eq } from 'drizzle-orm';
+import { kilnFailure } from '../workflows/failures';
+import type { Placement } from '../workflows/types';
+
+export interface ControlDeps {
+  db: Db;
+  maxRunningPerAccount: number;
+}
+
+export function createControlActivities({ db, maxRunningPerAccount }: ControlDeps) {
+  return {
+    async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
+      await writePredictionSnapshot(db, snapshot);
+    },
+
+    /** Over the cap the prediction waits: the plain error is retried with backoff. */
+    async admitPrediction({ accountId, versionId }: { accountId: string; versionId: string }): Promise<void> {
+      const account = await db.query.accounts.findFirst({ where: eq(accounts.id, accountId) });
+      if (!account || account.disabled) throw kilnFailure('AccountDisabled', `account ${accountId} is disabled`);
+      if (!(await getVersion(db, versionId))) {
+        throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
+      }
+      const running = await countRunning(db, accountId);
+      if (running >= maxRunningPerAccount) {
+        throw new Error(`account has ${running} running predictions (cap ${maxRunningPerAccount}); waiting`);
+      }
+    },
+
+    /**
+     * A node that already serves the version, or the live node with the most free memory.
+     * No live node is a retryable fault: one may come up.
+     */
+    async placeModel({ versionId }: { versionId: string }): Promise<Placement> {
+      const version = await getVersion(db, versionId);
+      if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
+      const candidates = await liveNodes(db);
+      if (candidates.length === 0) throw new Error('no engine node is up');
+      const serving = candidates.filter((n) => n.loaded.some((l) => l.versionId === versionId));
+      if (serving.length > 0) {
+        return { nodeId: serving[Math.floor(Math.random() * serving.length)].id, warm: true };
+      }
+      const free = (n: (typeof candidates)[number]) => n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0);
+      const best = candidates.sort((a, b) => free(b) - free(a))[0];
+      if (best.memoryBytes < version.memoryBytes) {
+        throw kilnFailure('ModelTooLarge', `model needs ${version.memoryBytes} B; the largest node has ${best.memoryBytes} B`);
+      }
+      log.info('placing model', { versionId, nodeId: best.id, freeBytes: free(best) });
+      return { nodeId: best.id, warm: false };
+    },
+  };
+}

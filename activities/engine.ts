@@ -1,0 +1,144 @@
+/** Activities of an engine node: warm a model up, and run predictions on it. */
+import { Context, log } from '@temporalio/activity';
+import type { Db } from '../db/client';
+import { getVersion } from '../db/models';
+import { isTaskName, tasks } from '../tasks';
+import type { TextGenerationInput } from '../tasks/text-generation';
+import type { LlamaEngine } from '../workers/engines/llama-engine';
+import type { ModelCache } from '../workers/model-cache';
+import { kilnFailure } from '../workflows/failures';
+import {
+  PREDICTION_STARTED_SIGNAL,
+  predictionWorkflowId,
+  type LoadResult,
+  type PredictionStartedSignal,
+  type PredictRequest,
+  type PredictResult,
+} from '../workflows/types';
+
+/** What the node does when a version becomes servable or is used. */
+export interface NodeHooks {
+  nodeId: string;
+  serve(versionId: string, memoryBytes: number): Promise<void>;
+  touch(versionId: string): void;
+}
+
+export interface EngineDeps {
+  db: Db;
+  cache: ModelCache;
+  llama: LlamaEngine;
+  node: NodeHooks;
+}
+
+const round = (n: number, digits = 3) => Number(n.toFixed(digits));
+
+export function createEngineActivities({ db, cache, llama, node }: EngineDeps) {
+  const loading = new Map<string, Promise<LoadResult>>();
+
+  async function load(versionId: string): Promise<LoadResult> {
+    const ctx = Context.current();
+    const version = await getVersion(db, versionId);
+    if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
+    if (version.engine !== 'llama.cpp') {
+      throw kilnFailure('ModelLoadFailed', `engine ${version.engine} is not available on node ${node.nodeId}`);
+    }
+    const resumedFrom = ctx.info.heartbeatDetails as { bytes?: number } | undefined;
+    if (resumedFrom?.bytes) log.info('resuming model download', { versionId, bytes: resumedFrom.bytes });
+    const downloadStarted = performance.now();
+    let downloadedBytes = 0;
+    const paths: string[] = [];
+    for (const file of version.files) {
+      const cached = await cache.ensure(file, {
+        signal: ctx.cancellationSignal,
+        onProgress: (p) => ctx.heartbeat({ phase: 'download', ...p }),
+      });
+      downloadedBytes += cached.downloadedBytes;
+      paths.push(cached.path);
+    }
+    const downloadSeconds = downloadedBytes > 0 ? (performance.now() - downloadStarted) / 1000 : 0;
+    ctx.heartbeat({ phase: 'load' });
+    const loadStarted = performance.now();
+    const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
+    await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as { sequences?: number });
+    const loadSeconds = (performance.now() - loadStarted) / 1000;
+    await node.serve(versionId, version.memoryBytes);
+    log.info('model loaded', { versionId, downloadedBytes, downloadSeconds, loadSeconds });
+    return {
+      nodeId: node.nodeId,
+      downloadSeconds: round(downloadSeconds),
+      loadSeconds: round(loadSeconds),
+      downloadedBytes,
+      alreadyLoaded: false,
+    };
+  }
+
+  return {
+    /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
+    async loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
+      if (llama.isLoaded(versionId)) {
+        const version = await getVersion(db, versionId);
+        await node.serve(versionId, version?.memoryBytes ?? 0);
+        return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: true };
+      }
+      let pending = loading.get(versionId);
+      if (!pending) {
+        pending = load(versionId).finally(() => loading.delete(versionId));
+        loading.set(versionId, pending);
+      }
+      return pending;
+    },
+
+    async predict(req: PredictRequest): Promise<PredictResult> {
+      const ctx = Context.current();
+      const startedAt = new Date().toISOString();
+      node.touch(req.versionId);
+      const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
+      // Best effort: the workflow learns the start time from the result anyway.
+      ctx.client.workflow
+        .getHandle(predictionWorkflowId(req.predictionId))
+        .signal(PREDICTION_STARTED_SIGNAL, started)
+        .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
+
+      if (!isTaskName(req.task) || req.task !== 'text-generation') {
+        throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
+      }
+      const parsed = tasks[req.task].input.safeParse(req.input);
+      if (!parsed.success) throw kilnFailure('InvalidInput', parsed.error.message);
+      const input: TextGenerationInput = parsed.data;
+
+      let tokens = 0;
+      const beat = setInterval(() => ctx.heartbeat({ tokens }), 1000);
+      try {
+        const g = await llama.generate(req.versionId, input, {
+          signal: ctx.cancellationSignal,
+          onChunk: (_chunk, outputTokens) => {
+            tokens = outputTokens;
+            ctx.heartbeat({ tokens });
+          },
+        });
+        // Anything but a cancel request (shutdown, lost heartbeat) is a fault: let Temporal retry.
+        if (g.aborted && !ctx.cancellationDetails?.cancelRequested) {
+          throw new Error(`generation interrupted on node ${node.nodeId}`);
+        }
+        node.touch(req.versionId);
+        const tokensPerSecond = g.outputTokens / Math.max(g.predictSeconds, 1e-6);
+        const logs = [`Using seed: ${g.seed}`];
+        logs.push(
+          g.aborted
+            ? `Canceled after ${g.outputTokens} tokens`
+            : `Generated ${g.outputTokens} tokens in ${g.predictSeconds.toFixed(3)} s (${tokensPerSecond.toFixed(1)} tokens/s, stop: ${g.stopReason})`,
+        );
+        const metrics: Record<string, number> = {
+          predict_time: round(g.predictSeconds),
+          input_token_count: g.inputTokens,
+          output_token_count: g.outputTokens,
+          tokens_per_second: round(tokensPerSecond, 2),
+        };
+        if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
+        return { output: g.chunks, logs, metrics, startedAt, aborted: g.aborted };
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * Starting a prediction: resolve the version the caller may use, validate the input against
+ * its task's schema, and start workflow `prediction-<id>`. The first row of the projection is
+ * written here too, so the prediction can be read the moment this returns.
+ */
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Account } from '../db/accounts';
+import type { Db } from '../db/client';
+import type { ResolvedVersion } from '../db/models';
+import { getPrediction, writePredictionSnapshot, type PredictionRow } from '../db/predictions';
+import { idFromKey, newId } from '../lib/ids';
+import { taskInputSchema } from '../tasks';
+import type { predictionWorkflow } from '../workflows/prediction';
+import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
+import { predictionWorkflowId, type PredictionArgs } from '../workflows/types';
+import { parseOr422 } from './validation';
+
+export interface CreateDeps {
+  db: Db;
+  temporal: Client;
+  controlQueue: string;
+}
+
+export async function createPrediction(
+  deps: CreateDeps,
+  account: Account,
+  resolved: ResolvedVersion,
+  input: Record<string, unknown>,
+  opts: { idempotencyKey?: string } = {},
+): Promise<PredictionRow> {
+  parseOr422(taskInputSchema(resolved.version.task), input, 'input');
+  const id = opts.idempotencyKey ? idFromKey(account.id, opts.idempotencyKey) : newId();
+  if (opts.idempotencyKey) {
+    const existing = await getPrediction(deps.db, account.id, id);
+    if (existing) return existing;
+  }
+  const model = `${resolved.model.owner}/${resolved.model.name}`;
+  const args: PredictionArgs = {
+    id,
+    accountId: account.id,
+    model,
+    versionId: resolved.version.id,
+    task: resolved.version.task,
+    input,
+    createdAt: new Date().toISOString(),
+  };
+  try {
+    await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {
+      workflowId: predictionWorkflowId(id),
+      taskQueue: deps.controlQueue,
+      args: [args],
+      // A retried create with the same Idempotency-Key joins the prediction already running.
+      workflowIdConflictPolicy: opts.idempotencyKey ? 'USE_EXISTING' : 'FAIL',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: KilnAccount, value: account.username },
+        { key: KilnModel, value: model },
+        { key: KilnStatus, value: 'starting' },
+      ],
+      staticSummary: `${model} for ${account.username}`,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) throw err;
+  }
+  // Revision 0: any write from the workflow itself takes precedence.
+  await writePredictionSnapshot(deps.db, {
+    ...args,
+    output: null,
+    logs: '',
+    error: null,
+    status: 'starting',
+    metrics: {},
+    startedAt: null,
+    completedAt: null,
+    revision: 0,
+  });
+  return (await getPrediction(deps.db, account.id, id))!;
+}

@@ -1,0 +1,33 @@
+import { eq, gt, sql } from 'drizzle-orm';
+import type { Db } from './client';
+import { nodes, type LoadedVersion } from './schema';
+
+export type NodeRow = typeof nodes.$inferSelect;
+
+/** A node whose heartbeat is older than this is treated as gone. */
+export const NODE_TTL_MS = 15_000;
+
+export async function registerNode(db: Db, n: { id: string; memoryBytes: number; gpu: string | null }): Promise<void> {
+  await db
+    .insert(nodes)
+    .values({ ...n, loaded: [] })
+    .onConflictDoUpdate({
+      target: nodes.id,
+      set: { memoryBytes: n.memoryBytes, gpu: n.gpu, loaded: [], heartbeatAt: sql`now()`, startedAt: sql`now()` },
+    });
+}
+
+export async function heartbeatNode(db: Db, id: string, loaded: LoadedVersion[]): Promise<void> {
+  await db.update(nodes).set({ loaded, heartbeatAt: sql`now()` }).where(eq(nodes.id, id));
+}
+
+export async function removeNode(db: Db, id: string): Promise<void> {
+  await db.delete(nodes).where(eq(nodes.id, id));
+}
+
+export async function liveNodes(db: Db): Promise<NodeRow[]> {
+  return db
+    .select()
+    .from(nodes)
+    .where(gt(nodes.heartbeatAt, sql`now() - ${`${NODE_TTL_MS} milliseconds`}::interval`));
+}

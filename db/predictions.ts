@@ -1,0 +1,114 @@
+import { and, desc, eq, lt, or, sql } from 'drizzle-orm';
+import type { Db } from './client';
+import { predictions, type PredictionStatus } from './schema';
+
+export type PredictionRow = typeof predictions.$inferSelect;
+
+/** What the prediction workflow knows at one transition; written whole, so a replay rewrites the same row. */
+export interface PredictionSnapshot {
+  id: string;
+  accountId: string;
+  model: string;
+  versionId: string;
+  input: Record<string, unknown>;
+  output: unknown;
+  logs: string;
+  error: string | null;
+  status: PredictionStatus;
+  metrics: Record<string, number>;
+  createdAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  revision: number;
+}
+
+const toDate = (s: string | null) => (s ? new Date(s) : null);
+
+/**
+ * Writes a snapshot unless a later one is already there. Activities may be retried and run late;
+ * the revision keeps the newest transition in place.
+ */
+export async function writePredictionSnapshot(db: Db, s: PredictionSnapshot): Promise<void> {
+  const values = {
+    id: s.id,
+    accountId: s.accountId,
+    model: s.model,
+    versionId: s.versionId,
+    input: s.input,
+    output: s.output ?? null,
+    logs: s.logs,
+    error: s.error,
+    status: s.status,
+    metrics: s.metrics,
+    createdAt: new Date(s.createdAt),
+    startedAt: toDate(s.startedAt),
+    completedAt: toDate(s.completedAt),
+    revision: s.revision,
+  };
+  const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
+  await db
+    .insert(predictions)
+    .values(values)
+    .onConflictDoUpdate({
+      target: predictions.id,
+      set: changes,
+      setWhere: sql`${predictions.revision} < excluded.revision`,
+    });
+}
+
+export async function getPrediction(db: Db, accountId: string, id: string): Promise<PredictionRow | undefined> {
+  return db.query.predictions.findFirst({ where: and(eq(predictions.id, id), eq(predictions.accountId, accountId)) });
+}
+
+export interface PageCursor {
+  createdAt: string;
+  id: string;
+}
+
+export function encodeCursor(c: PageCursor): string {
+  return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString('base64url');
+}
+
+export function decodeCursor(raw: string): PageCursor | undefined {
+  try {
+    const [createdAt, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+    if (typeof createdAt !== 'string' || typeof id !== 'string' || Number.isNaN(Date.parse(createdAt))) return undefined;
+    return { createdAt, id };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Newest first; the cursor is the last row of the previous page, so inserts never shift a page. */
+export async function listPredictions(
+  db: Db,
+  accountId: string,
+  opts: { limit: number; cursor?: PageCursor },
+): Promise<{ rows: PredictionRow[]; next?: PageCursor }> {
+  const after = opts.cursor
+    ? or(
+        lt(predictions.createdAt, new Date(opts.cursor.createdAt)),
+        and(eq(predictions.createdAt, new Date(opts.cursor.createdAt)), lt(predictions.id, opts.cursor.id)),
+      )
+    : undefined;
+  const rows = await db
+    .select()
+    .from(predictions)
+    .where(and(eq(predictions.accountId, accountId), after))
+    .orderBy(desc(predictions.createdAt), desc(predictions.id))
+    .limit(opts.limit + 1);
+  const page = rows.slice(0, opts.limit);
+  const last = page[page.length - 1];
+  return {
+    rows: page,
+    next: rows.length > opts.limit && last ? { createdAt: last.createdAt.toISOString(), id: last.id } : undefined,
+  };
+}
+
+export async function countRunning(db: Db, accountId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(predictions)
+    .where(and(eq(predictions.accountId, accountId), eq(predictions.status, 'processing')));
+  return row?.n ?? 0;
+}

@@ -1,0 +1,134 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+
+export const accounts = pgTable('accounts', {
+  id: text('id').primaryKey(),
+  /** The owner name in `owner/model` and in `GET /v1/account`. */
+  username: text('username').notNull().unique(),
+  name: text('name'),
+  type: text('type', { enum: ['user', 'organization'] }).notNull().default('user'),
+  disabled: boolean('disabled').notNull().default(false),
+  createdAt: createdAt(),
+});
+
+export const apiTokens = pgTable(
+  'api_tokens',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    /** sha256 of the token: the token itself is shown once and never stored. */
+    tokenHash: text('token_hash').notNull().unique(),
+    /** The first characters, so a person can tell tokens apart in a list. */
+    prefix: text('prefix').notNull(),
+    createdAt: createdAt(),
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true }),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [index('api_tokens_account_idx').on(t.accountId)],
+);
+
+export const models = pgTable(
+  'models',
+  {
+    id: text('id').primaryKey(),
+    ownerId: text('owner_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    owner: text('owner').notNull(),
+    name: text('name').notNull(),
+    description: text('description'),
+    visibility: text('visibility', { enum: ['public', 'private'] }).notNull().default('private'),
+    task: text('task').notNull(),
+    latestVersionId: text('latest_version_id'),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('models_owner_name_idx').on(t.owner, t.name)],
+);
+
+export interface VersionFile {
+  path: string;
+  sha256: string;
+  size: number;
+}
+
+export const modelVersions = pgTable(
+  'model_versions',
+  {
+    /** sha256 of the manifest: the same weights and settings give the same version. */
+    id: text('id').primaryKey(),
+    modelId: text('model_id')
+      .notNull()
+      .references(() => models.id, { onDelete: 'cascade' }),
+    task: text('task').notNull(),
+    engine: text('engine', { enum: ['llama.cpp', 'onnxruntime'] }).notNull(),
+    files: jsonb('files').$type<VersionFile[]>().notNull(),
+    memoryBytes: bigint('memory_bytes', { mode: 'number' }).notNull(),
+    /** Engine settings such as context size and sequences. */
+    settings: jsonb('settings').$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: createdAt(),
+  },
+  (t) => [index('model_versions_model_idx').on(t.modelId, t.createdAt)],
+);
+
+export const predictionStatuses = ['starting', 'processing', 'succeeded', 'failed', 'canceled', 'aborted'] as const;
+export type PredictionStatus = (typeof predictionStatuses)[number];
+
+/** The read model of a prediction, written only by the prediction workflow's activities. */
+export const predictions = pgTable(
+  'predictions',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    model: text('model').notNull(),
+    versionId: text('version_id').notNull(),
+    input: jsonb('input').$type<Record<string, unknown>>().notNull(),
+    output: jsonb('output'),
+    logs: text('logs').notNull().default(''),
+    error: text('error'),
+    status: text('status', { enum: predictionStatuses }).notNull(),
+    metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
+    source: text('source', { enum: ['api', 'web'] }).notNull().default('api'),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    startedAt: timestamp('started_at', { withTimezone: true, mode: 'date' }),
+    completedAt: timestamp('completed_at', { withTimezone: true, mode: 'date' }),
+    /** Position of this row in the workflow's sequence of transitions: older writes never win. */
+    revision: integer('revision').notNull().default(0),
+  },
+  (t) => [index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
+);
+
+/** Engine nodes: each engine worker process registers itself and heartbeats here. */
+export const nodes = pgTable('nodes', {
+  id: text('id').primaryKey(),
+  memoryBytes: bigint('memory_bytes', { mode: 'number' }).notNull(),
+  gpu: text('gpu'),
+  /** Version ids loaded and polled on `model:<versionId>`, with their memory and last use. */
+  loaded: jsonb('loaded').$type<LoadedVersion[]>().notNull().default([]),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' }).notNull().default(sql`now()`),
+  startedAt: createdAt(),
+});
+
+export interface LoadedVersion {
+  versionId: string;
+  memoryBytes: number;
+  lastUsedAt: string;
+}
+

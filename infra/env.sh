@@ -1,0 +1,84 @@
+# Shared settings of the infra scripts. Sourced, not run.
+# Binaries built from Go modules live in a per-user cache keyed by version, outside the clone,
+# so fresh clones and CI reuse them. Runtime data lives in the clone's .data/.
+set -euo pipefail
+
+KILN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export KILN_ROOT
+export PATH="$KILN_ROOT/node_modules/.bin:$PATH:/usr/local/go/bin"
+# The AWS SDK warns on every start that it will want Node 22 in 2027; we know.
+export AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true
+
+TEMPORAL_CLI_VERSION="v1.5.1"
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+KILN_CACHE="${KILN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}"
+TEMPORAL_BIN="$KILN_CACHE/bin/temporal-$TEMPORAL_CLI_VERSION/temporal"
+MINIO_BIN="$KILN_CACHE/bin/minio-$MINIO_VERSION/minio"
+export TEMPORAL_BIN MINIO_BIN
+
+DATA="$KILN_ROOT/.data"
+# Tests run their own API and workers under .data/test; services are shared.
+RUN_DIR="${KILN_RUN_DIR:-$DATA}"
+mkdir -p "$DATA/logs" "$DATA/pids" "$RUN_DIR/logs" "$RUN_DIR/pids"
+
+TEMPORAL_PORT=7233
+TEMPORAL_UI_PORT=8233
+MINIO_PORT=9000
+MINIO_CONSOLE_PORT=9001
+
+# Local secrets (MinIO root credentials) are made once per user, never committed. They live
+# beside the binaries so that whichever clone started MinIO, every clone can reach it.
+SECRETS="$KILN_CACHE/local-secrets.env"
+if [ ! -f "$SECRETS" ]; then
+  mkdir -p "$KILN_CACHE"
+  umask 077
+  {
+    echo "S3_ACCESS_KEY_ID=kiln$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    echo "S3_SECRET_ACCESS_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  } > "$SECRETS"
+  umask 022
+fi
+set -a
+# shellcheck disable=SC1090
+. "$SECRETS"
+set +a
+
+log() { printf '\033[1mkiln\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[31mkiln: %s\033[0m\n' "$*" >&2; exit 1; }
+
+# wait_for NAME SECONDS COMMAND...: polls COMMAND until it succeeds; names the component that did not come up.
+wait_for() {
+  local name=$1 seconds=$2; shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      die "$name is not healthy after ${seconds}s (log: $DATA/logs/$name.log)"
+    fi
+    sleep 0.3
+  done
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# start_daemon NAME PIDFILE COMMAND...: detached from this shell (own session, no inherited
+# stdio), so that CI and terminals never wait on it.
+start_daemon() {
+  local name=$1 pidfile=$2; shift 2
+  local logfile="$(dirname "$(dirname "$pidfile")")/logs/$name.log"
+  [ -f "$logfile" ] && mv "$logfile" "$logfile.1"
+  setsid nohup "$@" >"$logfile" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+}
+
+# stop_pidfile PIDFILE: TERM, then KILL after 15 s.
+stop_pidfile() {
+  local pidfile=$1
+  [ -f "$pidfile" ] || return 0
+  local pid; pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+}

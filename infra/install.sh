@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what is missing and nothing else: npm packages, the Temporal CLI and MinIO (built
+# from Go modules into the per-user cache), and a Postgres server if the machine has none.
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+install_npm() {
+  cd "$KILN_ROOT"
+  # onnxruntime-node's postinstall downloads CUDA libraries; there is no network for that here.
+  export ONNXRUNTIME_NODE_INSTALL=skip
+  if [ ! -d node_modules ]; then
+    log "installing npm packages (first run: about two minutes)"
+    npm ci --no-audit --no-fund --loglevel=error
+  elif [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "package-lock.json changed: updating npm packages"
+    npm install --no-audit --no-fund --loglevel=error
+  fi
+}
+
+go_install() {
+  local bin=$1 module=$2
+  [ -x "$bin" ] && return 0
+  command -v go >/dev/null || die "Go is needed to build $module (looked in PATH and /usr/local/go/bin)"
+  log "building $module with go install (first run only: a few minutes)"
+  mkdir -p "$(dirname "$bin")"
+  local tmp; tmp=$(mktemp -d "$(dirname "$bin")/.build.XXXX")
+  GOBIN="$tmp" go install "$module" || { rm -rf "$tmp"; die "go install $module failed"; }
+  mv "$tmp/$(basename "$bin")" "$bin"
+  rm -rf "$tmp"
+}
+
+install_postgres() {
+  if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then return 0; fi
+  command -v apt-get >/dev/null || die "Postgres is not installed and apt-get is not available: install PostgreSQL 15+"
+  log "installing PostgreSQL with apt"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+  # Local development trusts connections from this machine, as the default machine setup does.
+  for hba in /etc/postgresql/*/main/pg_hba.conf; do
+    grep -q '^host all all 127.0.0.1/32 trust' "$hba" || sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+  done
+}
+
+install_npm &
+npm_pid=$!
+go_install "$TEMPORAL_BIN" "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_VERSION" &
+temporal_pid=$!
+go_install "$MINIO_BIN" "github.com/minio/minio@$MINIO_VERSION" &
+minio_pid=$!
+install_postgres
+wait $npm_pid || die "npm install failed"
+wait $temporal_pid || die "building the Temporal CLI failed"
+wait $minio_pid || die "building MinIO failed"

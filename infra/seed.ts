@@ -1,0 +1,50 @@
+/** Example models that `npm start` puts in the registry: made here, so nothing is downloaded. */
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Account } from '../db/accounts';
+import type { Db } from '../db/client';
+import { addVersion, upsertModel, type ModelVersion } from '../db/models';
+import { blobKey, type Storage } from '../lib/storage';
+import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
+import { writeLlamaGguf, type LlamaSpecInput } from '../workers/engines/gguf-writer';
+
+export const TINY_LLAMA: LlamaSpecInput = {
+  name: 'kiln/tiny-llama',
+  embedding: 256,
+  layers: 4,
+  heads: 4,
+  feedForward: 512,
+  contextLength: 4096,
+  vocabWords: 200,
+  type: 'Q8_0',
+  seed: 20261121,
+};
+
+const SETTINGS = { contextSize: 4096, sequences: 4 };
+
+/** Writes the seeded GGUF (same bytes every time), uploads it once, and registers the version. */
+export async function seedTinyLlama(db: Db, storage: Storage, owner: Account, dataDir: string): Promise<ModelVersion> {
+  const dir = path.join(dataDir, 'seed');
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, 'tiny-llama.gguf');
+  const written = await writeLlamaGguf(file, TINY_LLAMA);
+  if ((await storage.size(blobKey(written.sha256))) !== written.size) {
+    await storage.putFile(blobKey(written.sha256), file);
+  }
+  const model = await upsertModel(db, {
+    ownerId: owner.id,
+    owner: owner.username,
+    name: 'tiny-llama',
+    task: 'text-generation',
+    visibility: 'public',
+    description: 'A tiny LLaMA-architecture model with seeded random weights: fast, offline, and nonsense.',
+  });
+  const size = (await stat(file)).size;
+  return addVersion(db, model, {
+    task: 'text-generation',
+    engine: 'llama.cpp',
+    files: [{ path: 'model.gguf', sha256: written.sha256, size }],
+    memoryBytes: estimateLlamaMemoryBytes(size, { layers: 4, embedding: 256, heads: 4 }, SETTINGS.contextSize, SETTINGS.sequences),
+    settings: SETTINGS,
+  });
+}

@@ -1,0 +1,91 @@
+/**
+ * Brings the data side to the state this code expects: database and migrations, bucket,
+ * Temporal namespace and search attributes, example models, and the local API token.
+ * Idempotent: running it again changes nothing that is already right.
+ */
+import { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import postgres from 'postgres';
+import { accountForToken, createAccount, createApiToken } from '../db/accounts';
+import { closeDb, createDb, migrateDb } from '../db/client';
+import { config } from '../lib/config';
+import { Storage } from '../lib/storage';
+import { searchAttributeKeys } from '../workflows/search-attributes';
+import { seedTinyLlama } from './seed';
+
+async function ensureDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = target.pathname.slice(1);
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql`select 1 from pg_database where datname = ${name}`;
+    if (rows.length === 0) await sql.unsafe(`create database "${name.replace(/"/g, '""')}"`);
+  } finally {
+    await sql.end();
+  }
+}
+
+async function ensureNamespace(address: string, namespace: string): Promise<void> {
+  const connection = await Connection.connect({ address });
+  try {
+    try {
+      await connection.workflowService.registerNamespace({
+        namespace,
+        workflowExecutionRetentionPeriod: msToTs('7 days'),
+      });
+    } catch (err) {
+      if (!/already exists/i.test((err as Error).message)) throw err;
+    }
+    const existing = await connection.operatorService.listSearchAttributes({ namespace });
+    const missing = searchAttributeKeys.filter((k) => !(k.name in (existing.customAttributes ?? {})));
+    if (missing.length > 0) {
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((k) => [k.name, 2 /* INDEXED_VALUE_TYPE_KEYWORD */])),
+      });
+    }
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Reuses the token in .data/api-token while it is valid; otherwise makes a new one. */
+async function ensureLocalToken(db: ReturnType<typeof createDb>, accountId: string, file: string): Promise<string> {
+  if (existsSync(file)) {
+    const token = (await readFile(file, 'utf8')).trim();
+    const account = await accountForToken(db, token);
+    if (account?.id === accountId) return token;
+  }
+  const { token } = await createApiToken(db, accountId, 'local development');
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+async function main() {
+  const c = config();
+  await ensureDatabase(c.DATABASE_URL);
+  const db = createDb(c.DATABASE_URL, { max: 2 });
+  try {
+    await migrateDb(db);
+    const storage = Storage.fromConfig(c);
+    await storage.ensureBucket();
+    await ensureNamespace(c.TEMPORAL_ADDRESS, c.TEMPORAL_NAMESPACE);
+    const kiln = await createAccount(db, 'kiln', 'Kiln examples');
+    const local = await createAccount(db, 'local', 'Local developer');
+    await ensureLocalToken(db, local.id, path.join(c.KILN_DATA_DIR, 'api-token'));
+    const version = await seedTinyLlama(db, storage, kiln, c.KILN_DATA_DIR);
+    console.log(`seeded kiln/tiny-llama:${version.id}`);
+  } finally {
+    await closeDb(db);
+  }
+}
+
+main().catch((err) => {
+  console.error(`setup failed: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

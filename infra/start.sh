@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# npm start: installs what is missing, starts Temporal, MinIO and Postgres, then the API and the
+# workers, seeds the example models, and prints where everything is. Safe to run again.
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+started=$SECONDS
+bash "$KILN_ROOT/infra/install.sh"
+bash "$KILN_ROOT/infra/services.sh"
+. "$KILN_ROOT/infra/app.sh"
+export KILN_DATA_DIR="$DATA" PORT="${PORT:-8080}"
+start_kiln
+
+token=$(cat "$DATA/api-token")
+cat <<INFO
+
+  Kiln is running ($((SECONDS - started)) s).
+
+  API          http://127.0.0.1:$PORT
+  Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows
+  API token    $token   (also in .data/api-token)
+
+  Try it:
+    curl -s -X POST http://127.0.0.1:$PORT/v1/models/kiln/tiny-llama/predictions \\
+      -H "Authorization: Bearer \$(cat .data/api-token)" -H 'Content-Type: application/json' \\
+      -H 'Prefer: wait' -d '{"input": {"prompt": "The kiln was", "max_tokens": 24}}'
+
+  Logs in .data/logs/. Stop everything with: npm run stop
+INFO

@@ -1,0 +1,75 @@
+/**
+ * Every process reads its configuration here, once, from the environment.
+ * A missing or malformed variable stops the process at start with the variable named.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((v) => v === 'true' || v === '1');
+
+export const configSchema = z.object({
+  KILN_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  KILN_DATA_DIR: z.string().default(path.resolve('.data')),
+
+  HOST: z.string().default('127.0.0.1'),
+  PORT: z.coerce.number().int().min(1).max(65535).default(8080),
+  /** Base of the URLs in prediction JSON; defaults to the address the request came to. */
+  KILN_PUBLIC_URL: z.url().optional(),
+  KILN_TEMPORAL_UI_URL: z.url().default('http://127.0.0.1:8233'),
+
+  DATABASE_URL: z.string().startsWith('postgres').default('postgres://postgres@127.0.0.1:5432/kiln'),
+
+  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  KILN_CONTROL_QUEUE: z.string().default('kiln-control'),
+
+  S3_ENDPOINT: z.url().default('http://127.0.0.1:9000'),
+  S3_REGION: z.string().default('us-east-1'),
+  S3_ACCESS_KEY_ID: z.string().min(1),
+  S3_SECRET_ACCESS_KEY: z.string().min(1),
+  S3_BUCKET: z.string().min(3).default('kiln'),
+  S3_FORCE_PATH_STYLE: bool.default(true),
+
+  /** Engine node identity and budget. */
+  KILN_NODE_ID: z.string().regex(/^[a-zA-Z0-9_.-]+$/).default(os.hostname()),
+  KILN_NODE_MEMORY_MB: z.coerce.number().int().positive().default(Math.floor(os.totalmem() / 2 ** 20 / 2)),
+  /** Concurrent sequences per loaded llama.cpp model (continuous batching). */
+  KILN_ENGINE_SEQUENCES: z.coerce.number().int().min(1).max(64).default(4),
+  KILN_ENGINE_CONTEXT_SIZE: z.coerce.number().int().min(256).default(4096),
+  /**
+   * CPU threads per context. llama.cpp's threads spin while they wait: more threads than free
+   * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.
+   */
+  KILN_ENGINE_THREADS: z.coerce.number().int().min(1).default(Math.max(1, os.availableParallelism() - 1)),
+  KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),
+
+  /** Running predictions allowed per account before new ones wait in admission. */
+  KILN_MAX_RUNNING_PER_ACCOUNT: z.coerce.number().int().positive().default(64),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function parseConfig(env: NodeJS.ProcessEnv): Config {
+  const result = configSchema.safeParse(env);
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return result.data;
+}
+
+let cached: Config | undefined;
+
+/** The process's configuration, parsed on first use. */
+export function config(): Config {
+  cached ??= parseConfig(process.env);
+  return cached;
+}

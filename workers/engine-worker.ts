@@ -1,0 +1,43 @@
+/** Entry point of an engine worker process: one per GPU host (or per GPU). */
+import { NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
+import path from 'node:path';
+import { closeDb, createDb } from '../db/client';
+import { config } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { Storage } from '../lib/storage';
+import { EngineNode } from './engine-node';
+import { LlamaEngine } from './engines/llama-engine';
+import { ModelCache } from './model-cache';
+
+async function main() {
+  const c = config();
+  const logger = createLogger('engine-worker', c.LOG_LEVEL);
+  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  const db = createDb(c.DATABASE_URL, { max: 4 });
+  const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
+  const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS });
+  const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), Storage.fromConfig(c));
+  const node = new EngineNode(
+    { nodeId: c.KILN_NODE_ID, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES },
+    { db, connection, llama, cache, logger },
+  );
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    logger.info('engine node shutting down');
+    await node.shutdown();
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  await node.run();
+  await stop();
+  await llama.dispose();
+  await connection.close();
+  await closeDb(db);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

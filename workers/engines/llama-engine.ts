@@ -1,0 +1,244 @@
+/**
+ * llama.cpp through node-llama-cpp. One context per loaded version with N sequences, so N
+ * predictions on the same model run at once (continuous batching). CUDA is used when the host
+ * has it; llama.cpp is never built or downloaded at run time.
+ */
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import type { TextGenerationInput } from '../../tasks/text-generation';
+import { kilnFailure } from '../../workflows/failures';
+
+type NodeLlamaCpp = typeof import('node-llama-cpp');
+
+// node-llama-cpp is ESM with top-level await: it can only be reached through a real import().
+let nodeLlamaCpp: Promise<NodeLlamaCpp> | undefined;
+export function loadNodeLlamaCpp(): Promise<NodeLlamaCpp> {
+  nodeLlamaCpp ??= import('node-llama-cpp');
+  return nodeLlamaCpp;
+}
+
+/** Metadata llama.cpp asserts on: a file without it would abort the process instead of failing. */
+const REQUIRED_LLAMA_KEYS = [
+  'context_length',
+  'embedding_length',
+  'block_count',
+  'feed_forward_length',
+  'attention.head_count',
+] as const;
+
+export async function validateGguf(file: string): Promise<{ architecture: string; trainContextSize?: number }> {
+  const { readGgufFileInfo } = await loadNodeLlamaCpp();
+  let info;
+  try {
+    info = await readGgufFileInfo(file, { readTensorInfo: false, logWarnings: false });
+  } catch (err) {
+    throw kilnFailure('ModelFileCorrupt', `not a readable GGUF file: ${(err as Error).message}`);
+  }
+  const architecture = info.metadata?.general?.architecture as string | undefined;
+  if (!architecture) throw kilnFailure('ModelFileCorrupt', 'GGUF metadata has no general.architecture');
+  const arch = (info.architectureMetadata ?? {}) as Record<string, unknown>;
+  const missing = REQUIRED_LLAMA_KEYS.filter((key) => {
+    const value = key.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], arch);
+    return value === undefined;
+  });
+  if (missing.length > 0) {
+    throw kilnFailure('ModelFileCorrupt', `GGUF metadata lacks ${missing.map((k) => `${architecture}.${k}`).join(', ')}`);
+  }
+  return { architecture, trainContextSize: arch.context_length as number | undefined };
+}
+
+/** A counting semaphore over the context's sequences. */
+class SequencePool {
+  private waiters: Array<() => void> = [];
+  private free: number;
+
+  constructor(
+    private context: LlamaContext,
+    size: number,
+  ) {
+    this.free = size;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<LlamaContextSequence> {
+    while (this.free === 0) {
+      signal?.throwIfAborted();
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+    this.free -= 1;
+    return this.context.getSequence();
+  }
+
+  release(sequence: LlamaContextSequence): void {
+    sequence.dispose();
+    this.free += 1;
+    this.waiters.shift()?.();
+  }
+
+  get busy(): boolean {
+    return this.free < this.context.totalSequences;
+  }
+}
+
+interface LoadedModel {
+  model: LlamaModel;
+  context: LlamaContext;
+  pool: SequencePool;
+}
+
+export interface GenerationResult {
+  chunks: string[];
+  inputTokens: number;
+  outputTokens: number;
+  aborted: boolean;
+  stopReason: string;
+  seed: number;
+  /** Seconds from the start of generation to the first chunk. */
+  timeToFirstToken: number | null;
+  predictSeconds: number;
+}
+
+export interface LlamaEngineOptions {
+  gpu: 'auto' | 'false' | 'cuda' | 'vulkan' | 'metal';
+  contextSize: number;
+  sequences: number;
+  threads: number;
+}
+
+export class LlamaEngine {
+  private llama?: Promise<Llama>;
+  private loaded = new Map<string, LoadedModel>();
+
+  constructor(private opts: LlamaEngineOptions) {}
+
+  backend(): Promise<Llama> {
+    this.llama ??= loadNodeLlamaCpp().then(({ getLlama }) =>
+      getLlama({
+        gpu: this.opts.gpu === 'false' ? false : this.opts.gpu,
+        build: 'never',
+        skipDownload: true,
+        usePrebuiltBinaries: true,
+        progressLogs: false,
+        maxThreads: this.opts.threads,
+        logLevel: 'error' as never,
+      }),
+    );
+    return this.llama;
+  }
+
+  /** The GPU llama.cpp runs on, or null on CPU. */
+  async gpu(): Promise<string | null> {
+    const llama = await this.backend();
+    return llama.gpu === false ? null : llama.gpu;
+  }
+
+  isLoaded(versionId: string): boolean {
+    return this.loaded.has(versionId);
+  }
+
+  isBusy(versionId: string): boolean {
+    return this.loaded.get(versionId)?.pool.busy ?? false;
+  }
+
+  async load(versionId: string, file: string, settings: { sequences?: number; contextSize?: number } = {}): Promise<void> {
+    if (this.loaded.has(versionId)) return;
+    const { trainContextSize } = await validateGguf(file);
+    const llama = await this.backend();
+    let model: LlamaModel;
+    try {
+      model = await llama.loadModel({ modelPath: file });
+    } catch (err) {
+      throw kilnFailure('ModelLoadFailed', `llama.cpp could not load the model: ${(err as Error).message}`);
+    }
+    const sequences = settings.sequences ?? this.opts.sequences;
+    const contextSize = Math.min(settings.contextSize ?? this.opts.contextSize, trainContextSize ?? Infinity);
+    const context = await model.createContext({ sequences, contextSize, threads: this.opts.threads });
+    this.loaded.set(versionId, { model, context, pool: new SequencePool(context, sequences) });
+  }
+
+  async unload(versionId: string): Promise<void> {
+    const entry = this.loaded.get(versionId);
+    if (!entry) return;
+    this.loaded.delete(versionId);
+    await entry.context.dispose();
+    await entry.model.dispose();
+  }
+
+  async generate(
+    versionId: string,
+    input: TextGenerationInput,
+    opts: { signal?: AbortSignal; onChunk?: (chunk: string, outputTokens: number) => void } = {},
+  ): Promise<GenerationResult> {
+    const entry = this.loaded.get(versionId);
+    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
+    const { LlamaCompletion, TokenBias } = await loadNodeLlamaCpp();
+    const sequence = await entry.pool.acquire(opts.signal);
+    const started = performance.now();
+    const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
+    const chunks: string[] = [];
+    let outputTokens = 0;
+    let firstChunkAt: number | null = null;
+    const tokenizer = entry.model.tokenizer;
+    const endTokens = [entry.model.tokens.eos, entry.model.tokens.eot].filter((t): t is Token => t != null);
+    const holdEnd = new TokenBias(tokenizer);
+    for (const t of endTokens) holdEnd.set(t, 'never');
+    const noBias = new TokenBias(tokenizer);
+    const completion = new LlamaCompletion({ contextSequence: sequence });
+    try {
+      const inputTokens = tokenizer(input.prompt).length;
+      const { metadata } = await completion.generateCompletionWithMeta(input.prompt, {
+        maxTokens: input.max_tokens,
+        temperature: input.temperature,
+        topP: input.top_p,
+        topK: input.top_k,
+        seed,
+        customStopTriggers: input.stop === undefined ? undefined : [input.stop].flat(),
+        // min_tokens: the end-of-text tokens are banned until enough has been generated.
+        tokenBias: () => (outputTokens < input.min_tokens ? holdEnd : noBias),
+        signal: opts.signal,
+        stopOnAbortSignal: true,
+        onToken: (tokens) => {
+          outputTokens += tokens.length;
+        },
+        onTextChunk: (text) => {
+          firstChunkAt ??= performance.now();
+          chunks.push(text);
+          opts.onChunk?.(text, outputTokens);
+        },
+      });
+      const predictSeconds = (performance.now() - started) / 1000;
+      return {
+        chunks,
+        inputTokens,
+        outputTokens,
+        aborted: metadata.stopReason === 'abort',
+        stopReason: metadata.stopReason,
+        seed,
+        timeToFirstToken: firstChunkAt === null ? null : (firstChunkAt - started) / 1000,
+        predictSeconds,
+      };
+    } catch (err) {
+      if (opts.signal?.aborted) {
+        // Aborted before the first token: nothing was generated.
+        return {
+          chunks,
+          inputTokens: 0,
+          outputTokens,
+          aborted: true,
+          stopReason: 'abort',
+          seed,
+          timeToFirstToken: null,
+          predictSeconds: (performance.now() - started) / 1000,
+        };
+      }
+      throw err;
+    } finally {
+      completion.dispose({ disposeSequence: false });
+      entry.pool.release(sequence);
+    }
+  }
+
+  async dispose(): Promise<void> {
+    for (const id of [...this.loaded.keys()]) await this.unload(id);
+    const llama = await this.llama;
+    await llama?.dispose();
+  }
+}

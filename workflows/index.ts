@@ -1,0 +1,1 @@
+export { predictionWorkflow, predictionQuery, predictionStartedSignal } from './prediction';

@@ -1,0 +1,201 @@
+/**
+ * One prediction, from admission to a terminal status. The workflow holds the prediction's
+ * whole state; every transition is projected to Postgres by an activity, so the projection
+ * can always be rebuilt from this workflow's history.
+ */
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  CancellationScope,
+  condition,
+  defineQuery,
+  defineSignal,
+  isCancellation,
+  log,
+  proxyActivities,
+  setHandler,
+  TimeoutFailure,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { createControlActivities } from '../activities/control';
+import type { createEngineActivities } from '../activities/engine';
+import { TimeoutType } from '@temporalio/common';
+import { NON_RETRYABLE_TYPES } from './failures';
+import {
+  modelQueue,
+  nodeQueue,
+  PREDICTION_STARTED_SIGNAL,
+  type LoadResult,
+  type PredictionArgs,
+  type PredictionStartedSignal,
+  type PredictionStatus,
+  type PredictResult,
+} from './types';
+import type { PredictionSnapshot } from '../db/predictions';
+import { KilnStatus } from './search-attributes';
+
+type ControlActivities = ReturnType<typeof createControlActivities>;
+type EngineActivities = ReturnType<typeof createEngineActivities>;
+
+export const predictionStartedSignal = defineSignal<[PredictionStartedSignal]>(PREDICTION_STARTED_SIGNAL);
+export const predictionQuery = defineQuery<PredictionSnapshot>('prediction');
+
+/** How many times a prediction goes back to placement when no node picks up its work. */
+const MAX_PLACEMENTS = 3;
+
+const control = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '10 seconds',
+  // Projection and admission must eventually happen, even across a long Postgres outage.
+  retry: { initialInterval: '200 ms', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+});
+
+const placement = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '10 seconds',
+  scheduleToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '500 ms', backoffCoefficient: 1.5, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+});
+
+function engineOn(taskQueue: string) {
+  return proxyActivities<EngineActivities>({
+    taskQueue,
+    // A node that has died never starts the task: go back to placement instead of waiting.
+    scheduleToStartTimeout: '30 seconds',
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: '30 seconds',
+    retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+  });
+}
+
+function predictOn(versionId: string, accountId: string) {
+  return proxyActivities<EngineActivities>({
+    taskQueue: modelQueue(versionId),
+    scheduleToStartTimeout: '2 minutes',
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: '20 seconds',
+    // Wait for the engine to stop, so that a canceled prediction keeps the output it had.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+    priority: { fairnessKey: accountId, fairnessWeight: 1, priorityKey: 3 },
+  });
+}
+
+function isScheduleToStartTimeout(err: unknown): boolean {
+  return (
+    err instanceof ActivityFailure &&
+    err.cause instanceof TimeoutFailure &&
+    err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
+  );
+}
+
+const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
+
+export async function predictionWorkflow(args: PredictionArgs): Promise<PredictionSnapshot> {
+  const state: PredictionSnapshot = {
+    id: args.id,
+    accountId: args.accountId,
+    model: args.model,
+    versionId: args.versionId,
+    input: args.input,
+    output: null,
+    logs: '',
+    error: null,
+    status: 'starting',
+    metrics: {},
+    createdAt: args.createdAt,
+    startedAt: null,
+    completedAt: null,
+    revision: 0,
+  };
+  const logLine = (line: string) => {
+    state.logs += `${line}\n`;
+  };
+
+  const setStatus = (status: PredictionStatus) => {
+    state.status = status;
+    upsertSearchAttributes([{ key: KilnStatus, value: status }]);
+  };
+  const project = async () => {
+    state.revision += 1;
+    await control.projectPrediction({ ...state });
+  };
+
+  setHandler(predictionQuery, () => state);
+  let started: PredictionStartedSignal | undefined;
+  setHandler(predictionStartedSignal, (s) => {
+    started ??= s;
+  });
+
+  await project();
+  let result: PredictResult | undefined;
+  try {
+    await control.admitPrediction({ accountId: args.accountId, versionId: args.versionId });
+    let setupSeconds = 0;
+    for (let attempt = 1; !result; attempt++) {
+      const place = await placement.placeModel({ versionId: args.versionId });
+      if (!place.warm) {
+        logLine(`Warming up ${args.model} on node ${place.nodeId}`);
+        const load: LoadResult = await engineOn(nodeQueue(place.nodeId)).loadModel({ versionId: args.versionId });
+        if (!load.alreadyLoaded) {
+          setupSeconds += load.downloadSeconds + load.loadSeconds;
+          if (load.downloadedBytes > 0) {
+            logLine(`Downloaded ${(load.downloadedBytes / 2 ** 20).toFixed(1)} MiB in ${load.downloadSeconds.toFixed(2)} s`);
+          }
+          logLine(`Loaded in ${load.loadSeconds.toFixed(2)} s`);
+        }
+      }
+      // The engine signals when it really starts; until then the prediction waits in the fair queue.
+      const running = predictOn(args.versionId, args.accountId).predict({
+        predictionId: args.id,
+        versionId: args.versionId,
+        task: args.task,
+        input: args.input,
+      });
+      const markStarted = (async () => {
+        await condition(() => started !== undefined || result !== undefined);
+        if (started && state.status === 'starting') {
+          state.startedAt = started.startedAt;
+          setStatus('processing');
+          await project();
+        }
+      })();
+      try {
+        result = await running;
+        await markStarted;
+      } catch (err) {
+        if (isScheduleToStartTimeout(err) && attempt < MAX_PLACEMENTS) {
+          log.warn('no engine took the prediction, placing again', { attempt });
+          logLine('No engine picked the prediction up in time; placing the model again');
+          continue;
+        }
+        throw err;
+      }
+    }
+    if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+    state.output = result.output;
+    state.startedAt ??= result.startedAt;
+    for (const line of result.logs) logLine(line);
+    Object.assign(state.metrics, result.metrics);
+    setStatus(result.aborted || CancellationScope.current().consideredCancelled ? 'canceled' : 'succeeded');
+  } catch (err) {
+    if (isCancellation(err)) {
+      setStatus('canceled');
+    } else {
+      setStatus('failed');
+      state.error = describeFailure(err);
+      logLine(`Error: ${state.error}`);
+    }
+  }
+  state.completedAt = new Date(Date.now()).toISOString();
+  state.metrics.total_time = seconds(state.createdAt, state.completedAt);
+  if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
+  // The final write must happen even when the workflow itself is being canceled.
+  await CancellationScope.nonCancellable(project);
+  return state;
+}
+
+/** The innermost message: an activity failure wraps the error that caused it. */
+function describeFailure(err: unknown): string {
+  let e: unknown = err;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+}
