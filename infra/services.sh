@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Starts Temporal (dev server), MinIO and Postgres if they are not up, and waits until each is
-# healthy. Running it again while everything is up changes nothing. Each service this run
-# started is listed in $DATA/started-services, so a caller can stop exactly those.
+# healthy. Running it again while everything is up changes nothing.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-
-: >"$DATA/started-services.new"
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -26,7 +23,6 @@ start_temporal() {
     --search-attribute KilnModel=Keyword \
     --search-attribute KilnStatus=Keyword \
     --log-level warn
-  echo temporal >>"$DATA/started-services.new"
   wait_for temporal 90 temporal_healthy
 }
 
@@ -40,7 +36,6 @@ start_minio() {
     MINIO_ROOT_USER="$S3_ACCESS_KEY_ID" MINIO_ROOT_PASSWORD="$S3_SECRET_ACCESS_KEY" MINIO_BROWSER=off \
       start_daemon minio "$DATA/pids/minio.pid" "$MINIO_BIN" server "$DATA/minio" \
       --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE_PORT" --quiet
-    echo minio >>"$DATA/started-services.new"
   fi
   wait_for minio 60 minio_healthy
 }
@@ -66,5 +61,3 @@ mn=$!
 wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
 wait $tp || die "Temporal did not start (log: $DATA/logs/temporal.log)"
 wait $mn || die "MinIO did not start (log: $DATA/logs/minio.log)"
-cat "$DATA/started-services.new" >>"$DATA/started-services"
-rm -f "$DATA/started-services.new"

@@ -7,5 +7,4 @@ KILN_RUN_DIR="$DATA/test" RUN_DIR="$DATA/test"
 [ -d "$RUN_DIR/pids" ] && stop_kiln
 stop_pidfile "$DATA/pids/minio.pid"
 stop_pidfile "$DATA/pids/temporal.pid"
-rm -f "$DATA/started-services"
 log "stopped"

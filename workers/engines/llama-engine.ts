@@ -3,6 +3,7 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time.
  */
+import { open } from 'node:fs/promises';
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
 import type { TextGenerationInput } from '../../tasks/text-generation';
 import { kilnFailure } from '../../workflows/failures';
@@ -25,11 +26,33 @@ const REQUIRED_LLAMA_KEYS = [
   'attention.head_count',
 ] as const;
 
+/** Magic, version and counts: readGgufFileInfo can wait forever on a file that is not GGUF at all. */
+async function checkGgufHeader(file: string): Promise<void> {
+  const handle = await open(file, 'r');
+  try {
+    const header = Buffer.alloc(24);
+    const { bytesRead } = await handle.read(header, 0, 24, 0);
+    const { size } = await handle.stat();
+    const problem =
+      bytesRead < 24 || header.toString('latin1', 0, 4) !== 'GGUF'
+        ? 'does not start with the GGUF magic'
+        : ![2, 3].includes(header.readUInt32LE(4))
+          ? `has unsupported GGUF version ${header.readUInt32LE(4)}`
+          : header.readBigUInt64LE(8) > BigInt(size) || header.readBigUInt64LE(16) > BigInt(size)
+            ? 'has tensor or metadata counts larger than the file'
+            : undefined;
+    if (problem) throw kilnFailure('ModelFileCorrupt', `not a GGUF model: the file ${problem}`);
+  } finally {
+    await handle.close();
+  }
+}
+
 export async function validateGguf(file: string): Promise<{ architecture: string; trainContextSize?: number }> {
+  await checkGgufHeader(file);
   const { readGgufFileInfo } = await loadNodeLlamaCpp();
   let info;
   try {
-    info = await readGgufFileInfo(file, { readTensorInfo: false, logWarnings: false });
+    info = await readGgufFileInfo(file, { readTensorInfo: false, logWarnings: false, signal: AbortSignal.timeout(30_000) });
   } catch (err) {
     throw kilnFailure('ModelFileCorrupt', `not a readable GGUF file: ${(err as Error).message}`);
   }
@@ -182,6 +205,13 @@ export class LlamaEngine {
     for (const t of endTokens) holdEnd.set(t, 'never');
     const noBias = new TokenBias(tokenizer);
     const completion = new LlamaCompletion({ contextSequence: sequence });
+    // Stop strings are matched on the decoded text here: llama.cpp's detector misses a string
+    // that begins with a space, since a word token carries its space as a prefix.
+    const stops = input.stop === undefined ? [] : [input.stop].flat();
+    const stopAt = new AbortController();
+    const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
+    let text = '';
+    let stopped = false;
     try {
       const inputTokens = tokenizer(input.prompt).length;
       const { metadata } = await completion.generateCompletionWithMeta(input.prompt, {
@@ -190,40 +220,51 @@ export class LlamaEngine {
         topP: input.top_p,
         topK: input.top_k,
         seed,
-        customStopTriggers: input.stop === undefined ? undefined : [input.stop].flat(),
         // min_tokens: the end-of-text tokens are banned until enough has been generated.
         tokenBias: () => (outputTokens < input.min_tokens ? holdEnd : noBias),
-        signal: opts.signal,
+        signal,
         stopOnAbortSignal: true,
         onToken: (tokens) => {
           outputTokens += tokens.length;
         },
-        onTextChunk: (text) => {
+        onTextChunk: (chunk) => {
+          if (stopped) return;
           firstChunkAt ??= performance.now();
-          chunks.push(text);
-          opts.onChunk?.(text, outputTokens);
+          const before = text.length;
+          text += chunk;
+          const hit = stops.map((s) => text.indexOf(s, Math.max(0, before - s.length + 1))).filter((i) => i >= 0);
+          if (hit.length > 0) {
+            stopped = true;
+            const keep = Math.min(...hit) - before;
+            if (keep > 0) chunks.push(chunk.slice(0, keep));
+            stopAt.abort();
+            return;
+          }
+          chunks.push(chunk);
+          opts.onChunk?.(chunk, outputTokens);
         },
       });
       const predictSeconds = (performance.now() - started) / 1000;
+      const canceled = opts.signal?.aborted === true;
       return {
         chunks,
         inputTokens,
         outputTokens,
-        aborted: metadata.stopReason === 'abort',
-        stopReason: metadata.stopReason,
+        aborted: canceled,
+        stopReason: stopped && !canceled ? 'stop' : metadata.stopReason,
         seed,
         timeToFirstToken: firstChunkAt === null ? null : (firstChunkAt - started) / 1000,
         predictSeconds,
       };
     } catch (err) {
-      if (opts.signal?.aborted) {
+      if (signal.aborted) {
         // Aborted before the first token: nothing was generated.
         return {
           chunks,
           inputTokens: 0,
           outputTokens,
-          aborted: true,
-          stopReason: 'abort',
+          aborted: opts.signal?.aborted === true,
+          stopReason: opts.signal?.aborted ? 'abort' : 'stop',
           seed,
           timeToFirstToken: null,
           predictSeconds: (performance.now() - started) / 1000,

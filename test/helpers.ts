@@ -1,0 +1,70 @@
+/** Shared by the integration and end-to-end tests: the real stack that infra/test.sh started. */
+import { Client, Connection } from '@temporalio/client';
+import { createAccount, createApiToken, type Account } from '../db/accounts';
+import { createDb, type Db } from '../db/client';
+import { newId } from '../lib/ids';
+
+export const API_URL = process.env.KILN_API_URL ?? 'http://127.0.0.1:8081';
+
+export function testDb(): Db {
+  return createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln_test', { max: 2 });
+}
+
+export async function testTemporal(): Promise<{ client: Client; close: () => Promise<void> }> {
+  const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
+  const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' });
+  return { client, close: () => connection.close() };
+}
+
+/** A fresh account with its own token, so tests never see each other's predictions. */
+export async function newAccount(db: Db, prefix = 'test'): Promise<{ account: Account; token: string }> {
+  const account = await createAccount(db, `${prefix}-${newId().slice(0, 10)}`);
+  const { token } = await createApiToken(db, account.id, 'test');
+  return { account, token };
+}
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export async function api<T = any>(
+  path: string,
+  opts: { method?: string; token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  if (opts.body !== undefined || opts.rawBody !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${API_URL}${path}`, {
+    method: opts.method ?? (opts.body !== undefined || opts.rawBody !== undefined ? 'POST' : 'GET'),
+    headers,
+    body: opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body)),
+  });
+  const text = await res.text();
+  let body: any = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text so the assertion shows it
+  }
+  return { status: res.status, body, headers: res.headers };
+}
+
+/** Polls until `done(value)` holds, or fails with the last value seen. */
+export async function poll<T>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  { timeoutMs = 30_000, intervalMs = 50 } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await read();
+  while (!done(last)) {
+    if (Date.now() > deadline) throw new Error(`poll timed out after ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+    last = await read();
+  }
+  return last;
+}
+
+export const TERMINAL = ['succeeded', 'failed', 'canceled', 'aborted'];

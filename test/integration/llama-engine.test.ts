@@ -1,0 +1,83 @@
+/** The llama.cpp engine on a generated model: real native inference, no Temporal involved. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { TINY_LLAMA } from '../../infra/seed';
+import { textGenerationInput } from '../../tasks/text-generation';
+import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
+import { LlamaEngine } from '../../workers/engines/llama-engine';
+
+jest.setTimeout(60_000);
+
+let dir: string;
+const engine = new LlamaEngine({ gpu: 'false', contextSize: 2048, sequences: 2, threads: 1 });
+const input = (i: Record<string, unknown>) => textGenerationInput.parse({ prompt: 'The kiln was', ...i });
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kiln-engine-'));
+  const file = path.join(dir, 'tiny.gguf');
+  await writeLlamaGguf(file, TINY_LLAMA);
+  await engine.load('v1', file);
+});
+
+afterAll(async () => {
+  await engine.dispose();
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('min_tokens = max_tokens generates exactly that many tokens, as text chunks', async () => {
+  const r = await engine.generate('v1', input({ max_tokens: 40, min_tokens: 40, seed: 1 }));
+  expect(r.outputTokens).toBe(40);
+  expect(r.stopReason).toBe('maxTokens');
+  expect(r.chunks.length).toBeGreaterThan(0);
+  expect(r.chunks.join('').length).toBeGreaterThan(0);
+  expect(r.inputTokens).toBeGreaterThan(0);
+});
+
+test('the same seed gives the same text; another seed other text', async () => {
+  const a = await engine.generate('v1', input({ max_tokens: 24, min_tokens: 24, seed: 11, temperature: 0.9 }));
+  const b = await engine.generate('v1', input({ max_tokens: 24, min_tokens: 24, seed: 11, temperature: 0.9 }));
+  const c = await engine.generate('v1', input({ max_tokens: 24, min_tokens: 24, seed: 12, temperature: 0.9 }));
+  expect(b.chunks.join('')).toBe(a.chunks.join(''));
+  expect(c.chunks.join('')).not.toBe(a.chunks.join(''));
+});
+
+test('a stop string ends generation before it', async () => {
+  const free = await engine.generate('v1', input({ max_tokens: 64, min_tokens: 64, seed: 5, temperature: 0 }));
+  const text = free.chunks.join('');
+  // Stop on the third word of the unconstrained run: the constrained run must end before it.
+  const word = text.trim().split(/\s+/)[2];
+  const stopped = await engine.generate('v1', input({ max_tokens: 64, seed: 5, temperature: 0, stop: ` ${word}` }));
+  expect(stopped.stopReason).toBe('stop');
+  expect(stopped.chunks.join('')).not.toContain(` ${word}`);
+  expect(stopped.outputTokens).toBeLessThan(64);
+});
+
+test('an abort stops generation and keeps what was generated', async () => {
+  const controller = new AbortController();
+  let seen = 0;
+  const r = await engine.generate('v1', input({ max_tokens: 8000, min_tokens: 8000, seed: 3 }), {
+    signal: controller.signal,
+    onChunk: (_c, tokens) => {
+      seen = tokens;
+      if (tokens >= 50) controller.abort();
+    },
+  });
+  expect(r.aborted).toBe(true);
+  expect(r.outputTokens).toBeGreaterThanOrEqual(50);
+  expect(r.outputTokens).toBeLessThan(8000);
+  expect(seen).toBeGreaterThanOrEqual(50);
+});
+
+test('two sequences generate concurrently on one context', async () => {
+  const [a, b] = await Promise.all([
+    engine.generate('v1', input({ max_tokens: 30, min_tokens: 30, seed: 1 })),
+    engine.generate('v1', input({ max_tokens: 30, min_tokens: 30, seed: 2 })),
+  ]);
+  expect(a.outputTokens).toBe(30);
+  expect(b.outputTokens).toBe(30);
+});
+
+test('a version that is not loaded is an error, not a crash', async () => {
+  await expect(engine.generate('nope', input({}))).rejects.toThrow(/not loaded/);
+});

@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import { ValidationError } from '../../api/errors';
+import { preferWaitSeconds } from '../../api/routes/predictions';
+import { decodeCursor, encodeCursor } from '../../db/predictions';
+import { parseConfig } from '../../lib/config';
+import { idFromKey, newId } from '../../lib/ids';
+import { textGenerationInput } from '../../tasks/text-generation';
+
+describe('text-generation input', () => {
+  test('fills defaults', () => {
+    expect(textGenerationInput.parse({ prompt: 'hi' })).toEqual({
+      prompt: 'hi',
+      max_tokens: 128,
+      min_tokens: 0,
+      temperature: 0.7,
+      top_p: 0.95,
+      top_k: 0,
+    });
+  });
+
+  test.each([
+    [{}, 'prompt'],
+    [{ prompt: '' }, 'prompt'],
+    [{ prompt: 'x', max_tokens: 'many' }, 'max_tokens'],
+    [{ prompt: 'x', max_tokens: 1.5 }, 'max_tokens'],
+    [{ prompt: 'x', temperature: -1 }, 'temperature'],
+    [{ prompt: 'x', top_p: 0 }, 'top_p'],
+    [{ prompt: 'x', min_tokens: 10, max_tokens: 5 }, 'min_tokens'],
+    [{ prompt: 'x', stop: [''] }, 'stop'],
+  ])('%j is refused at %s', (input, field) => {
+    const result = textGenerationInput.safeParse(input);
+    expect(result.success).toBe(false);
+    expect(result.error!.issues[0].path[0]).toBe(field);
+  });
+
+  test('unknown fields are named', () => {
+    const result = textGenerationInput.safeParse({ prompt: 'x', promtp: 'y' });
+    const err = ValidationError.fromZod(result.error!, 'input');
+    expect(err.fields).toEqual([{ field: 'input.promtp', description: 'is not a known field' }]);
+    expect(err.status).toBe(422);
+  });
+});
+
+describe('ValidationError', () => {
+  test('names nested fields with a prefix', () => {
+    const schema = z.object({ a: z.object({ b: z.number() }) });
+    const err = ValidationError.fromZod(schema.safeParse({ a: { b: 'x' } }).error!, 'input');
+    expect(err.fields[0].field).toBe('input.a.b');
+    expect(err.message).toMatch(/^input\.a\.b: /);
+  });
+});
+
+describe('Prefer: wait', () => {
+  test.each([
+    [undefined, 0],
+    ['', 0],
+    ['wait', 60],
+    ['wait=5', 5],
+    ['wait=600', 60],
+    ['respond-async, wait=10', 10],
+    ['return=minimal', 0],
+    ['waiting', 0],
+  ])('%s → %d s', (header, seconds) => {
+    expect(preferWaitSeconds(header)).toBe(seconds);
+  });
+});
+
+describe('ids and cursors', () => {
+  test('ids look like Replicate ids', () => {
+    const ids = new Set(Array.from({ length: 100 }, newId));
+    expect(ids.size).toBe(100);
+    for (const id of ids) expect(id).toMatch(/^[a-z2-7]{26}$/);
+  });
+
+  test('an idempotency key gives the same id for the same account only', () => {
+    expect(idFromKey('acc_1', 'k')).toBe(idFromKey('acc_1', 'k'));
+    expect(idFromKey('acc_2', 'k')).not.toBe(idFromKey('acc_1', 'k'));
+    expect(idFromKey('acc_1', 'k')).toMatch(/^[a-z2-7]{26}$/);
+  });
+
+  test('cursors round-trip and junk is refused', () => {
+    const c = { createdAt: '2026-01-01T00:00:00.000Z', id: 'abc' };
+    expect(decodeCursor(encodeCursor(c))).toEqual(c);
+    expect(decodeCursor('not-a-cursor')).toBeUndefined();
+    expect(decodeCursor(Buffer.from('["nope",1]').toString('base64url'))).toBeUndefined();
+  });
+});
+
+describe('config', () => {
+  const base = { S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 'b' };
+  test('defaults are the local stack', () => {
+    const c = parseConfig(base);
+    expect(c.PORT).toBe(8080);
+    expect(c.TEMPORAL_ADDRESS).toBe('127.0.0.1:7233');
+    expect(c.KILN_ENGINE_THREADS).toBeGreaterThanOrEqual(1);
+  });
+  test('a bad value fails fast, naming the variable', () => {
+    expect(() => parseConfig({ ...base, PORT: 'eighty' })).toThrow(/PORT/);
+    expect(() => parseConfig({ S3_ACCESS_KEY_ID: 'a' })).toThrow(/S3_SECRET_ACCESS_KEY/);
+  });
+});
