@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { closeDb, createDb } from '../db/client';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { announceReady } from '../lib/ready';
 import { createApp } from './app';
 
 async function main() {
@@ -12,7 +13,10 @@ async function main() {
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE });
   const app = createApp({ db, temporal, logger, controlQueue: c.KILN_CONTROL_QUEUE, publicUrl: c.KILN_PUBLIC_URL });
-  const server = app.listen(c.PORT, c.HOST, () => logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening'));
+  const server = app.listen(c.PORT, c.HOST, () => {
+    logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening');
+    announceReady();
+  });
   const stop = () => {
     server.close(async () => {
       await connection.close();

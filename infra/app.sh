@@ -5,16 +5,15 @@
 
 run_ts() { node --import tsx "$@"; }
 
-api_healthy() { curl -fsS "http://127.0.0.1:${PORT:-8080}/healthz"; }
-log_says() { grep -q "$2" "$RUN_DIR/logs/$1.log"; }
-
-# start_app NAME ENTRY READY-CHECK...: starts it unless its pid file names a live process.
+# start_app NAME ENTRY: starts it unless its pid file names a live process, and waits until the
+# process says it is serving (lib/ready.ts writes the file named by KILN_READY_FILE).
 start_app() {
-  local name=$1 entry=$2; shift 2
-  local pidfile="$RUN_DIR/pids/$name.pid"
+  local name=$1 entry=$2
+  local pidfile="$RUN_DIR/pids/$name.pid" ready="$RUN_DIR/pids/$name.ready"
   if pid_alive "$pidfile"; then return 0; fi
-  start_daemon "$name" "$pidfile" node --import tsx "$KILN_ROOT/$entry"
-  wait_for_app "$name" 120 "$@"
+  rm -f "$ready"
+  KILN_READY_FILE="$ready" start_daemon "$name" "$pidfile" node --import tsx "$KILN_ROOT/$entry"
+  wait_for_app "$name" 120 test -f "$ready"
 }
 
 # Like wait_for, but also notices a process that died, and shows the end of its log.
@@ -32,11 +31,11 @@ wait_for_app() {
 
 start_kiln() {
   (cd "$KILN_ROOT" && run_ts infra/setup.ts) || die "setup failed (database, bucket, namespace or seed)"
-  start_app control-worker workers/control-worker.ts log_says control-worker 'control worker up' &
+  start_app control-worker workers/control-worker.ts &
   local cw=$!
-  start_app engine-worker workers/engine-worker.ts log_says engine-worker 'engine node up' &
+  start_app engine-worker workers/engine-worker.ts &
   local ew=$!
-  start_app api api/index.ts api_healthy &
+  start_app api api/index.ts &
   local ap=$!
   wait $cw || die "the control worker did not start"
   wait $ew || die "the engine worker did not start"

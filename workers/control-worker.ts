@@ -4,6 +4,7 @@ import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { announceReady } from '../lib/ready';
 
 async function main() {
   const c = config();
@@ -19,6 +20,7 @@ async function main() {
     activities: createControlActivities({ db, maxRunningPerAccount: c.KILN_MAX_RUNNING_PER_ACCOUNT }),
   });
   logger.info({ taskQueue: c.KILN_CONTROL_QUEUE, namespace: c.TEMPORAL_NAMESPACE }, 'control worker up');
+  announceReady();
   await worker.run();
   await connection.close();
   await closeDb(db);

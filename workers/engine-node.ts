@@ -8,6 +8,7 @@ import type { Db } from '../db/client';
 import { heartbeatNode, registerNode, removeNode } from '../db/nodes';
 import type { LoadedVersion } from '../db/schema';
 import type { Logger } from '../lib/logger';
+import { announceReady } from '../lib/ready';
 import { createEngineActivities, type NodeHooks } from '../activities/engine';
 import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
@@ -52,7 +53,9 @@ export class EngineNode implements NodeHooks {
       activities: { loadModel: this.activities.loadModel },
       maxConcurrentActivityTaskExecutions: 4,
     });
-    await this.nodeWorker.run();
+    const running = this.nodeWorker.run();
+    announceReady();
+    await running;
   }
 
   loadedVersions(): LoadedVersion[] {
