@@ -5,6 +5,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 bash "$KILN_ROOT/infra/install.sh"
+log "typecheck and lint"
+(cd "$KILN_ROOT" && tsc --noEmit && eslint .) || die "typecheck or lint failed"
 ours=()
 for svc in temporal minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done
 bash "$KILN_ROOT/infra/services.sh"

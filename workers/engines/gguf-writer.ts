@@ -188,10 +188,16 @@ type MetaValue =
 
 function writeMeta(w: ByteWriter, key: string, value: MetaValue) {
   w.str(key);
-  if ('u32' in value) (w.u32(GGUF_VALUE.UINT32), w.u32(value.u32));
-  else if ('f32' in value) (w.u32(GGUF_VALUE.FLOAT32), w.f32(value.f32));
-  else if ('str' in value) (w.u32(GGUF_VALUE.STRING), w.str(value.str));
-  else {
+  if ('u32' in value) {
+    w.u32(GGUF_VALUE.UINT32);
+    w.u32(value.u32);
+  } else if ('f32' in value) {
+    w.u32(GGUF_VALUE.FLOAT32);
+    w.f32(value.f32);
+  } else if ('str' in value) {
+    w.u32(GGUF_VALUE.STRING);
+    w.str(value.str);
+  } else {
     w.u32(GGUF_VALUE.ARRAY);
     if ('strings' in value) {
       w.u32(GGUF_VALUE.STRING);

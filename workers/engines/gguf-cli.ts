@@ -1,0 +1,52 @@
+/** `npm run gguf -- --out model.gguf --type Q8_0 --embedding 768 --layers 12`: a random-weight LLaMA GGUF. */
+import { Command, InvalidArgumentError } from 'commander';
+import { llamaSpecSchema, TENSOR_TYPES, writeLlamaGguf } from './gguf-writer';
+
+const int = (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
+  return n;
+};
+
+const program = new Command('gguf')
+  .description('Write a LLaMA-architecture GGUF file with seeded random weights')
+  .requiredOption('-o, --out <file>', 'where to write the model')
+  .option('--type <type>', `tensor type: ${TENSOR_TYPES.join(', ')}`, 'F32')
+  .option('--embedding <n>', 'embedding length (multiple of 32)', int, 64)
+  .option('--layers <n>', 'transformer blocks', int, 2)
+  .option('--heads <n>', 'attention heads', int, 4)
+  .option('--kv-heads <n>', 'key/value heads (grouped-query attention)', int)
+  .option('--feed-forward <n>', 'feed-forward length (multiple of 32)', int, 128)
+  .option('--context <n>', 'training context length', int, 2048)
+  .option('--vocab-words <n>', 'word pieces after the byte tokens', int, 200)
+  .option('--seed <n>', 'random seed', int, 42)
+  .option('--name <name>', 'general.name', 'kiln-random-llama')
+  .action(async (o) => {
+    const parsed = llamaSpecSchema.safeParse({
+      name: o.name,
+      embedding: o.embedding,
+      layers: o.layers,
+      heads: o.heads,
+      kvHeads: o.kvHeads,
+      feedForward: o.feedForward,
+      contextLength: o.context,
+      vocabWords: o.vocabWords,
+      type: o.type,
+      seed: o.seed,
+    });
+    if (!parsed.success) {
+      return program.error(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
+    }
+    const started = performance.now();
+    const written = await writeLlamaGguf(o.out, parsed.data);
+    const mib = (written.size / 2 ** 20).toFixed(1);
+    console.log(
+      `${o.out}: ${mib} MiB, ${written.parameters.toLocaleString()} parameters, sha256 ${written.sha256} ` +
+        `(${((performance.now() - started) / 1000).toFixed(2)} s)`,
+    );
+  });
+
+program.parseAsync().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});
