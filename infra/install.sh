@@ -7,9 +7,11 @@ install_npm() {
   cd "$KILN_ROOT"
   # onnxruntime-node's postinstall downloads CUDA libraries; there is no network for that here.
   export ONNXRUNTIME_NODE_INSTALL=skip
+  # npm install, not npm ci: npm 11's ci refuses a lock file that lists only this platform's
+  # optional binaries (CUDA builds, swc, ...), while install honours the lock as it is.
   if [ ! -d node_modules ]; then
     log "installing npm packages (first run: about two minutes)"
-    npm ci --no-audit --no-fund --loglevel=error
+    npm install --no-audit --no-fund --loglevel=error
   elif [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "package-lock.json changed: updating npm packages"
     npm install --no-audit --no-fund --loglevel=error
