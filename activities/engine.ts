@@ -6,6 +6,8 @@ import { isTaskName, tasks } from '../tasks';
 import type { TextGenerationInput } from '../tasks/text-generation';
 import type { LlamaEngine } from '../workers/engines/llama-engine';
 import type { ModelCache } from '../workers/model-cache';
+import { OutputStream } from './output-stream';
+import { OutputWebhooks } from './output-webhooks';
 import { kilnFailure } from '../workflows/failures';
 import {
   PREDICTION_STARTED_SIGNAL,
@@ -28,11 +30,13 @@ export interface EngineDeps {
   cache: ModelCache;
   llama: LlamaEngine;
   node: NodeHooks;
+  /** Where webhook delivery workflows run. */
+  controlQueue: string;
 }
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
 
-export function createEngineActivities({ db, cache, llama, node }: EngineDeps) {
+export function createEngineActivities({ db, cache, llama, node, controlQueue }: EngineDeps) {
   const loading = new Map<string, Promise<LoadResult>>();
 
   async function load(versionId: string): Promise<LoadResult> {
@@ -108,14 +112,24 @@ export function createEngineActivities({ db, cache, llama, node }: EngineDeps) {
 
       let tokens = 0;
       const beat = setInterval(() => ctx.heartbeat({ tokens }), 1000);
+      const stream = new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }));
+      const output: string[] = [];
+      const webhooks = new OutputWebhooks(ctx.client, controlQueue, req.snapshot, (err) =>
+        log.warn('could not start an output webhook', { error: err.message }),
+      );
       try {
         const g = await llama.generate(req.versionId, input, {
           signal: ctx.cancellationSignal,
-          onChunk: (_chunk, outputTokens) => {
+          onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
             ctx.heartbeat({ tokens });
+            output.push(chunk);
+            stream.push(chunk);
+            webhooks.outputChanged(output);
           },
         });
+        webhooks.stop();
+        await stream.close();
         // Anything but a cancel request (shutdown, lost heartbeat) is a fault: let Temporal retry.
         if (g.aborted && !ctx.cancellationDetails?.cancelRequested) {
           throw new Error(`generation interrupted on node ${node.nodeId}`);
@@ -138,6 +152,7 @@ export function createEngineActivities({ db, cache, llama, node }: EngineDeps) {
         return { output: g.chunks, logs, metrics, startedAt, aborted: g.aborted };
       } finally {
         clearInterval(beat);
+        webhooks.stop();
       }
     },
   };

@@ -4,15 +4,23 @@ import { sql } from 'drizzle-orm';
 import express, { type Request } from 'express';
 import type { Db } from '../db/client';
 import type { Logger } from '../lib/logger';
+import type { UrlSigner } from '../lib/signing';
 import { requireAuth } from './auth';
 import { errorHandler, notFoundHandler } from './errors';
+import type { EventHub } from './event-hub';
+import type { UrlContext } from './prediction-json';
 import { predictionRoutes } from './routes/predictions';
+import { streamRoutes } from './routes/streams';
+import { webhookRoutes } from './routes/webhooks';
 
 export interface AppDeps {
   db: Db;
   temporal: Client;
   logger: Logger;
+  hub: EventHub;
+  signer: UrlSigner;
   controlQueue: string;
+  allowPrivateWebhooks: boolean;
   publicUrl?: string;
 }
 
@@ -20,17 +28,32 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', 'loopback');
-  const baseUrl = (req: Request) => deps.publicUrl?.replace(/\/$/, '') ?? `${req.protocol}://${req.get('host')}`;
+  const urls = (req: Request): UrlContext => ({
+    baseUrl: deps.publicUrl?.replace(/\/$/, '') ?? `${req.protocol}://${req.get('host')}`,
+    signer: deps.signer,
+  });
 
   app.get('/healthz', async (_req, res) => {
     await deps.db.execute(sql`select 1`);
     res.json({ status: 'ok' });
   });
 
+  // Streams authenticate by their signed URL, so they sit outside the token check.
+  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer }));
+
   const v1 = express.Router();
   v1.use(express.json({ limit: '10mb' }));
   v1.use(requireAuth(deps.db));
-  v1.use(predictionRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue, baseUrl }));
+  v1.use(
+    predictionRoutes({
+      db: deps.db,
+      temporal: deps.temporal,
+      controlQueue: deps.controlQueue,
+      allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      urls,
+    }),
+  );
+  v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);
 
   app.use(notFoundHandler);

@@ -14,11 +14,22 @@ import type { predictionWorkflow } from '../workflows/prediction';
 import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
 import { predictionWorkflowId, type PredictionArgs } from '../workflows/types';
 import { parseOr422 } from './validation';
+import { ValidationError } from './errors';
+import { webhookEvents, type WebhookEvent } from '../db/schema';
+import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
 
 export interface CreateDeps {
   db: Db;
   temporal: Client;
   controlQueue: string;
+  allowPrivateWebhooks: boolean;
+}
+
+export interface CreateOptions {
+  idempotencyKey?: string;
+  webhook?: string;
+  webhookEventsFilter?: WebhookEvent[];
+  cancelAfterSeconds?: number;
 }
 
 export async function createPrediction(
@@ -26,15 +37,24 @@ export async function createPrediction(
   account: Account,
   resolved: ResolvedVersion,
   input: Record<string, unknown>,
-  opts: { idempotencyKey?: string } = {},
+  opts: CreateOptions = {},
 ): Promise<PredictionRow> {
   parseOr422(taskInputSchema(resolved.version.task), input, 'input');
+  if (opts.webhook) {
+    try {
+      await resolveWebhookTarget(opts.webhook, deps.allowPrivateWebhooks);
+    } catch (err) {
+      if (err instanceof WebhookTargetError) throw new ValidationError([{ field: 'webhook', description: err.message }]);
+      throw err;
+    }
+  }
   const id = opts.idempotencyKey ? idFromKey(account.id, opts.idempotencyKey) : newId();
   if (opts.idempotencyKey) {
     const existing = await getPrediction(deps.db, account.id, id);
     if (existing) return existing;
   }
   const model = `${resolved.model.owner}/${resolved.model.name}`;
+  const now = new Date();
   const args: PredictionArgs = {
     id,
     accountId: account.id,
@@ -42,7 +62,10 @@ export async function createPrediction(
     versionId: resolved.version.id,
     task: resolved.version.task,
     input,
-    createdAt: new Date().toISOString(),
+    createdAt: now.toISOString(),
+    webhook: opts.webhook ?? null,
+    webhookEventsFilter: opts.webhook ? (opts.webhookEventsFilter ?? [...webhookEvents]) : null,
+    deadline: opts.cancelAfterSeconds ? new Date(now.getTime() + opts.cancelAfterSeconds * 1000).toISOString() : null,
   };
   try {
     await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {

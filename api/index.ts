@@ -4,7 +4,9 @@ import { closeDb, createDb } from '../db/client';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
+import { UrlSigner } from '../lib/signing';
 import { createApp } from './app';
+import { EventHub } from './event-hub';
 
 async function main() {
   const c = config();
@@ -12,13 +14,27 @@ async function main() {
   const db = createDb(c.DATABASE_URL);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE });
-  const app = createApp({ db, temporal, logger, controlQueue: c.KILN_CONTROL_QUEUE, publicUrl: c.KILN_PUBLIC_URL });
+  const hub = new EventHub(db.$client, logger);
+  await hub.start();
+  const app = createApp({
+    db,
+    temporal,
+    logger,
+    hub,
+    signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
+    controlQueue: c.KILN_CONTROL_QUEUE,
+    allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
+    publicUrl: c.KILN_PUBLIC_URL,
+  });
   const server = app.listen(c.PORT, c.HOST, () => {
     logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening');
     announceReady();
   });
   const stop = () => {
+    // Open streams would hold the server up: give them a moment, then close them.
+    setTimeout(() => server.closeAllConnections(), 3_000).unref();
     server.close(async () => {
+      await hub.stop();
       await connection.close();
       await closeDb(db);
       process.exit(0);

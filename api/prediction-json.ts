@@ -1,8 +1,19 @@
-import type { PredictionRow } from '../db/predictions';
+import type { PredictionRow, PredictionSnapshot } from '../db/predictions';
+import type { UrlSigner } from '../lib/signing';
+
+/** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
+export interface UrlContext {
+  baseUrl: string;
+  signer: UrlSigner;
+}
+
+export function streamUrl(ctx: UrlContext, id: string): string {
+  return `${ctx.baseUrl}/v1/predictions/${id}/stream?sig=${ctx.signer.sign(`stream:${id}`)}`;
+}
 
 /** A prediction in Replicate's JSON shape. */
-export function predictionJson(row: PredictionRow, baseUrl: string) {
-  const self = `${baseUrl}/v1/predictions/${row.id}`;
+export function predictionJson(row: PredictionRow, ctx: UrlContext) {
+  const self = `${ctx.baseUrl}/v1/predictions/${row.id}`;
   return {
     id: row.id,
     model: row.model,
@@ -18,10 +29,59 @@ export function predictionJson(row: PredictionRow, baseUrl: string) {
     started_at: row.startedAt?.toISOString() ?? null,
     completed_at: row.completedAt?.toISOString() ?? null,
     metrics: row.metrics,
-    urls: { get: self, cancel: `${self}/cancel` },
+    webhook: row.webhook ?? undefined,
+    webhook_events_filter: row.webhookEventsFilter ?? undefined,
+    urls: { get: self, cancel: `${self}/cancel`, stream: streamUrl(ctx, row.id) },
   };
 }
 
 export type PredictionJson = ReturnType<typeof predictionJson>;
 
 export const TERMINAL_STATUSES = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
+
+/** The workflow's view of a prediction as the row the API reads: webhooks carry the same JSON. */
+export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
+  const date = (v: string | null | undefined) => (v ? new Date(v) : null);
+  return {
+    id: s.id,
+    accountId: s.accountId,
+    model: s.model,
+    versionId: s.versionId,
+    input: s.input,
+    output: s.output ?? null,
+    logs: s.logs,
+    error: s.error,
+    status: s.status,
+    metrics: s.metrics,
+    source: 'api',
+    webhook: s.webhook ?? null,
+    webhookEventsFilter: s.webhookEventsFilter ?? null,
+    deadline: date(s.deadline),
+    createdAt: new Date(s.createdAt),
+    startedAt: date(s.startedAt),
+    completedAt: date(s.completedAt),
+    revision: s.revision,
+  };
+}
+
+export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
+  return {
+    id: r.id,
+    accountId: r.accountId,
+    model: r.model,
+    versionId: r.versionId,
+    input: r.input,
+    output: r.output,
+    logs: r.logs,
+    error: r.error,
+    status: r.status,
+    metrics: r.metrics,
+    createdAt: r.createdAt.toISOString(),
+    startedAt: r.startedAt?.toISOString() ?? null,
+    completedAt: r.completedAt?.toISOString() ?? null,
+    webhook: r.webhook,
+    webhookEventsFilter: r.webhookEventsFilter,
+    deadline: r.deadline?.toISOString() ?? null,
+    revision: r.revision,
+  };
+}

@@ -1,6 +1,8 @@
 import { and, desc, eq, lt, or, sql } from 'drizzle-orm';
 import type { Db } from './client';
-import { predictions, type PredictionStatus } from './schema';
+import { appendEvents, hasEvent } from './events';
+import { withoutNul } from './sanitize';
+import { predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
 export type PredictionRow = typeof predictions.$inferSelect;
 
@@ -19,16 +21,24 @@ export interface PredictionSnapshot {
   createdAt: string;
   startedAt: string | null;
   completedAt: string | null;
+  webhook?: string | null;
+  webhookEventsFilter?: WebhookEvent[] | null;
+  deadline?: string | null;
   revision: number;
 }
+
+const TERMINAL: PredictionStatus[] = ['succeeded', 'failed', 'canceled', 'aborted'];
 
 const toDate = (s: string | null) => (s ? new Date(s) : null);
 
 /**
- * Writes a snapshot unless a later one is already there. Activities may be retried and run late;
- * the revision keeps the newest transition in place.
+ * Writes a snapshot unless a later one is already there (activities may be retried and run
+ * late: the revision keeps the newest transition), and appends to the prediction's stream what
+ * the transition adds: new log lines, and at the end the output (if the engine did not stream
+ * it) and done or error. Both happen in one transaction, so a retry never duplicates an event.
  */
-export async function writePredictionSnapshot(db: Db, s: PredictionSnapshot): Promise<void> {
+export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapshot): Promise<boolean> {
+  const s = withoutNul(snapshot);
   const values = {
     id: s.id,
     accountId: s.accountId,
@@ -40,20 +50,40 @@ export async function writePredictionSnapshot(db: Db, s: PredictionSnapshot): Pr
     error: s.error,
     status: s.status,
     metrics: s.metrics,
+    webhook: s.webhook ?? null,
+    webhookEventsFilter: s.webhookEventsFilter ?? null,
+    deadline: toDate(s.deadline ?? null),
     createdAt: new Date(s.createdAt),
     startedAt: toDate(s.startedAt),
     completedAt: toDate(s.completedAt),
     revision: s.revision,
   };
   const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
-  await db
-    .insert(predictions)
-    .values(values)
-    .onConflictDoUpdate({
-      target: predictions.id,
-      set: changes,
-      setWhere: sql`${predictions.revision} < excluded.revision`,
-    });
+  return db.transaction(async (tx) => {
+    const [before] = await tx
+      .select({ logs: predictions.logs, revision: predictions.revision })
+      .from(predictions)
+      .where(eq(predictions.id, s.id))
+      .for('update');
+    if (before && before.revision >= s.revision) return false;
+    await tx
+      .insert(predictions)
+      .values(values)
+      .onConflictDoUpdate({ target: predictions.id, set: changes });
+    const events: Array<{ event: StreamEvent; data: string }> = [];
+    const oldLogs = before?.logs ?? '';
+    const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
+    if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
+    if (TERMINAL.includes(s.status)) {
+      if (s.status === 'succeeded' && s.output != null && !(await hasEvent(tx, s.id, 'output'))) {
+        events.push({ event: 'output', data: typeof s.output === 'string' ? s.output : JSON.stringify(s.output) });
+      }
+      if (s.status === 'failed') events.push({ event: 'error', data: s.error ?? 'prediction failed' });
+      events.push({ event: 'done', data: s.status === 'succeeded' ? '{}' : JSON.stringify({ reason: s.status }) });
+    }
+    await appendEvents(tx, s.id, events);
+    return true;
+  });
 }
 
 export async function getPrediction(db: Db, accountId: string, id: string): Promise<PredictionRow | undefined> {

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import {
   bigint,
+  bigserial,
   boolean,
   index,
   integer,
@@ -106,6 +107,10 @@ export const predictions = pgTable(
     status: text('status', { enum: predictionStatuses }).notNull(),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
     source: text('source', { enum: ['api', 'web'] }).notNull().default('api'),
+    webhook: text('webhook'),
+    webhookEventsFilter: jsonb('webhook_events_filter').$type<WebhookEvent[]>(),
+    /** Cancel-After: a prediction not finished by then is canceled (aborted if it never started). */
+    deadline: timestamp('deadline', { withTimezone: true, mode: 'date' }),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     startedAt: timestamp('started_at', { withTimezone: true, mode: 'date' }),
     completedAt: timestamp('completed_at', { withTimezone: true, mode: 'date' }),
@@ -113,6 +118,62 @@ export const predictions = pgTable(
     revision: integer('revision').notNull().default(0),
   },
   (t) => [index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
+);
+
+export const webhookEvents = ['start', 'output', 'logs', 'completed'] as const;
+export type WebhookEvent = (typeof webhookEvents)[number];
+
+export const streamEvents = ['output', 'logs', 'error', 'done'] as const;
+export type StreamEvent = (typeof streamEvents)[number];
+
+/**
+ * What a prediction's SSE stream replays: output chunks from the engine, log lines and the final
+ * done/error from the projection. The serial id is the SSE event id a client resumes from.
+ */
+export const predictionEvents = pgTable(
+  'prediction_events',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    predictionId: text('prediction_id').notNull(),
+    event: text('event', { enum: streamEvents }).notNull(),
+    data: text('data').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('prediction_events_prediction_idx').on(t.predictionId, t.id)],
+);
+
+/** Per-account signing secrets; during a rotation the previous one stays valid until it expires. */
+export const webhookSecrets = pgTable(
+  'webhook_secrets',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    createdAt: createdAt(),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
+  },
+  (t) => [index('webhook_secrets_account_idx').on(t.accountId, t.createdAt)],
+);
+
+/** One row per delivery attempt: what the receiver answered and how long it took. */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    predictionId: text('prediction_id').notNull(),
+    accountId: text('account_id').notNull(),
+    webhookId: text('webhook_id').notNull(),
+    event: text('event', { enum: webhookEvents }).notNull(),
+    url: text('url').notNull(),
+    attempt: integer('attempt').notNull(),
+    statusCode: integer('status_code'),
+    latencyMs: integer('latency_ms'),
+    error: text('error'),
+    createdAt: createdAt(),
+  },
+  (t) => [index('webhook_deliveries_prediction_idx').on(t.predictionId, t.id)],
 );
 
 /** Engine nodes: each engine worker process registers itself and heartbeats here. */

@@ -29,15 +29,14 @@ MINIO_CONSOLE_PORT=9001
 # Local secrets (MinIO root credentials) are made once per user, never committed. They live
 # beside the binaries so that whichever clone started MinIO, every clone can reach it.
 SECRETS="$KILN_CACHE/local-secrets.env"
-if [ ! -f "$SECRETS" ]; then
-  mkdir -p "$KILN_CACHE"
-  umask 077
-  {
-    echo "S3_ACCESS_KEY_ID=kiln$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    echo "S3_SECRET_ACCESS_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  } > "$SECRETS"
-  umask 022
-fi
+mkdir -p "$KILN_CACHE"
+random_hex() { head -c "$1" /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+ensure_secret() {
+  grep -q "^$1=" "$SECRETS" 2>/dev/null || (umask 077; echo "$1=$2" >>"$SECRETS")
+}
+ensure_secret S3_ACCESS_KEY_ID "kiln$(random_hex 6)"
+ensure_secret S3_SECRET_ACCESS_KEY "$(random_hex 24)"
+ensure_secret KILN_URL_SIGNING_KEY "$(random_hex 32)"
 set -a
 # shellcheck disable=SC1090
 . "$SECRETS"

@@ -7,6 +7,8 @@ bash "$KILN_ROOT/infra/install.sh"
 bash "$KILN_ROOT/infra/services.sh"
 . "$KILN_ROOT/infra/app.sh"
 export KILN_DATA_DIR="$DATA" PORT="${PORT:-8080}"
+# The local stack delivers webhooks to receivers on this machine; production refuses loopback.
+export KILN_WEBHOOK_ALLOW_PRIVATE="${KILN_WEBHOOK_ALLOW_PRIVATE:-true}"
 start_kiln
 
 token=$(cat "$DATA/api-token")

@@ -21,6 +21,18 @@ export const configSchema = z.object({
   KILN_PUBLIC_URL: z.url().optional(),
   KILN_TEMPORAL_UI_URL: z.url().default('http://127.0.0.1:8233'),
 
+  /** Signs capability URLs (prediction streams). Generated per user for local development. */
+  KILN_URL_SIGNING_KEY: z.string().min(16),
+
+  /** Webhooks to private or loopback addresses are refused unless this is set (local stacks set it). */
+  KILN_WEBHOOK_ALLOW_PRIVATE: bool.default(false),
+  /** Delays between delivery attempts; the last one repeats until the attempts run out. */
+  KILN_WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\s*\d+(ms|s|m|h)(\s*,\s*\d+(ms|s|m|h))*\s*$/, 'a comma-separated list like 5s,5m,30m,2h')
+    .default('5s,5m,30m,2h,5h,10h,10h'),
+  KILN_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
+
   DATABASE_URL: z.string().startsWith('postgres').default('postgres://postgres@127.0.0.1:5432/kiln'),
 
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),

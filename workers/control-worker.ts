@@ -2,6 +2,9 @@
 import { NativeConnection, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
 import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
+import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
+import { predictionJson, snapshotToRow } from '../api/prediction-json';
+import { UrlSigner } from '../lib/signing';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
@@ -12,12 +15,22 @@ async function main() {
   Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
+  const urls = { baseUrl: c.KILN_PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`, signer: new UrlSigner(c.KILN_URL_SIGNING_KEY) };
   const worker = await Worker.create({
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
     workflowsPath: require.resolve('../workflows'),
-    activities: createControlActivities({ db, maxRunningPerAccount: c.KILN_MAX_RUNNING_PER_ACCOUNT }),
+    activities: {
+      ...createControlActivities({ db, maxRunningPerAccount: c.KILN_MAX_RUNNING_PER_ACCOUNT }),
+      ...createWebhookActivities({
+        db,
+        allowPrivate: c.KILN_WEBHOOK_ALLOW_PRIVATE,
+        scheduleMs: parseSchedule(c.KILN_WEBHOOK_RETRY_SCHEDULE),
+        maxAttempts: c.KILN_WEBHOOK_MAX_ATTEMPTS,
+        render: (d) => predictionJson(snapshotToRow(d.snapshot), urls),
+      }),
+    },
   });
   logger.info({ taskQueue: c.KILN_CONTROL_QUEUE, namespace: c.TEMPORAL_NAMESPACE }, 'control worker up');
   announceReady();

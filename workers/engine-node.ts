@@ -18,6 +18,7 @@ const HEARTBEAT_MS = 5_000;
 
 export interface EngineNodeOptions {
   nodeId: string;
+  controlQueue: string;
   memoryBytes: number;
   namespace: string;
   sequences: number;
@@ -35,7 +36,13 @@ export class EngineNode implements NodeHooks {
     private deps: { db: Db; connection: NativeConnection; llama: LlamaEngine; cache: ModelCache; logger: Logger },
   ) {
     this.nodeId = opts.nodeId;
-    this.activities = createEngineActivities({ db: deps.db, cache: deps.cache, llama: deps.llama, node: this });
+    this.activities = createEngineActivities({
+      db: deps.db,
+      cache: deps.cache,
+      llama: deps.llama,
+      node: this,
+      controlQueue: opts.controlQueue,
+    });
   }
 
   /** Runs until shutdown() is called. */

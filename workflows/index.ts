@@ -1,1 +1,2 @@
 export { predictionWorkflow, predictionQuery, predictionStartedSignal } from './prediction';
+export { webhookDeliveryWorkflow } from './webhook-delivery';

@@ -12,27 +12,34 @@ import {
   defineSignal,
   isCancellation,
   log,
+  ParentClosePolicy,
   proxyActivities,
   setHandler,
+  sleep,
+  startChild,
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import { TimeoutType } from '@temporalio/common';
+import type { PredictionSnapshot } from '../db/predictions';
+import type { WebhookEvent } from '../db/schema';
 import { NON_RETRYABLE_TYPES } from './failures';
+import { KilnStatus } from './search-attributes';
 import {
   modelQueue,
   nodeQueue,
   PREDICTION_STARTED_SIGNAL,
+  WEBHOOK_THROTTLE_MS,
+  webhookWorkflowId,
   type LoadResult,
   type PredictionArgs,
   type PredictionStartedSignal,
   type PredictionStatus,
   type PredictResult,
 } from './types';
-import type { PredictionSnapshot } from '../db/predictions';
-import { KilnStatus } from './search-attributes';
+import { webhookDeliveryWorkflow } from './webhook-delivery';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 type EngineActivities = ReturnType<typeof createEngineActivities>;
@@ -104,12 +111,14 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     createdAt: args.createdAt,
     startedAt: null,
     completedAt: null,
+    webhook: args.webhook,
+    webhookEventsFilter: args.webhookEventsFilter,
+    deadline: args.deadline,
     revision: 0,
   };
   const logLine = (line: string) => {
     state.logs += `${line}\n`;
   };
-
   const setStatus = (status: PredictionStatus) => {
     state.status = status;
     upsertSearchAttributes([{ key: KilnStatus, value: status }]);
@@ -119,6 +128,22 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     await control.projectPrediction({ ...state });
   };
 
+  const webhooksSent: Partial<Record<WebhookEvent, { n: number; at: number }>> = {};
+  /** Starts the delivery and moves on: the delivery workflow carries on by itself. */
+  const webhook = async (event: WebhookEvent) => {
+    if (!args.webhook || !args.webhookEventsFilter?.includes(event)) return;
+    const last = webhooksSent[event];
+    if ((event === 'output' || event === 'logs') && last && Date.now() - last.at < WEBHOOK_THROTTLE_MS) return;
+    const n = (last?.n ?? 0) + 1;
+    webhooksSent[event] = { n, at: Date.now() };
+    const webhookId = webhookWorkflowId(args.id, event, n);
+    await startChild(webhookDeliveryWorkflow, {
+      workflowId: webhookId,
+      args: [{ webhookId, event, url: args.webhook, accountId: args.accountId, snapshot: { ...state } }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+    });
+  };
+
   setHandler(predictionQuery, () => state);
   let started: PredictionStartedSignal | undefined;
   setHandler(predictionStartedSignal, (s) => {
@@ -126,58 +151,85 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   });
 
   await project();
+  await webhook('start');
+
   let result: PredictResult | undefined;
+  let deadlinePassed = false;
+  const work = new CancellationScope();
+  if (args.deadline) {
+    const deadline = args.deadline;
+    // The deadline timer lives outside the work's scope so canceling the work does not cancel it.
+    void CancellationScope.cancellable(async () => {
+      await sleep(Math.max(0, Date.parse(deadline) - Date.now()));
+      if (!result) {
+        deadlinePassed = true;
+        work.cancel();
+      }
+    }).catch(() => undefined);
+  }
+
   try {
-    await control.admitPrediction({ accountId: args.accountId, versionId: args.versionId });
-    let setupSeconds = 0;
-    for (let attempt = 1; !result; attempt++) {
-      const place = await placement.placeModel({ versionId: args.versionId });
-      if (!place.warm) {
-        logLine(`Warming up ${args.model} on node ${place.nodeId}`);
-        const load: LoadResult = await engineOn(nodeQueue(place.nodeId)).loadModel({ versionId: args.versionId });
-        if (!load.alreadyLoaded) {
-          setupSeconds += load.downloadSeconds + load.loadSeconds;
-          if (load.downloadedBytes > 0) {
-            logLine(`Downloaded ${(load.downloadedBytes / 2 ** 20).toFixed(1)} MiB in ${load.downloadSeconds.toFixed(2)} s`);
+    await work.run(async () => {
+      await control.admitPrediction({ accountId: args.accountId, versionId: args.versionId });
+      let setupSeconds = 0;
+      for (let attempt = 1; !result; attempt++) {
+        const place = await placement.placeModel({ versionId: args.versionId });
+        if (!place.warm) {
+          logLine(`Warming up ${args.model} on node ${place.nodeId}`);
+          const load: LoadResult = await engineOn(nodeQueue(place.nodeId)).loadModel({ versionId: args.versionId });
+          if (!load.alreadyLoaded) {
+            setupSeconds += load.downloadSeconds + load.loadSeconds;
+            if (load.downloadedBytes > 0) {
+              logLine(`Downloaded ${(load.downloadedBytes / 2 ** 20).toFixed(1)} MiB in ${load.downloadSeconds.toFixed(2)} s`);
+            }
+            logLine(`Loaded in ${load.loadSeconds.toFixed(2)} s`);
           }
-          logLine(`Loaded in ${load.loadSeconds.toFixed(2)} s`);
+        }
+        if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+        // The engine signals when it really starts; until then the prediction waits in the fair queue.
+        const running = predictOn(args.versionId, args.accountId).predict({
+          predictionId: args.id,
+          versionId: args.versionId,
+          task: args.task,
+          input: args.input,
+          snapshot: { ...state, status: 'processing' },
+        });
+        const markStarted = (async () => {
+          await condition(() => started !== undefined || result !== undefined);
+          if (started && state.status === 'starting') {
+            state.startedAt = started.startedAt;
+            setStatus('processing');
+            await project();
+            await webhook('logs');
+          }
+        })();
+        try {
+          result = await running;
+          await markStarted;
+        } catch (err) {
+          if (isScheduleToStartTimeout(err) && attempt < MAX_PLACEMENTS) {
+            log.warn('no engine took the prediction, placing again', { attempt });
+            logLine('No engine picked the prediction up in time; placing the model again');
+            continue;
+          }
+          throw err;
         }
       }
-      // The engine signals when it really starts; until then the prediction waits in the fair queue.
-      const running = predictOn(args.versionId, args.accountId).predict({
-        predictionId: args.id,
-        versionId: args.versionId,
-        task: args.task,
-        input: args.input,
-      });
-      const markStarted = (async () => {
-        await condition(() => started !== undefined || result !== undefined);
-        if (started && state.status === 'starting') {
-          state.startedAt = started.startedAt;
-          setStatus('processing');
-          await project();
-        }
-      })();
-      try {
-        result = await running;
-        await markStarted;
-      } catch (err) {
-        if (isScheduleToStartTimeout(err) && attempt < MAX_PLACEMENTS) {
-          log.warn('no engine took the prediction, placing again', { attempt });
-          logLine('No engine picked the prediction up in time; placing the model again');
-          continue;
-        }
-        throw err;
-      }
-    }
-    if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+    });
+    if (!result) throw new Error('prediction ended without a result');
     state.output = result.output;
     state.startedAt ??= result.startedAt;
     for (const line of result.logs) logLine(line);
     Object.assign(state.metrics, result.metrics);
-    setStatus(result.aborted || CancellationScope.current().consideredCancelled ? 'canceled' : 'succeeded');
+    const canceled = result.aborted || work.consideredCancelled || CancellationScope.current().consideredCancelled;
+    if (canceled && deadlinePassed) logLine(`Canceled: the deadline ${args.deadline} passed`);
+    setStatus(canceled ? 'canceled' : 'succeeded');
   } catch (err) {
-    if (isCancellation(err)) {
+    if (isCancellation(err) && deadlinePassed && !state.startedAt) {
+      logLine(`Aborted: the deadline ${args.deadline} passed before the prediction started`);
+      setStatus('aborted');
+    } else if (isCancellation(err)) {
+      if (deadlinePassed) logLine(`Canceled: the deadline ${args.deadline} passed`);
       setStatus('canceled');
     } else {
       setStatus('failed');
@@ -188,8 +240,11 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   state.completedAt = new Date(Date.now()).toISOString();
   state.metrics.total_time = seconds(state.createdAt, state.completedAt);
   if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
-  // The final write must happen even when the workflow itself is being canceled.
-  await CancellationScope.nonCancellable(project);
+  // The final write and the completed webhook must happen even when the workflow is canceled.
+  await CancellationScope.nonCancellable(async () => {
+    await project();
+    await webhook('completed');
+  });
   return state;
 }
 

@@ -1,5 +1,5 @@
 /** Data that crosses the workflow/activity boundary. Plain JSON only. */
-import type { PredictionStatus } from '../db/schema';
+import type { PredictionStatus, WebhookEvent } from '../db/schema';
 
 export interface PredictionArgs {
   id: string;
@@ -10,6 +10,11 @@ export interface PredictionArgs {
   task: string;
   input: Record<string, unknown>;
   createdAt: string;
+  webhook: string | null;
+  /** Which webhook events to send; null when there is no webhook. */
+  webhookEventsFilter: WebhookEvent[] | null;
+  /** Cancel-After, as an instant. */
+  deadline: string | null;
 }
 
 export interface Placement {
@@ -32,6 +37,8 @@ export interface PredictRequest {
   versionId: string;
   task: string;
   input: Record<string, unknown>;
+  /** The prediction as the engine starts it: what its output webhooks carry, output aside. */
+  snapshot: PredictionSnapshotLike;
 }
 
 export interface PredictResult {
@@ -58,3 +65,22 @@ export const predictionWorkflowId = (id: string): string => `prediction-${id}`;
 
 export const modelQueue = (versionId: string): string => `model:${versionId}`;
 export const nodeQueue = (nodeId: string): string => `node:${nodeId}`;
+
+/** One webhook event: the prediction as it was at that moment, and where to send it. */
+export interface WebhookDelivery {
+  /** The `webhook-id` header: the same on every attempt, so receivers can drop duplicates. */
+  webhookId: string;
+  event: WebhookEvent;
+  url: string;
+  accountId: string;
+  snapshot: PredictionSnapshotLike;
+}
+
+/** The prediction state a webhook carries (db/predictions.ts PredictionSnapshot). */
+export type PredictionSnapshotLike = import('../db/predictions').PredictionSnapshot;
+
+export const webhookWorkflowId = (predictionId: string, event: WebhookEvent, n: number): string =>
+  `webhook-${predictionId}-${event}-${n}`;
+
+/** Replicate's rule: output and logs webhooks at most this often; completed is never held back. */
+export const WEBHOOK_THROTTLE_MS = 500;

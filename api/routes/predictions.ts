@@ -8,19 +8,26 @@ import { predictionWorkflowId } from '../../workflows/types';
 import { currentAccount } from '../auth';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
-import { predictionJson, TERMINAL_STATUSES } from '../prediction-json';
+import { predictionJson, TERMINAL_STATUSES, type UrlContext } from '../prediction-json';
+import { webhookEvents } from '../../db/schema';
 import { parseOr422 } from '../validation';
 
 const inputSchema = z.record(z.string(), z.unknown());
 
-const createBody = z.strictObject({
-  version: z.string().min(1).describe('A version id, `owner/name` or `owner/name:version`'),
+const predictionOptions = {
   input: inputSchema,
+  webhook: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('Called with the prediction as it changes'),
+  webhook_events_filter: z.array(z.enum(webhookEvents)).min(1).optional().describe('Which events call the webhook'),
   /** Accepted for compatibility with Replicate's clients; every prediction can be streamed. */
   stream: z.boolean().optional(),
+};
+
+const createBody = z.strictObject({
+  version: z.string().min(1).describe('A version id, `owner/name` or `owner/name:version`'),
+  ...predictionOptions,
 });
 
-const modelCreateBody = z.strictObject({ input: inputSchema, stream: z.boolean().optional() });
+const modelCreateBody = z.strictObject(predictionOptions);
 
 const listQuery = z.object({
   cursor: z.string().optional(),
@@ -29,6 +36,25 @@ const listQuery = z.object({
 
 const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;
 const VERSION_ID = /^[a-f0-9]{64}$/;
+
+/** `Cancel-After`: seconds, or a duration like `90s`, `5m`, `1h30m` (at least 5 s, at most 24 h). */
+export function parseCancelAfter(header: string | undefined): number | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim();
+  let seconds: number | undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) seconds = Number(value);
+  else if (/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(value)) {
+    const unit = { ms: 0.001, s: 1, m: 60, h: 3600 } as const;
+    seconds = 0;
+    for (const [, n, , u] of value.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) seconds += Number(n) * unit[u as keyof typeof unit];
+  }
+  if (seconds === undefined || seconds < 5 || seconds > 24 * 3600) {
+    throw new ValidationError([
+      { field: 'Cancel-After', description: 'must be a duration between 5s and 24h, like 30, 90s or 5m' },
+    ]);
+  }
+  return seconds;
+}
 
 /** `Prefer: wait` or `wait=N`: how long to hold the response for a result, in seconds (max 60). */
 export function preferWaitSeconds(header: string | undefined): number {
@@ -39,7 +65,7 @@ export function preferWaitSeconds(header: string | undefined): number {
 }
 
 export interface PredictionRoutesDeps extends CreateDeps {
-  baseUrl: (req: Request) => string;
+  urls: (req: Request) => UrlContext;
 }
 
 export function predictionRoutes(deps: PredictionRoutesDeps): Router {
@@ -69,8 +95,15 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
 
   async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow) {
     const final = await waitFor(row, req);
-    res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.baseUrl(req)));
+    res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.urls(req)));
   }
+
+  const createOptions = (req: Request, body: z.infer<typeof modelCreateBody>) => ({
+    idempotencyKey: idempotencyKey(req),
+    webhook: body.webhook,
+    webhookEventsFilter: body.webhook_events_filter,
+    cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
+  });
 
   const idempotencyKey = (req: Request) => {
     const key = req.get('idempotency-key');
@@ -84,7 +117,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const account = currentAccount(res);
     const body = parseOr422(createBody, req.body ?? {});
     const resolved = await resolveVersionField(account, body.version);
-    const row = await createPrediction(deps, account, resolved, body.input, { idempotencyKey: idempotencyKey(req) });
+    const row = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
     await respondCreated(req, res, row);
   });
 
@@ -93,7 +126,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const body = parseOr422(modelCreateBody, req.body ?? {});
     const resolved = await resolveModelVersion(db, account.id, { owner: req.params.owner, name: req.params.name });
     if (!resolved) throw new NotFoundError(`Model ${req.params.owner}/${req.params.name} not found`);
-    const row = await createPrediction(deps, account, resolved, body.input, { idempotencyKey: idempotencyKey(req) });
+    const row = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
     await respondCreated(req, res, row);
   });
 
@@ -105,17 +138,17 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
       throw new ValidationError([{ field: 'cursor', description: 'is not a cursor this API returned' }]);
     }
     const page = await listPredictions(db, account.id, { limit: query.page_size, cursor });
-    const base = deps.baseUrl(req);
+    const urls = deps.urls(req);
     const next = page.next
-      ? `${base}/v1/predictions?${new URLSearchParams({ cursor: encodeCursor(page.next), ...(req.query.page_size ? { page_size: String(query.page_size) } : {}) })}`
+      ? `${urls.baseUrl}/v1/predictions?${new URLSearchParams({ cursor: encodeCursor(page.next), ...(req.query.page_size ? { page_size: String(query.page_size) } : {}) })}`
       : null;
-    res.json({ previous: null, next, results: page.rows.map((r) => predictionJson(r, base)) });
+    res.json({ previous: null, next, results: page.rows.map((r) => predictionJson(r, urls)) });
   });
 
   router.get('/predictions/:id', async (req, res) => {
     const row = await getPrediction(db, currentAccount(res).id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
-    res.json(predictionJson(row, deps.baseUrl(req)));
+    res.json(predictionJson(row, deps.urls(req)));
   });
 
   router.post('/predictions/:id/cancel', async (req, res) => {
@@ -130,7 +163,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
       }
     }
     const current = (await getPrediction(db, account.id, row.id)) ?? row;
-    res.json(predictionJson(current, deps.baseUrl(req)));
+    res.json(predictionJson(current, deps.urls(req)));
   });
 
   return router;

@@ -5,6 +5,7 @@ import { decodeCursor, encodeCursor } from '../../db/predictions';
 import { parseConfig } from '../../lib/config';
 import { idFromKey, newId } from '../../lib/ids';
 import { textGenerationInput } from '../../tasks/text-generation';
+import { withoutNul } from '../../db/sanitize';
 
 describe('text-generation input', () => {
   test('fills defaults', () => {
@@ -87,7 +88,7 @@ describe('ids and cursors', () => {
 });
 
 describe('config', () => {
-  const base = { S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 'b' };
+  const base = { S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 'b', KILN_URL_SIGNING_KEY: 'x'.repeat(32) };
   test('defaults are the local stack', () => {
     const c = parseConfig(base);
     expect(c.PORT).toBe(8080);
@@ -96,6 +97,19 @@ describe('config', () => {
   });
   test('a bad value fails fast, naming the variable', () => {
     expect(() => parseConfig({ ...base, PORT: 'eighty' })).toThrow(/PORT/);
-    expect(() => parseConfig({ S3_ACCESS_KEY_ID: 'a' })).toThrow(/S3_SECRET_ACCESS_KEY/);
+    expect(() => parseConfig({ ...base, S3_SECRET_ACCESS_KEY: undefined })).toThrow(/S3_SECRET_ACCESS_KEY/);
+    expect(() => parseConfig({ ...base, KILN_WEBHOOK_RETRY_SCHEDULE: '5 s, soon' })).toThrow(/KILN_WEBHOOK_RETRY_SCHEDULE/);
+  });
+});
+
+describe('withoutNul', () => {
+  test('replaces NUL in nested strings and keys, leaves the rest alone', () => {
+    expect(withoutNul({ out: ['a\u0000b', 'c'], n: 1, d: null, ['k\u0000']: true })).toEqual({
+      out: ['a\uFFFDb', 'c'],
+      n: 1,
+      d: null,
+      ['k\uFFFD']: true,
+    });
+    expect(withoutNul('plain')).toBe('plain');
   });
 });

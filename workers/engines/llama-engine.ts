@@ -236,7 +236,10 @@ export class LlamaEngine {
           if (hit.length > 0) {
             stopped = true;
             const keep = Math.min(...hit) - before;
-            if (keep > 0) chunks.push(chunk.slice(0, keep));
+            if (keep > 0) {
+              chunks.push(chunk.slice(0, keep));
+              opts.onChunk?.(chunk.slice(0, keep), outputTokens);
+            }
             stopAt.abort();
             return;
           }

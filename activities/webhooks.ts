@@ -1,0 +1,148 @@
+/**
+ * Webhook delivery: one attempt per activity execution, signed per Standard Webhooks with every
+ * secret the account has in force, and logged. The retry schedule is Temporal's, with each delay
+ * chosen here: the configured schedule, or the receiver's Retry-After.
+ */
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import http from 'node:http';
+import https from 'node:https';
+import { Webhook } from 'standardwebhooks';
+import type { Db } from '../db/client';
+import { recordDelivery, signingSecrets } from '../db/webhooks';
+import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
+import type { WebhookDelivery } from '../workflows/types';
+
+export interface WebhookDeps {
+  db: Db;
+  allowPrivate: boolean;
+  /** Delays in ms before attempt 2, 3, …; the last repeats. */
+  scheduleMs: number[];
+  maxAttempts: number;
+  /** Turns the workflow's snapshot into the prediction JSON the API serves. */
+  render: (delivery: WebhookDelivery) => unknown;
+  timeoutMs?: number;
+}
+
+export function parseSchedule(spec: string): number[] {
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+  return spec.split(',').map((part) => {
+    const [, n, u] = /^\s*(\d+)(ms|s|m|h)\s*$/.exec(part)!;
+    return Number(n) * unit[u as keyof typeof unit];
+  });
+}
+
+/** Seconds or an HTTP date, as RFC 9110 allows; capped at a day. */
+export function retryAfterMs(header: string | undefined, now = Date.now()): number | undefined {
+  if (!header) return undefined;
+  const ms = /^\d+$/.test(header.trim()) ? Number(header) * 1000 : Date.parse(header) - now;
+  return Number.isFinite(ms) && ms >= 0 ? Math.min(ms, 24 * 3600 * 1000) : undefined;
+}
+
+interface PostResult {
+  status: number;
+  retryAfter?: string;
+}
+
+function post(
+  target: Awaited<ReturnType<typeof resolveWebhookTarget>>,
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<PostResult> {
+  const client = target.url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = client.request(
+      target.url,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-length': Buffer.byteLength(body).toString() },
+        timeout: timeoutMs,
+        signal,
+        // Connect to the address that was checked, whatever DNS says now.
+        lookup: (_host, opts, cb) => {
+          if ((opts as { all?: boolean }).all) cb(null, [{ address: target.address, family: target.family }] as never);
+          else cb(null, target.address, target.family);
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export function createWebhookActivities(deps: WebhookDeps) {
+  const timeoutMs = deps.timeoutMs ?? 30_000;
+  return {
+    async deliverWebhook(delivery: WebhookDelivery): Promise<{ status: number; attempt: number }> {
+      const ctx = Context.current();
+      const attempt = ctx.info.attempt;
+      const predictionId = delivery.snapshot.id;
+      const body = JSON.stringify(deps.render(delivery));
+      const started = performance.now();
+      const logAttempt = (statusCode: number | null, error: string | null) =>
+        recordDelivery(deps.db, {
+          predictionId,
+          accountId: delivery.accountId,
+          webhookId: delivery.webhookId,
+          event: delivery.event,
+          url: delivery.url,
+          attempt,
+          statusCode,
+          latencyMs: Math.round(performance.now() - started),
+          error,
+        });
+
+      let target;
+      try {
+        target = await resolveWebhookTarget(delivery.url, deps.allowPrivate);
+      } catch (err) {
+        if (!(err instanceof WebhookTargetError)) throw err;
+        await logAttempt(null, `refused: ${err.message}`);
+        throw ApplicationFailure.create({ type: 'WebhookRefused', message: `webhook URL ${err.message}`, nonRetryable: true });
+      }
+
+      const timestamp = new Date();
+      const secrets = await signingSecrets(deps.db, delivery.accountId);
+      const signature = secrets.map((s) => new Webhook(s).sign(delivery.webhookId, timestamp, body)).join(' ');
+      const headers = {
+        'content-type': 'application/json',
+        'user-agent': 'Kiln-Webhooks/1.0',
+        'webhook-id': delivery.webhookId,
+        'webhook-timestamp': Math.floor(timestamp.getTime() / 1000).toString(),
+        'webhook-signature': signature,
+      };
+
+      let result: PostResult | undefined;
+      let failure: string;
+      try {
+        result = await post(target, body, headers, timeoutMs, ctx.cancellationSignal);
+        failure = result.status >= 200 && result.status < 300 ? '' : `receiver answered ${result.status}`;
+      } catch (err) {
+        failure = (err as Error).message;
+      }
+      await logAttempt(result?.status ?? null, failure || null);
+      if (!failure) return { status: result!.status, attempt };
+
+      if (result?.status === 410) {
+        throw ApplicationFailure.create({ type: 'WebhookGone', message: 'receiver answered 410 Gone: not retrying', nonRetryable: true });
+      }
+      if (attempt >= deps.maxAttempts) {
+        throw ApplicationFailure.create({
+          type: 'WebhookGaveUp',
+          message: `${failure}; gave up after ${attempt} attempts`,
+          nonRetryable: true,
+        });
+      }
+      const delay = retryAfterMs(result?.retryAfter) ?? deps.scheduleMs[Math.min(attempt - 1, deps.scheduleMs.length - 1)];
+      log.info('webhook delivery failed, will retry', { webhookId: delivery.webhookId, attempt, delayMs: delay, failure });
+      throw ApplicationFailure.create({ type: 'WebhookDeliveryFailed', message: failure, nextRetryDelay: delay });
+    },
+  };
+}

@@ -1,0 +1,39 @@
+/**
+ * One LISTEN per API process, fanned out to the streams open on it. A notification only says
+ * "prediction X has new events"; each stream reads them from the table itself.
+ */
+import type postgres from 'postgres';
+import { EVENTS_CHANNEL } from '../db/events';
+import type { Logger } from '../lib/logger';
+
+export class EventHub {
+  private subscribers = new Map<string, Set<() => void>>();
+  private listener?: { unlisten: () => Promise<void> };
+
+  constructor(
+    private sql: postgres.Sql,
+    private logger: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    this.listener = await this.sql.listen(
+      EVENTS_CHANNEL,
+      (predictionId) => this.subscribers.get(predictionId)?.forEach((wake) => wake()),
+      () => this.logger.debug('listening for prediction events'),
+    );
+  }
+
+  subscribe(predictionId: string, wake: () => void): () => void {
+    let set = this.subscribers.get(predictionId);
+    if (!set) this.subscribers.set(predictionId, (set = new Set()));
+    set.add(wake);
+    return () => {
+      set.delete(wake);
+      if (set.size === 0) this.subscribers.delete(predictionId);
+    };
+  }
+
+  async stop(): Promise<void> {
+    await this.listener?.unlisten();
+  }
+}

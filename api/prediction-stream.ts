@@ -1,0 +1,75 @@
+/**
+ * Follows one prediction's stream: replays the events after a given id, then every new one as
+ * the hub says it arrived, until `done`. Late joiners get everything produced so far; a
+ * reconnect with Last-Event-ID resumes with no gap and no duplicate.
+ */
+import type { Db } from '../db/client';
+import { eventsAfter, type PredictionEventRow } from '../db/events';
+import { predictions } from '../db/schema';
+import { eq } from 'drizzle-orm';
+import type { EventHub } from './event-hub';
+import { TERMINAL_STATUSES } from './prediction-json';
+
+/** A missed notification (a reconnect of the LISTEN connection) costs at most this long. */
+const FALLBACK_POLL_MS = 1_000;
+
+export function followPrediction(
+  deps: { db: Db; hub: EventHub },
+  predictionId: string,
+  afterId: number,
+  onEvent: (e: PredictionEventRow) => void,
+  onEnd: () => void,
+): () => void {
+  let last = afterId;
+  let closed = false;
+  let running = false;
+  let again = false;
+
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    unsubscribe();
+    clearInterval(poller);
+    onEnd();
+  };
+
+  const pump = async () => {
+    if (closed) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        for (;;) {
+          const rows = await eventsAfter(deps.db, predictionId, last);
+          for (const row of rows) {
+            if (closed) return;
+            last = row.id;
+            onEvent(row);
+            if (row.event === 'done') return finish();
+          }
+          if (rows.length < 1000) break;
+        }
+      } while (again && !closed);
+      // A prediction that ended without a done event (made before streams existed) still ends.
+      const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
+      if (row && TERMINAL_STATUSES.has(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
+        const data = row.status === 'succeeded' ? '{}' : JSON.stringify({ reason: row.status });
+        onEvent({ id: last + 1, predictionId, event: 'done', data, createdAt: new Date() });
+        finish();
+      }
+    } catch {
+      // The next notification or poll tries again.
+    } finally {
+      running = false;
+    }
+  };
+
+  const unsubscribe = deps.hub.subscribe(predictionId, () => void pump());
+  const poller = setInterval(() => void pump(), FALLBACK_POLL_MS);
+  void pump();
+  return finish;
+}

@@ -1,0 +1,44 @@
+import { Router } from 'express';
+import { eq } from 'drizzle-orm';
+import { accountForToken } from '../../db/accounts';
+import type { Db } from '../../db/client';
+import { predictions } from '../../db/schema';
+import type { UrlSigner } from '../../lib/signing';
+import { NotFoundError, UnauthorizedError } from '../errors';
+import type { EventHub } from '../event-hub';
+import { followPrediction } from '../prediction-stream';
+import { SseWriter } from '../sse';
+
+/**
+ * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
+ * capability (signed), so clients need no token; a bearer token of the owner works as well.
+ */
+export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner }): Router {
+  const router = Router();
+
+  router.get('/v1/predictions/:id/stream', async (req, res) => {
+    const id = req.params.id;
+    const [row] = await deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id));
+    if (!deps.signer.verify(`stream:${id}`, req.query.sig)) {
+      const match = /^(?:Bearer|Token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
+      if (!match) throw new UnauthorizedError('Pass the signed stream URL from the prediction, or a bearer token');
+      const account = await accountForToken(deps.db, match[1]);
+      if (!account) throw new UnauthorizedError();
+      if (!row || row.accountId !== account.id) throw new NotFoundError(`Prediction ${id} not found`);
+    }
+    if (!row) throw new NotFoundError(`Prediction ${id} not found`);
+
+    const lastEventId = Number(req.get('last-event-id') ?? 0);
+    const sse = new SseWriter(res);
+    const stop = followPrediction(
+      deps,
+      id,
+      Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0,
+      (e) => sse.send({ id: e.id, event: e.event, data: e.data }),
+      () => sse.end(),
+    );
+    sse.onClose(stop);
+  });
+
+  return router;
+}

@@ -1,0 +1,68 @@
+import type { Client } from '@temporalio/client';
+import { Router } from 'express';
+import type { Db } from '../../db/client';
+import { getPrediction } from '../../db/predictions';
+import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
+import { webhookWorkflowId, type WebhookDelivery } from '../../workflows/types';
+import { currentAccount } from '../auth';
+import { ApiError, NotFoundError } from '../errors';
+import { rowToSnapshot, TERMINAL_STATUSES } from '../prediction-json';
+
+export function webhookRoutes(deps: { db: Db; temporal: Client; controlQueue: string }): Router {
+  const router = Router();
+
+  /** Replicate's: the key receivers verify signatures with. */
+  router.get('/webhooks/default/secret', async (_req, res) => {
+    res.json({ key: await currentWebhookSecret(deps.db, currentAccount(res).id) });
+  });
+
+  /** A new key; the previous one keeps signing (both signatures are sent) until it expires. */
+  router.post('/webhooks/default/secret/rotate', async (_req, res) => {
+    const { key, previousExpiresAt } = await rotateWebhookSecret(deps.db, currentAccount(res).id);
+    res.json({ key, previous_key_expires_at: previousExpiresAt.toISOString() });
+  });
+
+  /** Every delivery attempt of the prediction's webhooks. */
+  router.get('/predictions/:id/webhooks', async (req, res) => {
+    const row = await getPrediction(deps.db, currentAccount(res).id, req.params.id);
+    if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
+    const attempts = await deliveriesFor(deps.db, row.id);
+    res.json({
+      webhook: row.webhook,
+      results: attempts.map((a) => ({
+        webhook_id: a.webhookId,
+        event: a.event,
+        url: a.url,
+        attempt: a.attempt,
+        status_code: a.statusCode,
+        latency_ms: a.latencyMs,
+        error: a.error,
+        created_at: a.createdAt.toISOString(),
+      })),
+    });
+  });
+
+  /** Sends the `completed` event again, with its original webhook-id so receivers can dedupe. */
+  router.post('/predictions/:id/webhooks/redeliver', async (req, res) => {
+    const row = await getPrediction(deps.db, currentAccount(res).id, req.params.id);
+    if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
+    if (!row.webhook) throw new ApiError(409, 'Conflict', 'This prediction has no webhook');
+    if (!TERMINAL_STATUSES.has(row.status)) throw new ApiError(409, 'Conflict', 'The prediction has not finished yet');
+    const webhookId = webhookWorkflowId(row.id, 'completed', 1);
+    const delivery: WebhookDelivery = {
+      webhookId,
+      event: 'completed',
+      url: row.webhook,
+      accountId: row.accountId,
+      snapshot: rowToSnapshot(row),
+    };
+    const handle = await deps.temporal.workflow.start('webhookDeliveryWorkflow', {
+      workflowId: `${webhookId}-redelivery-${Date.now()}`,
+      taskQueue: deps.controlQueue,
+      args: [delivery],
+    });
+    res.status(202).json({ webhook_id: webhookId, delivery: handle.workflowId });
+  });
+
+  return router;
+}
