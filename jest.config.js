@@ -9,5 +9,11 @@ module.exports = {
       transform,
       testEnvironment: 'node',
     },
+    {
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
+      transform,
+      testEnvironment: 'node',
+    },
   ],
 };

@@ -34,7 +34,8 @@ export function createControlActivities({ db, maxRunningPerAccount }: ControlDep
     },
 
     /**
-     * A node that already serves the version, or the live node with the most free memory.
+     * A node that already serves the version, or else best fit: the live node with the least
+     * free memory that still holds it, so big nodes stay free for big models (bin-packing).
      * No live node is a retryable fault: one may come up.
      */
     async placeModel({ versionId }: { versionId: string }): Promise<Placement> {
@@ -47,7 +48,9 @@ export function createControlActivities({ db, maxRunningPerAccount }: ControlDep
         return { nodeId: serving[Math.floor(Math.random() * serving.length)].id, warm: true };
       }
       const free = (n: (typeof candidates)[number]) => n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0);
-      const best = candidates.sort((a, b) => free(b) - free(a))[0];
+      const fits = candidates.filter((n) => free(n) >= version.memoryBytes).sort((a, b) => free(a) - free(b));
+      // Nothing has room now: the node with the most memory evicts idle models to make it.
+      const best = fits[0] ?? candidates.sort((a, b) => b.memoryBytes - a.memoryBytes)[0];
       if (best.memoryBytes < version.memoryBytes) {
         throw kilnFailure('ModelTooLarge', `model needs ${version.memoryBytes} B; the largest node has ${best.memoryBytes} B`);
       }

@@ -1,0 +1,85 @@
+/** Cancel-After: canceled when the deadline passes mid-run, aborted when it passes before the start. */
+import { eq } from 'drizzle-orm';
+import { closeDb, type Db } from '../../db/client';
+import { addVersion, upsertModel } from '../../db/models';
+import { registerNode, removeNode } from '../../db/nodes';
+import { models } from '../../db/schema';
+import { newId } from '../../lib/ids';
+import { ensureTestModel, SLOW_LLAMA } from '../fixtures/models';
+import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+
+jest.setTimeout(120_000);
+
+let db: Db;
+let token: string;
+let owner: { id: string; username: string };
+beforeAll(async () => {
+  db = testDb();
+  const a = await newAccount(db, 'deadline');
+  token = a.token;
+  owner = a.account;
+});
+afterAll(() => closeDb(db));
+
+const finished = (id: string) =>
+  poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
+
+test('a deadline that passes while generating cancels, keeping the partial output', async () => {
+  await ensureTestModel(db, 'slow-llama', SLOW_LLAMA);
+  const r = await api('/v1/models/kiln-test/slow-llama/predictions', {
+    token,
+    body: { input: { prompt: 'slow', max_tokens: 8192, min_tokens: 8192 } },
+    headers: { 'cancel-after': '5s' },
+  });
+  expect(r.status).toBe(201);
+  const done = await finished(r.body.id);
+  expect(done.status).toBe('canceled');
+  expect(done.logs).toMatch(/deadline .* passed/);
+  expect(done.metrics.output_token_count).toBeLessThan(8192);
+  expect(Date.parse(done.completed_at) - Date.parse(done.created_at)).toBeGreaterThanOrEqual(5000);
+});
+
+test('a prediction that never started before its deadline is aborted', async () => {
+  // A node that registers but never polls, and a model only it can hold: warm-up never starts.
+  const ghost = `ghost-${newId().slice(0, 8)}`;
+  await registerNode(db, { id: ghost, memoryBytes: 2e15, gpu: null });
+  const model = await upsertModel(db, {
+    ownerId: owner.id,
+    owner: owner.username,
+    name: 'too-big',
+    task: 'text-generation',
+    visibility: 'private',
+  });
+  await addVersion(db, model, {
+    task: 'text-generation',
+    engine: 'llama.cpp',
+    files: [{ path: 'model.gguf', sha256: 'f'.repeat(64), size: 1 }],
+    memoryBytes: 1e15,
+  });
+  try {
+    const r = await api(`/v1/models/${owner.username}/too-big/predictions`, {
+      token,
+      body: { input: { prompt: 'never' } },
+      headers: { 'cancel-after': '5' },
+    });
+    expect(r.status).toBe(201);
+    const done = await finished(r.body.id);
+    expect(done.status).toBe('aborted');
+    expect(done.started_at).toBeNull();
+    expect(done.output).toBeNull();
+    expect(done.logs).toMatch(/Aborted: the deadline .* passed before the prediction started/);
+  } finally {
+    await removeNode(db, ghost);
+    await db.delete(models).where(eq(models.id, model.id));
+  }
+});
+
+test('Cancel-After must be a sane duration', async () => {
+  const r = await api('/v1/models/kiln/tiny-llama/predictions', {
+    token,
+    body: { input: { prompt: 'x' } },
+    headers: { 'cancel-after': '1s' },
+  });
+  expect(r.status).toBe(422);
+  expect(r.body.detail).toMatch(/^Cancel-After/);
+});

@@ -1,0 +1,73 @@
+/** Replicate's SSE stream: fed by the engine through Postgres NOTIFY, replayable, resumable. */
+import { closeDb, type Db } from '../../db/client';
+import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { readSse } from '../sse';
+
+jest.setTimeout(120_000);
+
+let db: Db;
+let token: string;
+beforeAll(async () => {
+  db = testDb();
+  token = (await newAccount(db, 'sse')).token;
+});
+afterAll(() => closeDb(db));
+
+const create = (input: Record<string, unknown>) => api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input } });
+const finished = (id: string) =>
+  poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
+
+test('a stream from the start carries every chunk in order, then done', async () => {
+  const p = (await create({ prompt: 'stream', max_tokens: 200, min_tokens: 200, seed: 9 })).body;
+  expect(p.urls.stream).toMatch(/\/stream\?sig=/);
+  const { status, events, contentType } = await readSse(p.urls.stream);
+  expect(status).toBe(200);
+  expect(contentType).toMatch(/^text\/event-stream/);
+  const done = await finished(p.id);
+  const output = events.filter((e) => e.event === 'output').map((e) => e.data).join('');
+  expect(output).toBe(done.output.join(''));
+  expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{}' });
+  const ids = events.map((e) => Number(e.id));
+  expect(ids.every((id, i) => i === 0 || id > ids[i - 1])).toBe(true);
+  expect(events.some((e) => e.event === 'logs' && e.data.includes('Generated 200 tokens'))).toBe(true);
+});
+
+test('a client that joins late gets what was produced so far, and the rest', async () => {
+  const p = (await create({ prompt: 'late', max_tokens: 50, min_tokens: 50 })).body;
+  const done = await finished(p.id);
+  const { events } = await readSse(p.urls.stream);
+  expect(events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(done.output.join(''));
+  expect(events[events.length - 1].event).toBe('done');
+});
+
+test('reconnecting with Last-Event-ID resumes with no gap and no duplicate', async () => {
+  const p = (await create({ prompt: 'resume', max_tokens: 2000, min_tokens: 2000 })).body;
+  // Read a few events, drop the connection, come back with the last id seen.
+  const first = await readSse(p.urls.stream, { until: (_e, all) => all.filter((x) => x.event === 'output').length >= 3 });
+  const lastId = first.events[first.events.length - 1].id!;
+  const rest = await readSse(p.urls.stream, { headers: { 'last-event-id': lastId } });
+  const done = await finished(p.id);
+  const all = [...first.events, ...rest.events];
+  const ids = all.map((e) => Number(e.id));
+  expect(new Set(ids).size).toBe(ids.length);
+  expect(all.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(done.output.join(''));
+});
+
+test('a canceled prediction’s stream ends with done and the reason', async () => {
+  const p = (await create({ prompt: 'cancel me', max_tokens: 8192, min_tokens: 8192 })).body;
+  const reading = readSse(p.urls.stream);
+  await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => r.body.status !== 'starting');
+  await api(`/v1/predictions/${p.id}/cancel`, { token, method: 'POST' });
+  const { events } = await reading;
+  expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{"reason":"canceled"}' });
+});
+
+test('the stream URL is a capability: a wrong signature needs the owner’s token', async () => {
+  const p = (await create({ prompt: 'auth', max_tokens: 2 })).body;
+  await finished(p.id);
+  const bare = p.urls.stream.replace(/\?sig=.*$/, '');
+  expect((await readSse(`${bare}?sig=forged`)).status).toBe(401);
+  expect((await readSse(bare, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+  const { token: stranger } = await newAccount(db, 'sse-stranger');
+  expect((await readSse(bare, { headers: { authorization: `Bearer ${stranger}` } })).status).toBe(404);
+});

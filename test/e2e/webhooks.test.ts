@@ -1,0 +1,188 @@
+/** Webhooks end to end: real receivers on loopback, Standard Webhooks signatures, durable retries. */
+import { Webhook } from 'standardwebhooks';
+import { closeDb, type Db } from '../../db/client';
+import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { freePort, startReceiver, type Receiver } from '../receiver';
+
+jest.setTimeout(120_000);
+
+let db: Db;
+let token: string;
+let secret: string;
+const receivers: Receiver[] = [];
+
+beforeAll(async () => {
+  db = testDb();
+  token = (await newAccount(db, 'hooks')).token;
+  const r = await api('/v1/webhooks/default/secret', { token });
+  expect(r.status).toBe(200);
+  secret = r.body.key;
+});
+afterAll(async () => {
+  await Promise.all(receivers.map((r) => r.close()));
+  await closeDb(db);
+});
+
+const receiver = async (opts: Parameters<typeof startReceiver>[0] = {}) => {
+  const r = await startReceiver(opts);
+  receivers.push(r);
+  return r;
+};
+
+const create = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  api('/v1/models/kiln/tiny-llama/predictions', { token, body, headers });
+
+const finished = (id: string) =>
+  poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
+
+const verify = (hook: { headers: Record<string, unknown>; body: string }, key = secret) =>
+  new Webhook(key).verify(hook.body, hook.headers as Record<string, string>);
+
+test('the secret is per account, stable, and whsec_-prefixed', async () => {
+  expect(secret).toMatch(/^whsec_[A-Za-z0-9+/=]{40,}$/);
+  expect((await api('/v1/webhooks/default/secret', { token })).body.key).toBe(secret);
+  const { token: other } = await newAccount(db, 'hooks-other');
+  expect((await api('/v1/webhooks/default/secret', { token: other })).body.key).not.toBe(secret);
+});
+
+test('start and completed arrive signed, with the prediction as it was', async () => {
+  const rx = await receiver();
+  const created = await create({
+    input: { prompt: 'hooks', max_tokens: 8, min_tokens: 8 },
+    webhook: rx.url,
+    webhook_events_filter: ['start', 'completed'],
+  });
+  expect(created.status).toBe(201);
+  expect(created.body.webhook).toBe(rx.url);
+  const done = await finished(created.body.id);
+  const hooks = await poll(async () => rx.accepted, (a) => a.some((h) => h.json.status === 'succeeded'));
+  for (const h of hooks) expect(() => verify(h)).not.toThrow();
+  const start = hooks.find((h) => h.headers['webhook-id'] === `webhook-${done.id}-start-1`)!;
+  expect(start.json.status).toBe('starting');
+  const completed = hooks.find((h) => h.json.status === 'succeeded')!;
+  expect(completed.headers['webhook-id']).toBe(`webhook-${done.id}-completed-1`);
+  expect(completed.json.output).toEqual(done.output);
+  expect(completed.json.id).toBe(done.id);
+  expect(completed.json.metrics.predict_time).toBeGreaterThan(0);
+  // The filter held: no output or logs events.
+  expect(hooks.every((h) => /-(start|completed)-\d+$/.test(String(h.headers['webhook-id'])))).toBe(true);
+  // A tampered body fails verification.
+  expect(() => verify({ ...completed, body: completed.body.replace('succeeded', 'failed') })).toThrow();
+});
+
+test('output webhooks come at most once per 500 ms while generating', async () => {
+  const rx = await receiver();
+  const created = await create({
+    input: { prompt: 'stream me', max_tokens: 4000, min_tokens: 4000 },
+    webhook: rx.url,
+    webhook_events_filter: ['output', 'completed'],
+  });
+  await finished(created.body.id);
+  const all = await poll(async () => rx.accepted, (a) => a.some((h) => h.json.status !== 'processing'));
+  const outputs = all.filter((h) => String(h.headers['webhook-id']).includes('-output-'));
+  const times = outputs.map((h) => Number(h.headers['webhook-timestamp']) * 1000);
+  for (let i = 1; i < outputs.length; i++) {
+    // Signed timestamps are whole seconds: check the spacing the receiver saw instead.
+    expect(outputs[i].at - outputs[i - 1].at).toBeGreaterThanOrEqual(350);
+  }
+  for (const h of outputs) {
+    expect(h.json.status).toBe('processing');
+    expect(Array.isArray(h.json.output)).toBe(true);
+  }
+  expect(times.length).toBe(outputs.length);
+});
+
+test('a receiver that fails its first attempts gets the event on a retry, and the log shows each attempt', async () => {
+  const rx = await receiver({ failFirst: 2 });
+  const created = await create({ input: { prompt: 'retry', max_tokens: 4 }, webhook: rx.url, webhook_events_filter: ['completed'] });
+  const id = created.body.id;
+  await finished(id);
+  await poll(async () => rx.accepted, (a) => a.length === 1, { timeoutMs: 30_000 });
+  expect(rx.received.length).toBe(3);
+  expect(new Set(rx.received.map((h) => h.headers['webhook-id']))).toEqual(new Set([`webhook-${id}-completed-1`]));
+  const log = await poll(
+    () => api(`/v1/predictions/${id}/webhooks`, { token }),
+    (r) => r.body.results.length === 3,
+  );
+  expect(log.body.results.map((a: { attempt: number; status_code: number }) => [a.attempt, a.status_code])).toEqual([
+    [1, 500],
+    [2, 500],
+    [3, 204],
+  ]);
+  for (const a of log.body.results) expect(a.latency_ms).toBeGreaterThanOrEqual(0);
+});
+
+test('a receiver that was down gets every completed event once it is back, once per webhook-id', async () => {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}/hook`;
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await create({ input: { prompt: `down ${i}`, max_tokens: 4 }, webhook: url, webhook_events_filter: ['completed'] });
+    ids.push(r.body.id);
+  }
+  await Promise.all(ids.map(finished));
+  // Every first attempt was refused: the receiver is down.
+  await poll(
+    () => Promise.all(ids.map((id) => api(`/v1/predictions/${id}/webhooks`, { token }))),
+    (rs) => rs.every((r) => r.body.results.length >= 1 && r.body.results[0].status_code === null),
+  );
+  const rx = await receiver({ port });
+  const got = await poll(async () => rx.accepted, (a) => a.length >= 3, { timeoutMs: 60_000 });
+  const byId = new Map<string, number>();
+  for (const h of got) byId.set(String(h.headers['webhook-id']), (byId.get(String(h.headers['webhook-id'])) ?? 0) + 1);
+  expect([...byId.keys()].sort()).toEqual(ids.map((id) => `webhook-${id}-completed-1`).sort());
+  expect([...byId.values()].every((n) => n === 1)).toBe(true);
+});
+
+test('410 Gone stops the retries', async () => {
+  const rx = await receiver({ failFirst: 100, failWith: 410 });
+  const r = await create({ input: { prompt: 'gone', max_tokens: 2 }, webhook: rx.url, webhook_events_filter: ['completed'] });
+  await finished(r.body.id);
+  await poll(async () => rx.received, (a) => a.length === 1);
+  const log = await poll(() => api(`/v1/predictions/${r.body.id}/webhooks`, { token }), (x) => x.body.results.length === 1);
+  expect(log.body.results[0].status_code).toBe(410);
+  // Well past the first retry delay (1 s in the suite): still one attempt.
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  expect(rx.received.length).toBe(1);
+});
+
+test('redelivery sends the completed event again with the same webhook-id', async () => {
+  const rx = await receiver();
+  const r = await create({ input: { prompt: 'again', max_tokens: 2 }, webhook: rx.url, webhook_events_filter: ['completed'] });
+  await finished(r.body.id);
+  await poll(async () => rx.accepted, (a) => a.length === 1);
+  const again = await api(`/v1/predictions/${r.body.id}/webhooks/redeliver`, { token, method: 'POST' });
+  expect(again.status).toBe(202);
+  await poll(async () => rx.accepted, (a) => a.length === 2);
+  expect(rx.accepted[1].headers['webhook-id']).toBe(rx.accepted[0].headers['webhook-id']);
+  expect(rx.accepted[1].json.output).toEqual(rx.accepted[0].json.output);
+});
+
+test('after a rotation both secrets sign, so either verifies', async () => {
+  const { token: t } = await newAccount(db, 'rotor');
+  const oldKey = (await api('/v1/webhooks/default/secret', { token: t })).body.key;
+  const rotated = await api('/v1/webhooks/default/secret/rotate', { token: t, method: 'POST' });
+  expect(rotated.status).toBe(200);
+  expect(rotated.body.key).not.toBe(oldKey);
+  expect(Date.parse(rotated.body.previous_key_expires_at)).toBeGreaterThan(Date.now());
+  expect((await api('/v1/webhooks/default/secret', { token: t })).body.key).toBe(rotated.body.key);
+  const rx = await receiver();
+  const p = await api('/v1/models/kiln/tiny-llama/predictions', {
+    token: t,
+    body: { input: { prompt: 'rot', max_tokens: 2 }, webhook: rx.url, webhook_events_filter: ['completed'] },
+  });
+  expect(p.status).toBe(201);
+  const [hook] = await poll(async () => rx.accepted, (a) => a.length === 1);
+  expect(String(hook.headers['webhook-signature']).split(' ')).toHaveLength(2);
+  expect(() => verify(hook, oldKey)).not.toThrow();
+  expect(() => verify(hook, rotated.body.key)).not.toThrow();
+});
+
+test('webhook URLs are validated: scheme and private addresses (allowed on the local stack)', async () => {
+  const bad = await create({ input: { prompt: 'x' }, webhook: 'ftp://example.com/hook' });
+  expect(bad.status).toBe(422);
+  expect(bad.body.invalid_fields[0].field).toBe('webhook');
+  const filter = await create({ input: { prompt: 'x' }, webhook: 'http://127.0.0.1:9/x', webhook_events_filter: ['finished'] });
+  expect(filter.status).toBe(422);
+  expect(filter.body.detail).toMatch(/^webhook_events_filter/);
+});

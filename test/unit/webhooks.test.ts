@@ -1,0 +1,62 @@
+import { parseSchedule, retryAfterMs } from '../../activities/webhooks';
+import { parseCancelAfter } from '../../api/routes/predictions';
+import { isInternalAddress, resolveWebhookTarget } from '../../lib/webhook-target';
+
+describe('webhook targets in production (private addresses refused)', () => {
+  test.each(['127.0.0.1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1'])(
+    '%s is internal',
+    (address) => expect(isInternalAddress(address)).toBe(true),
+  );
+
+  test.each(['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '8.8.8.8'])('%s is public', (address) =>
+    expect(isInternalAddress(address)).toBe(false),
+  );
+
+  test('loopback URLs are refused unless allowed', async () => {
+    await expect(resolveWebhookTarget('http://127.0.0.1:8080/hook', false)).rejects.toThrow(/private or loopback/);
+    await expect(resolveWebhookTarget('http://[::1]/hook', false)).rejects.toThrow(/private or loopback/);
+    await expect(resolveWebhookTarget('http://localhost/hook', false)).rejects.toThrow(/private or loopback/);
+    await expect(resolveWebhookTarget('http://127.0.0.1:8080/hook', true)).resolves.toMatchObject({ address: '127.0.0.1' });
+    await expect(resolveWebhookTarget('https://93.184.216.34/hook', false)).resolves.toMatchObject({ family: 4 });
+  });
+
+  test('only http(s) without credentials', async () => {
+    await expect(resolveWebhookTarget('ftp://93.184.216.34/x', true)).rejects.toThrow(/http or https/);
+    await expect(resolveWebhookTarget('https://u:p@93.184.216.34/x', true)).rejects.toThrow(/credentials/);
+    await expect(resolveWebhookTarget('not a url', true)).rejects.toThrow(/valid URL/);
+  });
+});
+
+describe('retry timing', () => {
+  test('the schedule parses to milliseconds', () => {
+    expect(parseSchedule('5s,5m,30m,2h')).toEqual([5000, 300000, 1800000, 7200000]);
+    expect(parseSchedule('250ms')).toEqual([250]);
+  });
+
+  test('Retry-After in seconds or as a date, capped at a day', () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(retryAfterMs('120', now)).toBe(120_000);
+    expect(retryAfterMs('Thu, 01 Jan 2026 00:01:00 GMT', now)).toBe(60_000);
+    expect(retryAfterMs('999999', now)).toBe(24 * 3600 * 1000);
+    expect(retryAfterMs('soon', now)).toBeUndefined();
+    expect(retryAfterMs(undefined, now)).toBeUndefined();
+  });
+});
+
+describe('Cancel-After', () => {
+  test.each([
+    ['30', 30],
+    ['90s', 90],
+    ['5m', 300],
+    ['1h30m', 5400],
+    ['2.5s', undefined],
+  ])('%s', (header, seconds) => {
+    if (seconds === undefined) expect(() => parseCancelAfter(header)).toThrow(/Cancel-After/);
+    else expect(parseCancelAfter(header)).toBe(seconds);
+  });
+
+  test('too short, too long, or junk is a 422 naming the header', () => {
+    for (const h of ['1s', '3', '48h', 'soon', '']) expect(() => parseCancelAfter(h)).toThrow(/Cancel-After/);
+    expect(parseCancelAfter(undefined)).toBeUndefined();
+  });
+});
