@@ -3,6 +3,7 @@ import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
 import { getVersion } from '../db/models';
 import { isTaskName, tasks } from '../tasks';
+import type { EmbeddingsInput } from '../tasks/embeddings';
 import type { TextGenerationInput } from '../tasks/text-generation';
 import type { LlamaEngine } from '../workers/engines/llama-engine';
 import type { ModelCache } from '../workers/model-cache';
@@ -103,12 +104,25 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
         .signal(PREDICTION_STARTED_SIGNAL, started)
         .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
 
-      if (!isTaskName(req.task) || req.task !== 'text-generation') {
+      if (!isTaskName(req.task) || !tasks[req.task].engines.includes('llama.cpp')) {
         throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
       }
       const parsed = tasks[req.task].input.safeParse(req.input);
       if (!parsed.success) throw kilnFailure('InvalidInput', parsed.error.message);
-      const input: TextGenerationInput = parsed.data;
+      if (req.task === 'embeddings') {
+        const texts = [(parsed.data as EmbeddingsInput).text].flat();
+        const t0 = performance.now();
+        const { vectors, tokens } = await llama.embed(req.versionId, texts, ctx.cancellationSignal);
+        const seconds = (performance.now() - t0) / 1000;
+        return {
+          output: vectors,
+          logs: [`Embedded ${texts.length} text(s), ${tokens} tokens, in ${seconds.toFixed(3)} s`],
+          metrics: { predict_time: round(seconds), input_token_count: tokens },
+          startedAt,
+          aborted: false,
+        };
+      }
+      const input = parsed.data as TextGenerationInput;
 
       let tokens = 0;
       const beat = setInterval(() => ctx.heartbeat({ tokens }), 1000);

@@ -9,6 +9,7 @@ import { requireAuth } from './auth';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
+import { openaiRoutes } from './routes/openai';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
 import { webhookRoutes } from './routes/webhooks';
@@ -55,6 +56,18 @@ export function createApp(deps: AppDeps): express.Express {
   );
   v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);
+
+  app.use(
+    '/openai/v1',
+    openaiRoutes({
+      db: deps.db,
+      temporal: deps.temporal,
+      controlQueue: deps.controlQueue,
+      allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      hub: deps.hub,
+      logger: deps.logger,
+    }),
+  );
 
   app.use(notFoundHandler);
   app.use(errorHandler(deps.logger));

@@ -22,7 +22,10 @@ export const TINY_LLAMA: LlamaSpecInput = {
 
 const SETTINGS = { contextSize: 4096, sequences: 4 };
 
-/** Writes the seeded GGUF (same bytes every time), uploads it once, and registers the version. */
+/**
+ * Writes the seeded GGUF (same bytes every time), uploads it once, and registers kiln/tiny-llama
+ * for text generation and kiln/tiny-embed (the same weights, stored once) for embeddings.
+ */
 export async function seedTinyLlama(db: Db, storage: Storage, owner: Account, dataDir: string): Promise<ModelVersion> {
   const dir = path.join(dataDir, 'seed');
   await mkdir(dir, { recursive: true });
@@ -40,11 +43,16 @@ export async function seedTinyLlama(db: Db, storage: Storage, owner: Account, da
     description: 'A tiny LLaMA-architecture model with seeded random weights: fast, offline, and nonsense.',
   });
   const size = (await stat(file)).size;
-  return addVersion(db, model, {
-    task: 'text-generation',
-    engine: 'llama.cpp',
-    files: [{ path: 'model.gguf', sha256: written.sha256, size }],
-    memoryBytes: estimateLlamaMemoryBytes(size, { layers: 4, embedding: 256, heads: 4 }, SETTINGS.contextSize, SETTINGS.sequences),
-    settings: SETTINGS,
+  const files = [{ path: 'model.gguf', sha256: written.sha256, size }];
+  const memoryBytes = estimateLlamaMemoryBytes(size, { layers: 4, embedding: 256, heads: 4 }, SETTINGS.contextSize, SETTINGS.sequences);
+  const embed = await upsertModel(db, {
+    ownerId: owner.id,
+    owner: owner.username,
+    name: 'tiny-embed',
+    task: 'embeddings',
+    visibility: 'public',
+    description: 'kiln/tiny-llama’s weights as an embedding model: 256-dimensional vectors, meaningless but deterministic.',
   });
+  await addVersion(db, embed, { task: 'embeddings', engine: 'llama.cpp', files, memoryBytes, settings: SETTINGS });
+  return addVersion(db, model, { task: 'text-generation', engine: 'llama.cpp', files, memoryBytes, settings: SETTINGS });
 }

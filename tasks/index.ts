@@ -3,10 +3,12 @@
  * prediction starts and the engine parses with it again before it runs.
  */
 import { z } from 'zod';
+import { embeddingsInput, embeddingsOutput } from './embeddings';
 import { textGenerationInput, textGenerationOutput } from './text-generation';
 
 export const tasks = {
   'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'] },
+  embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'] },
 } as const;
 
 export type TaskName = keyof typeof tasks;

@@ -1,8 +1,18 @@
 import { z } from 'zod';
 
-/** Input of a language model, in the names Replicate's language models use. */
+export const chatMessage = z.strictObject({
+  role: z.enum(['system', 'user', 'assistant']),
+  content: z.string().max(100_000),
+});
+export type ChatMessage = z.infer<typeof chatMessage>;
+
+/**
+ * Input of a language model, in the names Replicate's language models use. `messages` (a chat,
+ * rendered with the model's chat template) is what the OpenAI-compatible endpoints send.
+ */
 export const textGenerationInput = z.strictObject({
-  prompt: z.string().min(1).max(100_000).describe('Text to continue'),
+  prompt: z.string().min(1).max(100_000).optional().describe('Text to continue'),
+  messages: z.array(chatMessage).min(1).max(1000).optional().describe('A conversation to answer, instead of a prompt'),
   max_tokens: z.number().int().min(1).max(8192).default(128).describe('Maximum number of tokens to generate'),
   min_tokens: z.number().int().min(0).max(8192).default(0).describe('Minimum number of tokens to generate'),
   temperature: z.number().min(0).max(5).default(0.7).describe('Sampling temperature; 0 is greedy'),
@@ -13,10 +23,15 @@ export const textGenerationInput = z.strictObject({
     .union([z.string().min(1), z.array(z.string().min(1)).max(16)])
     .optional()
     .describe('Stop generating when one of these strings appears'),
-}).refine((i) => i.min_tokens <= i.max_tokens, {
-  message: 'min_tokens must not exceed max_tokens',
-  path: ['min_tokens'],
-});
+})
+  .refine((i) => i.min_tokens <= i.max_tokens, {
+    message: 'min_tokens must not exceed max_tokens',
+    path: ['min_tokens'],
+  })
+  .refine((i) => (i.prompt === undefined) !== (i.messages === undefined), {
+    message: 'give either prompt or messages',
+    path: ['prompt'],
+  });
 
 /** Like Replicate's language models: the generated text as a list of chunks. */
 export const textGenerationOutput = z.array(z.string());

@@ -6,6 +6,7 @@ import { decodeCursor, encodeCursor, getPrediction, listPredictions, type Predic
 import type { Account } from '../../db/accounts';
 import { predictionWorkflowId } from '../../workflows/types';
 import { currentAccount } from '../auth';
+import { awaitPrediction } from '../await-prediction';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, TERMINAL_STATUSES, type UrlContext } from '../prediction-json';
@@ -86,11 +87,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   /** Holds the answer until the prediction finishes or `Prefer: wait` runs out. */
   async function waitFor(row: PredictionRow, req: Request): Promise<PredictionRow> {
     const seconds = preferWaitSeconds(req.get('prefer'));
-    if (seconds === 0 || TERMINAL_STATUSES.has(row.status)) return row;
-    const handle = temporal.workflow.getHandle(predictionWorkflowId(row.id));
-    const timeout = new Promise<void>((resolve) => setTimeout(resolve, seconds * 1000).unref());
-    await Promise.race([handle.result().catch(() => undefined), timeout]);
-    return (await getPrediction(db, row.accountId, row.id)) ?? row;
+    return seconds === 0 ? row : awaitPrediction(deps, row, { timeoutMs: seconds * 1000 });
   }
 
   async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow) {

@@ -4,8 +4,16 @@
  * has it; llama.cpp is never built or downloaded at run time.
  */
 import { open } from 'node:fs/promises';
-import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
-import type { TextGenerationInput } from '../../tasks/text-generation';
+import type {
+  ChatHistoryItem,
+  Llama,
+  LlamaContext,
+  LlamaContextSequence,
+  LlamaEmbeddingContext,
+  LlamaModel,
+  Token,
+} from 'node-llama-cpp';
+import type { ChatMessage, TextGenerationInput } from '../../tasks/text-generation';
 import { kilnFailure } from '../../workflows/failures';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -105,6 +113,20 @@ interface LoadedModel {
   model: LlamaModel;
   context: LlamaContext;
   pool: SequencePool;
+  embedding?: Promise<LlamaEmbeddingContext>;
+}
+
+/** OpenAI-style messages to node-llama-cpp's chat history, ending with the model's turn. */
+function toChatHistory(messages: ChatMessage[]): ChatHistoryItem[] {
+  const history: ChatHistoryItem[] = messages.map((m) =>
+    m.role === 'system'
+      ? { type: 'system', text: m.content }
+      : m.role === 'user'
+        ? { type: 'user', text: m.content }
+        : { type: 'model', response: [m.content] },
+  );
+  history.push({ type: 'model', response: [] });
+  return history;
 }
 
 export interface GenerationResult {
@@ -181,6 +203,7 @@ export class LlamaEngine {
     const entry = this.loaded.get(versionId);
     if (!entry) return;
     this.loaded.delete(versionId);
+    await (await entry.embedding)?.dispose();
     await entry.context.dispose();
     await entry.model.dispose();
   }
@@ -192,19 +215,19 @@ export class LlamaEngine {
   ): Promise<GenerationResult> {
     const entry = this.loaded.get(versionId);
     if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
-    const { LlamaCompletion, TokenBias } = await loadNodeLlamaCpp();
+    const { LlamaCompletion, LlamaChat, TokenBias } = await loadNodeLlamaCpp();
     const sequence = await entry.pool.acquire(opts.signal);
     const started = performance.now();
     const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
     const chunks: string[] = [];
     let outputTokens = 0;
+    let inputTokens = 0;
     let firstChunkAt: number | null = null;
     const tokenizer = entry.model.tokenizer;
     const endTokens = [entry.model.tokens.eos, entry.model.tokens.eot].filter((t): t is Token => t != null);
     const holdEnd = new TokenBias(tokenizer);
     for (const t of endTokens) holdEnd.set(t, 'never');
     const noBias = new TokenBias(tokenizer);
-    const completion = new LlamaCompletion({ contextSequence: sequence });
     // Stop strings are matched on the decoded text here: llama.cpp's detector misses a string
     // that begins with a space, since a word token carries its space as a prefix.
     const stops = input.stop === undefined ? [] : [input.stop].flat();
@@ -212,72 +235,98 @@ export class LlamaEngine {
     const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
     let text = '';
     let stopped = false;
-    try {
-      const inputTokens = tokenizer(input.prompt).length;
-      const { metadata } = await completion.generateCompletionWithMeta(input.prompt, {
-        maxTokens: input.max_tokens,
-        temperature: input.temperature,
-        topP: input.top_p,
-        topK: input.top_k,
-        seed,
-        // min_tokens: the end-of-text tokens are banned until enough has been generated.
-        tokenBias: () => (outputTokens < input.min_tokens ? holdEnd : noBias),
-        signal,
-        stopOnAbortSignal: true,
-        onToken: (tokens) => {
-          outputTokens += tokens.length;
-        },
-        onTextChunk: (chunk) => {
-          if (stopped) return;
-          firstChunkAt ??= performance.now();
-          const before = text.length;
-          text += chunk;
-          const hit = stops.map((s) => text.indexOf(s, Math.max(0, before - s.length + 1))).filter((i) => i >= 0);
-          if (hit.length > 0) {
-            stopped = true;
-            const keep = Math.min(...hit) - before;
-            if (keep > 0) {
-              chunks.push(chunk.slice(0, keep));
-              opts.onChunk?.(chunk.slice(0, keep), outputTokens);
-            }
-            stopAt.abort();
-            return;
+    const options = {
+      maxTokens: input.max_tokens,
+      temperature: input.temperature,
+      topP: input.top_p,
+      topK: input.top_k,
+      seed,
+      // min_tokens: the end-of-text tokens are banned until enough has been generated.
+      tokenBias: () => (outputTokens < input.min_tokens ? holdEnd : noBias),
+      signal,
+      stopOnAbortSignal: true,
+      onToken: (tokens: Token[]) => {
+        outputTokens += tokens.length;
+      },
+      onTextChunk: (chunk: string) => {
+        if (stopped) return;
+        firstChunkAt ??= performance.now();
+        const before = text.length;
+        text += chunk;
+        const hit = stops.map((s) => text.indexOf(s, Math.max(0, before - s.length + 1))).filter((i) => i >= 0);
+        if (hit.length > 0) {
+          stopped = true;
+          const keep = Math.min(...hit) - before;
+          if (keep > 0) {
+            chunks.push(chunk.slice(0, keep));
+            opts.onChunk?.(chunk.slice(0, keep), outputTokens);
           }
-          chunks.push(chunk);
-          opts.onChunk?.(chunk, outputTokens);
-        },
-      });
-      const predictSeconds = (performance.now() - started) / 1000;
+          stopAt.abort();
+          return;
+        }
+        chunks.push(chunk);
+        opts.onChunk?.(chunk, outputTokens);
+      },
+    };
+    const disposers: Array<() => void> = [];
+    try {
+      let stopReason: string;
+      if (input.messages) {
+        const chat = new LlamaChat({ contextSequence: sequence });
+        disposers.push(() => chat.dispose({ disposeSequence: false }));
+        const history = toChatHistory(input.messages);
+        inputTokens = chat.chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(tokenizer).length;
+        ({ metadata: { stopReason } } = await chat.generateResponse(history, options));
+      } else {
+        const completion = new LlamaCompletion({ contextSequence: sequence });
+        disposers.push(() => completion.dispose({ disposeSequence: false }));
+        inputTokens = tokenizer(input.prompt ?? '').length;
+        ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(input.prompt ?? '', options));
+      }
       const canceled = opts.signal?.aborted === true;
       return {
         chunks,
         inputTokens,
         outputTokens,
         aborted: canceled,
-        stopReason: stopped && !canceled ? 'stop' : metadata.stopReason,
+        stopReason: stopped && !canceled ? 'stop' : stopReason,
         seed,
         timeToFirstToken: firstChunkAt === null ? null : (firstChunkAt - started) / 1000,
-        predictSeconds,
+        predictSeconds: (performance.now() - started) / 1000,
       };
     } catch (err) {
-      if (signal.aborted) {
-        // Aborted before the first token: nothing was generated.
-        return {
-          chunks,
-          inputTokens: 0,
-          outputTokens,
-          aborted: opts.signal?.aborted === true,
-          stopReason: opts.signal?.aborted ? 'abort' : 'stop',
-          seed,
-          timeToFirstToken: null,
-          predictSeconds: (performance.now() - started) / 1000,
-        };
-      }
-      throw err;
+      if (!signal.aborted) throw err;
+      // Aborted before the first token: nothing was generated.
+      return {
+        chunks,
+        inputTokens,
+        outputTokens,
+        aborted: opts.signal?.aborted === true,
+        stopReason: opts.signal?.aborted ? 'abort' : 'stop',
+        seed,
+        timeToFirstToken: null,
+        predictSeconds: (performance.now() - started) / 1000,
+      };
     } finally {
-      completion.dispose({ disposeSequence: false });
+      for (const dispose of disposers) dispose();
       entry.pool.release(sequence);
     }
+  }
+
+  /** One vector per text, from a lazily created embedding context of the loaded model. */
+  async embed(versionId: string, texts: string[], signal?: AbortSignal): Promise<{ vectors: number[][]; tokens: number }> {
+    const entry = this.loaded.get(versionId);
+    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
+    entry.embedding ??= entry.model.createEmbeddingContext({ contextSize: Math.min(this.opts.contextSize, 2048), threads: this.opts.threads });
+    const context = await entry.embedding;
+    const vectors: number[][] = [];
+    let tokens = 0;
+    for (const text of texts) {
+      signal?.throwIfAborted();
+      tokens += entry.model.tokenizer(text).length;
+      vectors.push([...(await context.getEmbeddingFor(text)).vector]);
+    }
+    return { vectors, tokens };
   }
 
   async dispose(): Promise<void> {

@@ -1,0 +1,284 @@
+/**
+ * OpenAI-compatible endpoints under /openai/v1, so the `openai` clients work with a baseURL.
+ * Every call is an ordinary prediction: it has a workflow in Temporal and a row in
+ * `GET /v1/predictions`, and its id comes back in the `X-Kiln-Prediction-Id` header.
+ */
+import { and, asc, eq, inArray, or } from 'drizzle-orm';
+import express, { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import { z } from 'zod';
+import type { Account } from '../../db/accounts';
+import { resolveModelVersion, type ResolvedVersion } from '../../db/models';
+import type { PredictionRow } from '../../db/predictions';
+import { models } from '../../db/schema';
+import type { Logger } from '../../lib/logger';
+import { awaitPrediction } from '../await-prediction';
+import { currentAccount, requireAuth } from '../auth';
+import { createPrediction, type CreateDeps } from '../create-prediction';
+import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../errors';
+import type { EventHub } from '../event-hub';
+import { followPrediction } from '../prediction-stream';
+import { SseWriter } from '../sse';
+import { parseOr422 } from '../validation';
+
+export interface OpenAiDeps extends CreateDeps {
+  hub: EventHub;
+  logger: Logger;
+}
+
+const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;
+
+const text = z.union([
+  z.string(),
+  z.array(z.object({ type: z.literal('text'), text: z.string() })).transform((parts) => parts.map((p) => p.text).join('')),
+]);
+
+const sampling = {
+  model: z.string().min(1),
+  max_tokens: z.number().int().min(1).max(8192).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).nullish(),
+  seed: z.number().int().min(0).nullish(),
+  n: z.literal(1, { message: 'only n = 1 is supported' }).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+};
+
+// Unknown fields (penalties, logprobs, user, …) are accepted and ignored, as most servers do.
+const chatBody = z.object({
+  ...sampling,
+  messages: z
+    .array(z.object({ role: z.enum(['system', 'developer', 'user', 'assistant']), content: text }))
+    .min(1),
+  max_completion_tokens: z.number().int().min(1).max(8192).nullish(),
+});
+
+const completionBody = z.object({
+  ...sampling,
+  prompt: z.union([z.string().min(1), z.array(z.string().min(1)).length(1).transform((p) => p[0])]),
+});
+
+const embeddingsBody = z.object({
+  model: z.string().min(1),
+  input: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(2048)]),
+  encoding_format: z.enum(['float', 'base64']).optional(),
+  dimensions: z.number().int().optional(),
+});
+
+type Sampling = z.infer<z.ZodObject<typeof sampling>>;
+
+function samplingInput(body: Sampling, maxTokens: number | null | undefined) {
+  return {
+    max_tokens: maxTokens ?? 512,
+    // OpenAI's defaults, not Replicate's.
+    temperature: body.temperature ?? 1,
+    top_p: body.top_p ?? 1,
+    ...(body.stop != null ? { stop: body.stop } : {}),
+    ...(body.seed != null ? { seed: body.seed } : {}),
+  };
+}
+
+const unix = (d: Date) => Math.floor(d.getTime() / 1000);
+const outputText = (row: PredictionRow) => (Array.isArray(row.output) ? row.output.join('') : '');
+
+function usage(row: PredictionRow) {
+  const prompt = row.metrics.input_token_count ?? 0;
+  const completion = row.metrics.output_token_count ?? 0;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+function finishReason(row: PredictionRow, maxTokens: number): 'stop' | 'length' {
+  return (row.metrics.output_token_count ?? 0) >= maxTokens ? 'length' : 'stop';
+}
+
+/** OpenAI's error shape: `{ error: { message, type, param, code } }`. */
+const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
+  if (res.headersSent) return next(err);
+  let status = 500;
+  let message = 'Internal server error';
+  let param: string | null = null;
+  if (err instanceof ValidationError) {
+    status = 400;
+    message = err.message;
+    param = err.fields[0]?.field.replace(/^input\./, '') ?? null;
+  } else if (err instanceof ApiError) {
+    status = err.status;
+    message = err.message;
+  } else if (err?.type === 'entity.parse.failed') {
+    status = 400;
+    message = 'Malformed JSON in request body';
+  } else {
+    return next(err);
+  }
+  const type = status === 401 ? 'authentication_error' : status === 404 ? 'not_found_error' : status >= 500 ? 'server_error' : 'invalid_request_error';
+  const code = status === 404 && /model/i.test(message) ? 'model_not_found' : null;
+  res.status(status).json({ error: { message, type, param, code } });
+};
+
+export function openaiRoutes(deps: OpenAiDeps): Router {
+  const router = Router();
+  router.use(express.json({ limit: '10mb' }));
+  router.use(requireAuth(deps.db));
+
+  async function resolveModel(account: Account, ref: string, task: string): Promise<ResolvedVersion> {
+    const m = MODEL_REF.exec(ref);
+    const resolved = m ? await resolveModelVersion(deps.db, account.id, { owner: m[1], name: m[2], versionId: m[3] }) : undefined;
+    if (!resolved) throw new NotFoundError(`The model '${ref}' does not exist or you do not have access to it`);
+    if (resolved.version.task !== task) {
+      throw new BadRequestError(`The model '${ref}' is a ${resolved.version.task} model, not ${task}`);
+    }
+    return resolved;
+  }
+
+  async function start(req: Request, res: Response, resolved: ResolvedVersion, input: Record<string, unknown>) {
+    const row = await createPrediction(deps, currentAccount(res), resolved, input, {
+      idempotencyKey: req.get('idempotency-key'),
+    });
+    res.setHeader('X-Kiln-Prediction-Id', row.id);
+    return row;
+  }
+
+  /** The whole answer once the prediction is done, or an OpenAI error if it did not succeed. */
+  async function finished(req: Request, row: PredictionRow): Promise<PredictionRow> {
+    const aborted = new AbortController();
+    req.on('close', () => aborted.abort());
+    const done = await awaitPrediction(deps, row, { signal: aborted.signal });
+    if (done.status !== 'succeeded') {
+      throw new ApiError(500, 'Prediction failed', `prediction ${done.id} ${done.status}${done.error ? `: ${done.error}` : ''}`);
+    }
+    return done;
+  }
+
+  /** Relays the prediction's output events as OpenAI chunks, then the finish, usage and [DONE]. */
+  function stream(
+    req: Request,
+    res: Response,
+    row: PredictionRow,
+    chunk: (delta: string | null, finish: 'stop' | 'length' | null) => unknown,
+    maxTokens: number,
+    includeUsage: boolean,
+    first?: unknown,
+  ) {
+    const sse = new SseWriter(res);
+    if (first) sse.data(JSON.stringify(first));
+    const stop = followPrediction(
+      deps,
+      row.id,
+      0,
+      (e) => {
+        if (e.event === 'output') sse.data(JSON.stringify(chunk(e.data, null)));
+        if (e.event === 'error') sse.data(JSON.stringify({ error: { message: e.data, type: 'server_error', param: null, code: null } }));
+      },
+      async () => {
+        const done = await awaitPrediction(deps, row, { timeoutMs: 5_000 });
+        if (done.status === 'succeeded') {
+          sse.data(JSON.stringify(chunk(null, finishReason(done, maxTokens))));
+          if (includeUsage) sse.data(JSON.stringify({ ...(chunk(null, null) as object), choices: [], usage: usage(done) }));
+        }
+        sse.data('[DONE]');
+        sse.end();
+      },
+    );
+    sse.onClose(stop);
+  }
+
+  router.get('/models', async (_req, res) => {
+    const account = currentAccount(res);
+    const rows = await deps.db
+      .select()
+      .from(models)
+      .where(
+        and(
+          or(eq(models.visibility, 'public'), eq(models.ownerId, account.id)),
+          inArray(models.task, ['text-generation', 'embeddings']),
+        ),
+      )
+      .orderBy(asc(models.owner), asc(models.name));
+    res.json({
+      object: 'list',
+      data: rows
+        .filter((m) => m.latestVersionId)
+        .map((m) => ({ id: `${m.owner}/${m.name}`, object: 'model', created: unix(m.createdAt), owned_by: m.owner })),
+    });
+  });
+
+  router.post('/chat/completions', async (req, res) => {
+    const body = parseOr422(chatBody, req.body ?? {});
+    const resolved = await resolveModel(currentAccount(res), body.model, 'text-generation');
+    const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? 512;
+    const messages = body.messages.map((m) => ({ role: m.role === 'developer' ? 'system' : m.role, content: m.content }));
+    const row = await start(req, res, resolved, { messages, ...samplingInput(body, maxTokens) });
+    const id = `chatcmpl-${row.id}`;
+    const created = unix(row.createdAt);
+    if (body.stream) {
+      const chunk = (content: string | null, finish: 'stop' | 'length' | null) => ({
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model: body.model,
+        choices: [{ index: 0, delta: content === null ? {} : { content }, finish_reason: finish, logprobs: null }],
+      });
+      const first = { ...chunk('', null), choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }] };
+      return stream(req, res, row, chunk, maxTokens, Boolean(body.stream_options?.include_usage), first);
+    }
+    const done = await finished(req, row);
+    res.json({
+      id,
+      object: 'chat.completion',
+      created,
+      model: body.model,
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: outputText(done), refusal: null },
+          finish_reason: finishReason(done, maxTokens),
+          logprobs: null,
+        },
+      ],
+      usage: usage(done),
+    });
+  });
+
+  router.post('/completions', async (req, res) => {
+    const body = parseOr422(completionBody, req.body ?? {});
+    const resolved = await resolveModel(currentAccount(res), body.model, 'text-generation');
+    const maxTokens = body.max_tokens ?? 16;
+    const row = await start(req, res, resolved, { prompt: body.prompt, ...samplingInput(body, maxTokens) });
+    const id = `cmpl-${row.id}`;
+    const created = unix(row.createdAt);
+    const chunk = (content: string | null, finish: 'stop' | 'length' | null) => ({
+      id,
+      object: 'text_completion',
+      created,
+      model: body.model,
+      choices: [{ index: 0, text: content ?? '', finish_reason: finish, logprobs: null }],
+    });
+    if (body.stream) return stream(req, res, row, chunk, maxTokens, Boolean(body.stream_options?.include_usage));
+    const done = await finished(req, row);
+    res.json({ ...chunk(outputText(done), finishReason(done, maxTokens)), usage: usage(done) });
+  });
+
+  router.post('/embeddings', async (req, res) => {
+    const body = parseOr422(embeddingsBody, req.body ?? {});
+    const resolved = await resolveModel(currentAccount(res), body.model, 'embeddings');
+    const row = await start(req, res, resolved, { text: body.input });
+    const done = await finished(req, row);
+    const vectors = (done.output as number[][]) ?? [];
+    if (body.dimensions !== undefined && body.dimensions !== vectors[0]?.length) {
+      throw new BadRequestError(`This model makes ${vectors[0]?.length}-dimensional vectors; dimensions cannot change that`);
+    }
+    const encode = (v: number[]) =>
+      body.encoding_format === 'base64' ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v;
+    const tokens = done.metrics.input_token_count ?? 0;
+    res.json({
+      object: 'list',
+      data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: encode(v) })),
+      model: body.model,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    });
+  });
+
+  router.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}`)));
+  router.use(openAiErrors);
+  return router;
+}
