@@ -18,7 +18,7 @@ start_temporal() {
     --ip 127.0.0.1 --port $TEMPORAL_PORT --ui-port $TEMPORAL_UI_PORT \
     --db-filename "$DATA/temporal.sqlite" \
     --namespace default --namespace kiln-test \
-    --dynamic-config-value matching.enableFairness=true \
+    --dynamic-config-value matching.enableFairness=${KILN_TEMPORAL_FAIRNESS:-true} \
     --search-attribute KilnAccount=Keyword \
     --search-attribute KilnModel=Keyword \
     --search-attribute KilnStatus=Keyword \

@@ -1,0 +1,37 @@
+/** `npm run bench -- <scenario>`: figures from the running stack (start it with npm start). */
+import { Command } from 'commander';
+import { overhead } from './overhead';
+import { streaming } from './streaming';
+import { webhookLatency } from './webhooks';
+
+const int = (v: string) => Number.parseInt(v, 10);
+const program = new Command('bench').description('Kiln benchmarks; each prints a table and writes JSON under .data/bench/');
+
+program
+  .command('overhead')
+  .description('total_time − predict_time of warm predictions, next to node-llama-cpp directly')
+  .option('-n, --requests <n>', 'predictions per concurrency level', int, 100)
+  .option('-c, --concurrency <list>', 'concurrency levels', (v) => v.split(',').map(int), [1, 8, 32])
+  .action((o) => overhead({ requests: o.requests, concurrency: o.concurrency }));
+
+program
+  .command('webhooks')
+  .description('completed_at → completed webhook received, p50/p99')
+  .option('-n, --requests <n>', 'predictions', int, 50)
+  .option('-c, --concurrency <n>', 'at once', int, 4)
+  .action((o) => webhookLatency({ requests: o.requests, concurrency: o.concurrency }));
+
+program
+  .command('streaming')
+  .description('time to first streamed token and tokens/s through SSE, next to node-llama-cpp directly')
+  .option('-r, --runs <n>', 'streams', int, 10)
+  .option('-t, --tokens <n>', 'tokens per stream', int, 256)
+  .action((o) => streaming({ runs: o.runs, tokens: o.tokens }));
+
+program.parseAsync().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  },
+);

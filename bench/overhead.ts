@@ -1,0 +1,69 @@
+/**
+ * What durable orchestration costs next to inference: warm predictions on kiln/tiny-llama at
+ * several concurrencies, total_time − predict_time and the client's end-to-end latency, next to
+ * the same generation run directly on node-llama-cpp in this process, in the same run.
+ */
+import path from 'node:path';
+import { TINY_LLAMA } from '../infra/seed';
+import { textGenerationInput } from '../tasks/text-generation';
+import { LlamaEngine } from '../workers/engines/llama-engine';
+import { writeLlamaGguf } from '../workers/engines/gguf-writer';
+import { apiToken, call, DATA_DIR, ms, percentile, pool, saveResult, table } from './lib';
+
+const INPUT = { prompt: 'The kiln was', max_tokens: 16, min_tokens: 16 };
+
+export async function overhead(opts: { requests: number; concurrency: number[] }) {
+  const token = await apiToken();
+  // Warm the model up first: this scenario is about warm predictions.
+  await call(token, '/v1/models/kiln/tiny-llama/predictions', { input: INPUT }, { prefer: 'wait' });
+
+  const rows = [];
+  for (const concurrency of opts.concurrency) {
+    const started = performance.now();
+    const samples = await pool(opts.requests, concurrency, async () => {
+      const t0 = performance.now();
+      const p = await call(token, '/v1/models/kiln/tiny-llama/predictions', { input: INPUT }, { prefer: 'wait=60' });
+      const e2e = performance.now() - t0;
+      if (p.status !== 'succeeded') throw new Error(`prediction ${p.id} ${p.status}`);
+      return { e2e, overhead: (p.metrics.total_time - p.metrics.predict_time) * 1000, predict: p.metrics.predict_time * 1000 };
+    });
+    const seconds = (performance.now() - started) / 1000;
+    const o = samples.map((s) => s.overhead);
+    const e = samples.map((s) => s.e2e);
+    rows.push({
+      concurrency,
+      requests: opts.requests,
+      'overhead p50': ms(percentile(o, 50)),
+      'overhead p99': ms(percentile(o, 99)),
+      'e2e p50': ms(percentile(e, 50)),
+      'e2e p99': ms(percentile(e, 99)),
+      'predict_time p50': ms(percentile(samples.map((s) => s.predict), 50)),
+      'predictions/s': Number((opts.requests / seconds).toFixed(1)),
+    });
+  }
+
+  // The floor: the same generation, straight on llama.cpp, in this process.
+  const file = path.join(DATA_DIR, 'seed', 'tiny-llama.gguf');
+  await writeLlamaGguf(file, TINY_LLAMA);
+  const engine = new LlamaEngine({ gpu: 'auto', contextSize: 4096, sequences: 4, threads: 1 });
+  await engine.load('direct', file);
+  const direct: number[] = [];
+  for (let i = 0; i < opts.requests; i++) {
+    const t0 = performance.now();
+    await engine.generate('direct', textGenerationInput.parse(INPUT));
+    direct.push(performance.now() - t0);
+  }
+  await engine.dispose();
+  rows.push({
+    concurrency: 'direct (node-llama-cpp)',
+    requests: opts.requests,
+    'overhead p50': ms(0),
+    'overhead p99': ms(0),
+    'e2e p50': ms(percentile(direct, 50)),
+    'e2e p99': ms(percentile(direct, 99)),
+    'predict_time p50': ms(percentile(direct, 50)),
+    'predictions/s': Number((1000 / percentile(direct, 50)).toFixed(1)),
+  });
+  table('Overhead: warm kiln/tiny-llama, 16 tokens (overhead = total_time − predict_time)', rows);
+  console.log(`saved ${await saveResult('overhead', rows)}`);
+}

@@ -1,0 +1,65 @@
+/**
+ * Streaming through the API: time to the first output event of the SSE stream (from the create
+ * request) and tokens/s as the client receives them, next to node-llama-cpp in this process.
+ */
+import path from 'node:path';
+import { TINY_LLAMA } from '../infra/seed';
+import { textGenerationInput } from '../tasks/text-generation';
+import { LlamaEngine } from '../workers/engines/llama-engine';
+import { writeLlamaGguf } from '../workers/engines/gguf-writer';
+import { apiToken, call, DATA_DIR, ms, percentile, saveResult, table } from './lib';
+
+async function sseOnce(token: string, tokens: number) {
+  const t0 = performance.now();
+  const p = await call(token, '/v1/models/kiln/tiny-llama/predictions', {
+    input: { prompt: 'Once upon a time', max_tokens: tokens, min_tokens: tokens },
+  });
+  const res = await fetch(p.urls.stream, { headers: { accept: 'text/event-stream' } });
+  const { EventSourceParserStream } = await import('eventsource-parser/stream');
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
+  let first: number | undefined;
+  let last = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done || value.event === 'done') break;
+    if (value.event === 'output') {
+      first ??= performance.now();
+      last = performance.now();
+    }
+  }
+  return { ttft: first! - t0, tokensPerSecond: tokens / ((last - t0) / 1000) };
+}
+
+export async function streaming(opts: { runs: number; tokens: number }) {
+  const token = await apiToken();
+  await call(token, '/v1/models/kiln/tiny-llama/predictions', { input: { prompt: 'warm', max_tokens: 2 } }, { prefer: 'wait' });
+  const api = [];
+  for (let i = 0; i < opts.runs; i++) api.push(await sseOnce(token, opts.tokens));
+
+  const file = path.join(DATA_DIR, 'seed', 'tiny-llama.gguf');
+  await writeLlamaGguf(file, TINY_LLAMA);
+  const engine = new LlamaEngine({ gpu: 'auto', contextSize: 4096, sequences: 4, threads: 1 });
+  await engine.load('direct', file);
+  const direct = [];
+  for (let i = 0; i < opts.runs; i++) {
+    const t0 = performance.now();
+    let first: number | undefined;
+    await engine.generate('direct', textGenerationInput.parse({ prompt: 'Once upon a time', max_tokens: opts.tokens, min_tokens: opts.tokens }), {
+      onChunk: () => {
+        first ??= performance.now();
+      },
+    });
+    direct.push({ ttft: first! - t0, tokensPerSecond: opts.tokens / ((performance.now() - t0) / 1000) });
+  }
+  await engine.dispose();
+  const row = (name: string, s: Array<{ ttft: number; tokensPerSecond: number }>) => ({
+    path: name,
+    runs: s.length,
+    'TTFT p50': ms(percentile(s.map((x) => x.ttft), 50)),
+    'TTFT p99': ms(percentile(s.map((x) => x.ttft), 99)),
+    'tokens/s p50': Number(percentile(s.map((x) => x.tokensPerSecond), 50).toFixed(0)),
+  });
+  const rows = [row('API: create + SSE (end to end)', api), row('node-llama-cpp direct', direct)];
+  table(`Streaming: ${opts.tokens} tokens from kiln/tiny-llama`, rows);
+  console.log(`saved ${await saveResult('streaming', rows)}`);
+}
