@@ -27,7 +27,7 @@ async function sseOnce(token: string, tokens: number) {
       last = performance.now();
     }
   }
-  return { ttft: first! - t0, tokensPerSecond: tokens / ((last - t0) / 1000) };
+  return { ttft: first! - t0, total: last - t0, tokensPerSecond: tokens / ((last - first!) / 1000) };
 }
 
 export async function streaming(opts: { runs: number; tokens: number }) {
@@ -44,20 +44,23 @@ export async function streaming(opts: { runs: number; tokens: number }) {
   for (let i = 0; i < opts.runs; i++) {
     const t0 = performance.now();
     let first: number | undefined;
+    let last = 0;
     await engine.generate('direct', textGenerationInput.parse({ prompt: 'Once upon a time', max_tokens: opts.tokens, min_tokens: opts.tokens }), {
       onChunk: () => {
         first ??= performance.now();
+        last = performance.now();
       },
     });
-    direct.push({ ttft: first! - t0, tokensPerSecond: opts.tokens / ((performance.now() - t0) / 1000) });
+    direct.push({ ttft: first! - t0, total: last - t0, tokensPerSecond: opts.tokens / ((last - first!) / 1000) });
   }
   await engine.dispose();
-  const row = (name: string, s: Array<{ ttft: number; tokensPerSecond: number }>) => ({
+  const row = (name: string, s: Array<{ ttft: number; total: number; tokensPerSecond: number }>) => ({
     path: name,
     runs: s.length,
     'TTFT p50': ms(percentile(s.map((x) => x.ttft), 50)),
     'TTFT p99': ms(percentile(s.map((x) => x.ttft), 99)),
-    'tokens/s p50': Number(percentile(s.map((x) => x.tokensPerSecond), 50).toFixed(0)),
+    'first→last token, tokens/s p50': Number(percentile(s.map((x) => x.tokensPerSecond), 50).toFixed(0)),
+    'request→last token p50': ms(percentile(s.map((x) => x.total), 50)),
   });
   const rows = [row('API: create + SSE (end to end)', api), row('node-llama-cpp direct', direct)];
   table(`Streaming: ${opts.tokens} tokens from kiln/tiny-llama`, rows);
