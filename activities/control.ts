@@ -3,7 +3,9 @@ import { log } from '@temporalio/activity';
 import type { Db } from '../db/client';
 import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
-import { countRunning, writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
+import { admit, release } from '../db/admissions';
+import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
+import { recordUsage, type UsageRecord } from '../db/usage';
 import { accounts } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import { kilnFailure } from '../workflows/failures';
@@ -11,26 +13,38 @@ import type { Placement } from '../workflows/types';
 
 export interface ControlDeps {
   db: Db;
-  maxRunningPerAccount: number;
 }
 
-export function createControlActivities({ db, maxRunningPerAccount }: ControlDeps) {
+export function createControlActivities({ db }: ControlDeps) {
   return {
     async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
       await writePredictionSnapshot(db, snapshot);
     },
 
-    /** Over the cap the prediction waits: the plain error is retried with backoff. */
-    async admitPrediction({ accountId, versionId }: { accountId: string; versionId: string }): Promise<void> {
+    /**
+     * Takes one of the account's admission slots (max_running). When they are all held, the
+     * prediction waits (a plain error: Temporal retries with backoff) or, if the account says
+     * so, fails with OverCapacity.
+     */
+    async admitPrediction({ predictionId, accountId, versionId }: { predictionId: string; accountId: string; versionId: string }): Promise<void> {
       const account = await db.query.accounts.findFirst({ where: eq(accounts.id, accountId) });
       if (!account || account.disabled) throw kilnFailure('AccountDisabled', `account ${accountId} is disabled`);
       if (!(await getVersion(db, versionId))) {
         throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
       }
-      const running = await countRunning(db, accountId);
-      if (running >= maxRunningPerAccount) {
-        throw new Error(`account has ${running} running predictions (cap ${maxRunningPerAccount}); waiting`);
-      }
+      const { admitted, held } = await admit(db, predictionId, accountId, account.maxRunning);
+      if (admitted) return;
+      const message = `account ${account.username} has ${held} predictions admitted (max_running ${account.maxRunning})`;
+      if (account.overCap === 'refuse') throw kilnFailure('OverCapacity', `${message}; this account refuses work over its cap`);
+      throw new Error(`${message}; waiting for a slot`);
+    },
+
+    async releaseAdmission({ predictionId }: { predictionId: string }): Promise<void> {
+      await release(db, predictionId);
+    },
+
+    async recordUsage(record: UsageRecord): Promise<void> {
+      await recordUsage(db, record);
     },
 
     /**

@@ -7,6 +7,8 @@ import type { EmbeddingsInput } from '../tasks/embeddings';
 import type { TextGenerationInput } from '../tasks/text-generation';
 import type { LlamaEngine } from '../workers/engines/llama-engine';
 import type { ModelCache } from '../workers/model-cache';
+import type { EchoFixtureEngine } from '../workers/engines/echo-fixture';
+type EchoFixtureInput = import('zod').output<typeof import('../workers/engines/echo-fixture').echoFixtureInput>;
 import { OutputStream } from './output-stream';
 import { OutputWebhooks } from './output-webhooks';
 import { kilnFailure } from '../workflows/failures';
@@ -22,7 +24,10 @@ import {
 /** What the node does when a version becomes servable or is used. */
 export interface NodeHooks {
   nodeId: string;
-  serve(versionId: string, memoryBytes: number): Promise<void>;
+  /** `cpu`, or the GPU backend llama.cpp runs on. */
+  hardware: string;
+  /** Starts polling the version's queue, taking up to `concurrency` predictions at once. */
+  serve(versionId: string, memoryBytes: number, concurrency?: number): Promise<void>;
   touch(versionId: string): void;
 }
 
@@ -33,17 +38,28 @@ export interface EngineDeps {
   node: NodeHooks;
   /** Where webhook delivery workflows run. */
   controlQueue: string;
+  /** Present only where fixtures are enabled (tests, benchmarks). */
+  echoFixture?: EchoFixtureEngine;
 }
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
+const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
+  typeof settings?.sequences === 'number' ? settings.sequences : undefined;
 
-export function createEngineActivities({ db, cache, llama, node, controlQueue }: EngineDeps) {
+export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture }: EngineDeps) {
+  const isLoaded = (versionId: string) => llama.isLoaded(versionId) || echoFixture?.isLoaded(versionId) === true;
+
   const loading = new Map<string, Promise<LoadResult>>();
 
   async function load(versionId: string): Promise<LoadResult> {
     const ctx = Context.current();
     const version = await getVersion(db, versionId);
     if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
+    if (version.engine === 'echo-fixture' && echoFixture) {
+      echoFixture.load(versionId);
+      await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings));
+      return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: false };
+    }
     if (version.engine !== 'llama.cpp') {
       throw kilnFailure('ModelLoadFailed', `engine ${version.engine} is not available on node ${node.nodeId}`);
     }
@@ -66,7 +82,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
     const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
     await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as { sequences?: number });
     const loadSeconds = (performance.now() - loadStarted) / 1000;
-    await node.serve(versionId, version.memoryBytes);
+    await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings));
     log.info('model loaded', { versionId, downloadedBytes, downloadSeconds, loadSeconds });
     return {
       nodeId: node.nodeId,
@@ -80,9 +96,9 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
   return {
     /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
     async loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
-      if (llama.isLoaded(versionId)) {
+      if (isLoaded(versionId)) {
         const version = await getVersion(db, versionId);
-        await node.serve(versionId, version?.memoryBytes ?? 0);
+        await node.serve(versionId, version?.memoryBytes ?? 0, concurrencyOf(version?.settings));
         return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: true };
       }
       let pending = loading.get(versionId);
@@ -96,6 +112,8 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
     async predict(req: PredictRequest): Promise<PredictResult> {
       const ctx = Context.current();
       const startedAt = new Date().toISOString();
+      // Time in the model's fair queue: from this attempt's scheduling to an engine taking it.
+      const queueSeconds = Math.max(0, Date.now() - ctx.info.currentAttemptScheduledTimestampMs) / 1000;
       node.touch(req.versionId);
       const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
       // Best effort: the workflow learns the start time from the result anyway.
@@ -104,11 +122,27 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
         .signal(PREDICTION_STARTED_SIGNAL, started)
         .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
 
-      if (!isTaskName(req.task) || !tasks[req.task].engines.includes('llama.cpp')) {
-        throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
-      }
+      if (!isTaskName(req.task)) throw kilnFailure('InvalidInput', `task ${req.task} is not served here`);
       const parsed = tasks[req.task].input.safeParse(req.input);
       if (!parsed.success) throw kilnFailure('InvalidInput', parsed.error.message);
+      if (req.task === 'echo-fixture') {
+        if (!echoFixture) throw kilnFailure('InvalidInput', 'fixtures are not enabled on this node');
+        const t0 = performance.now();
+        const r = await echoFixture.run(parsed.data as EchoFixtureInput, ctx.cancellationSignal);
+        if (r.aborted && !ctx.cancellationDetails?.cancelRequested) throw new Error(`interrupted on node ${node.nodeId}`);
+        const seconds = (performance.now() - t0) / 1000;
+        return {
+          output: r.output,
+          logs: [`echo fixture: slept ${(seconds * 1000).toFixed(0)} ms`],
+          metrics: { predict_time: round(seconds), queue_time: round(queueSeconds) },
+          startedAt,
+          aborted: r.aborted,
+          hardware: 'fixture',
+        };
+      }
+      if (!(tasks[req.task].engines as readonly string[]).includes('llama.cpp')) {
+        throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
+      }
       if (req.task === 'embeddings') {
         const texts = [(parsed.data as EmbeddingsInput).text].flat();
         const t0 = performance.now();
@@ -117,9 +151,10 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
         return {
           output: vectors,
           logs: [`Embedded ${texts.length} text(s), ${tokens} tokens, in ${seconds.toFixed(3)} s`],
-          metrics: { predict_time: round(seconds), input_token_count: tokens },
+          metrics: { predict_time: round(seconds), input_token_count: tokens, queue_time: round(queueSeconds) },
           startedAt,
           aborted: false,
+          hardware: node.hardware,
         };
       }
       const input = parsed.data as TextGenerationInput;
@@ -157,13 +192,14 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue }:
             : `Generated ${g.outputTokens} tokens in ${g.predictSeconds.toFixed(3)} s (${tokensPerSecond.toFixed(1)} tokens/s, stop: ${g.stopReason})`,
         );
         const metrics: Record<string, number> = {
+          queue_time: round(queueSeconds),
           predict_time: round(g.predictSeconds),
           input_token_count: g.inputTokens,
           output_token_count: g.outputTokens,
           tokens_per_second: round(tokensPerSecond, 2),
         };
         if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
-        return { output: g.chunks, logs, metrics, startedAt, aborted: g.aborted };
+        return { output: g.chunks, logs, metrics, startedAt, aborted: g.aborted, hardware: node.hardware };
       } finally {
         clearInterval(beat);
         webhooks.stop();

@@ -9,6 +9,7 @@ import { requireAuth } from './auth';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
+import { accountRoutes } from './routes/account';
 import { openaiRoutes } from './routes/openai';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
@@ -54,6 +55,7 @@ export function createApp(deps: AppDeps): express.Express {
       urls,
     }),
   );
+  v1.use(accountRoutes({ db: deps.db }));
   v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);
 

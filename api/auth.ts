@@ -1,5 +1,5 @@
 import type { RequestHandler, Response } from 'express';
-import { accountForToken, type Account } from '../db/accounts';
+import { accountForToken, touchApiToken, type Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { UnauthorizedError } from './errors';
 
@@ -11,6 +11,7 @@ export function requireAuth(db: Db): RequestHandler {
     const account = await accountForToken(db, match[1]);
     if (!account || account.disabled) throw new UnauthorizedError();
     res.locals.account = account;
+    void touchApiToken(db, match[1]).catch(() => undefined);
     next();
   };
 }

@@ -12,8 +12,10 @@ import { idFromKey, newId } from '../lib/ids';
 import { taskInputSchema } from '../tasks';
 import type { predictionWorkflow } from '../workflows/prediction';
 import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
-import { predictionWorkflowId, type PredictionArgs } from '../workflows/types';
+import { predictionWorkflowId, PRIORITY_KEYS, type PredictionArgs } from '../workflows/types';
 import { parseOr422 } from './validation';
+import { checkLimits } from './admission-limits';
+import type { RateLimitResult } from '../db/rate-limits';
 import { ValidationError } from './errors';
 import { webhookEvents, type WebhookEvent } from '../db/schema';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
@@ -27,6 +29,7 @@ export interface CreateDeps {
 
 export interface CreateOptions {
   idempotencyKey?: string;
+  priority?: keyof typeof PRIORITY_KEYS;
   webhook?: string;
   webhookEventsFilter?: WebhookEvent[];
   cancelAfterSeconds?: number;
@@ -38,7 +41,7 @@ export async function createPrediction(
   resolved: ResolvedVersion,
   input: Record<string, unknown>,
   opts: CreateOptions = {},
-): Promise<PredictionRow> {
+): Promise<{ row: PredictionRow; rateLimit?: RateLimitResult }> {
   parseOr422(taskInputSchema(resolved.version.task), input, 'input');
   if (opts.webhook) {
     try {
@@ -51,8 +54,9 @@ export async function createPrediction(
   const id = opts.idempotencyKey ? idFromKey(account.id, opts.idempotencyKey) : newId();
   if (opts.idempotencyKey) {
     const existing = await getPrediction(deps.db, account.id, id);
-    if (existing) return existing;
+    if (existing) return { row: existing };
   }
+  const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
   const model = `${resolved.model.owner}/${resolved.model.name}`;
   const now = new Date();
   const args: PredictionArgs = {
@@ -66,6 +70,11 @@ export async function createPrediction(
     webhook: opts.webhook ?? null,
     webhookEventsFilter: opts.webhook ? (opts.webhookEventsFilter ?? [...webhookEvents]) : null,
     deadline: opts.cancelAfterSeconds ? new Date(now.getTime() + opts.cancelAfterSeconds * 1000).toISOString() : null,
+    priority: {
+      fairnessKey: account.fairnessGroup ?? account.id,
+      fairnessWeight: account.fairnessWeight,
+      priorityKey: PRIORITY_KEYS[opts.priority ?? 'default'],
+    },
   };
   try {
     await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {
@@ -81,6 +90,9 @@ export async function createPrediction(
         { key: KilnStatus, value: 'starting' },
       ],
       staticSummary: `${model} for ${account.username}`,
+      // The whole prediction is fair-queued: its workflow tasks and control activities inherit
+      // this, so a flood cannot crowd another account out of the control plane either.
+      priority: args.priority,
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) throw err;
@@ -97,5 +109,5 @@ export async function createPrediction(
     completedAt: null,
     revision: 0,
   });
-  return (await getPrediction(deps.db, account.id, id))!;
+  return { row: (await getPrediction(deps.db, account.id, id))!, rateLimit };
 }

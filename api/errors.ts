@@ -12,8 +12,16 @@ export class ApiError extends Error {
     readonly title: string,
     detail: string,
     readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
   ) {
     super(detail);
+  }
+}
+
+/** 429: a rate limit or a cap. `Retry-After` says when trying again makes sense. */
+export class TooManyRequestsError extends ApiError {
+  constructor(detail: string, retryAfterSeconds: number, headers: Record<string, string> = {}) {
+    super(429, 'Too many requests', detail, {}, { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))), ...headers });
   }
 }
 
@@ -82,6 +90,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       e = new ApiError(500, 'Internal server error', 'Internal server error');
     }
     if (res.headersSent) return;
+    res.set(e.headers);
     res.status(e.status).json({ title: e.title, detail: e.message, status: e.status, ...e.extra });
   };
 }

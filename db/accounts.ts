@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { and, eq, isNull } from 'drizzle-orm';
+import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
 import type { Db } from './client';
 import { accounts, apiTokens } from './schema';
@@ -35,4 +35,42 @@ export async function accountForToken(db: Db, token: string): Promise<Account | 
     .where(and(eq(apiTokens.tokenHash, sha256Hex(token)), isNull(apiTokens.revokedAt)))
     .limit(1);
   return rows[0]?.account;
+}
+
+export type AccountSettings = Partial<
+  Pick<Account, 'name' | 'fairnessWeight' | 'fairnessGroup' | 'maxRunning' | 'maxQueued' | 'overCap' | 'rateLimits' | 'disabled'>
+>;
+
+export async function updateAccount(db: Db, accountId: string, settings: AccountSettings): Promise<Account> {
+  const [row] = await db.update(accounts).set(settings).where(eq(accounts.id, accountId)).returning();
+  return row;
+}
+
+export type ApiTokenRow = typeof apiTokens.$inferSelect;
+
+export async function listApiTokens(db: Db, accountId: string): Promise<ApiTokenRow[]> {
+  return db.select().from(apiTokens).where(eq(apiTokens.accountId, accountId)).orderBy(desc(apiTokens.createdAt));
+}
+
+/** Revoked at once for every API process: each request looks its token up. */
+export async function revokeApiToken(db: Db, accountId: string, tokenId: string): Promise<ApiTokenRow | undefined> {
+  const [row] = await db
+    .update(apiTokens)
+    .set({ revokedAt: sql`coalesce(${apiTokens.revokedAt}, now())` })
+    .where(and(eq(apiTokens.id, tokenId), eq(apiTokens.accountId, accountId)))
+    .returning();
+  return row;
+}
+
+/** Records use at most once a minute per token, so authentication stays a read. */
+export async function touchApiToken(db: Db, token: string): Promise<void> {
+  await db
+    .update(apiTokens)
+    .set({ lastUsedAt: sql`now()` })
+    .where(
+      and(
+        eq(apiTokens.tokenHash, sha256Hex(token)),
+        or(isNull(apiTokens.lastUsedAt), lt(apiTokens.lastUsedAt, sql`now() - interval '1 minute'`)),
+      ),
+    );
 }

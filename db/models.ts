@@ -1,22 +1,27 @@
-import { and, desc, eq, or } from 'drizzle-orm';
+import { and, desc, eq, or, sql } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
 import type { Db } from './client';
-import { modelVersions, models, type VersionFile } from './schema';
+import { modelVersions, models, type EngineName, type VersionFile } from './schema';
 
 export type Model = typeof models.$inferSelect;
 export type ModelVersion = typeof modelVersions.$inferSelect;
 
 export interface VersionManifest {
   task: string;
-  engine: 'llama.cpp' | 'onnxruntime';
+  engine: EngineName;
   files: VersionFile[];
   memoryBytes: number;
   settings?: Record<string, unknown>;
 }
 
-/** A version id is the hash of its manifest, so pushing the same thing twice is one version. */
-export function versionIdFor(manifest: VersionManifest): string {
+/**
+ * A version id is the hash of its model and manifest: pushing the same thing twice to a model is
+ * one version, while two models with the same weights have versions of their own (the weights
+ * are still stored once, by content).
+ */
+export function versionIdFor(modelId: string, manifest: VersionManifest): string {
   const canonical = JSON.stringify({
+    modelId,
     task: manifest.task,
     engine: manifest.engine,
     files: manifest.files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size })),
@@ -41,7 +46,7 @@ export async function upsertModel(
 }
 
 export async function addVersion(db: Db, model: Model, manifest: VersionManifest): Promise<ModelVersion> {
-  const id = versionIdFor(manifest);
+  const id = versionIdFor(model.id, manifest);
   await db
     .insert(modelVersions)
     .values({ id, modelId: model.id, ...manifest, settings: manifest.settings ?? {} })
@@ -56,7 +61,9 @@ export interface ResolvedVersion {
   version: ModelVersion;
 }
 
-const visibleTo = (accountId: string) => or(eq(models.visibility, 'public'), eq(models.ownerId, accountId));
+/** Public, owned, or shared with the account through allowed_accounts. */
+export const visibleTo = (accountId: string) =>
+  or(eq(models.visibility, 'public'), eq(models.ownerId, accountId), sql`${accountId} = any(${models.allowedAccounts})`);
 
 /** The model `owner/name` if the account may call it, with the given or the latest version. */
 export async function resolveModelVersion(
@@ -90,4 +97,14 @@ export async function resolveVersionId(db: Db, accountId: string, versionId: str
 
 export async function getVersion(db: Db, versionId: string): Promise<ModelVersion | undefined> {
   return db.query.modelVersions.findFirst({ where: eq(modelVersions.id, versionId) });
+}
+
+/** Lets other accounts use a private model (Replicate-style sharing without making it public). */
+export async function shareModel(db: Db, modelId: string, accountIds: string[]): Promise<Model> {
+  return db.transaction(async (tx) => {
+    const [current] = await tx.select().from(models).where(eq(models.id, modelId)).for('update');
+    const allowed = [...new Set([...current.allowedAccounts, ...accountIds])];
+    const [row] = await tx.update(models).set({ allowedAccounts: allowed }).where(eq(models.id, modelId)).returning();
+    return row;
+  });
 }

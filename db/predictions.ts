@@ -1,4 +1,4 @@
-import { and, desc, eq, lt, or, sql } from 'drizzle-orm';
+import { and, desc, eq, lt, or } from 'drizzle-orm';
 import type { Db } from './client';
 import { appendEvents, hasEvent } from './events';
 import { withoutNul } from './sanitize';
@@ -133,12 +133,4 @@ export async function listPredictions(
     rows: page,
     next: rows.length > opts.limit && last ? { createdAt: last.createdAt.toISOString(), id: last.id } : undefined,
   };
-}
-
-export async function countRunning(db: Db, accountId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(predictions)
-    .where(and(eq(predictions.accountId, accountId), eq(predictions.status, 'processing')));
-  return row?.n ?? 0;
 }

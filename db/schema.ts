@@ -7,6 +7,8 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
+  real,
 
   text,
   timestamp,
@@ -22,6 +24,17 @@ export const accounts = pgTable('accounts', {
   name: text('name'),
   type: text('type', { enum: ['user', 'organization'] }).notNull().default('user'),
   disabled: boolean('disabled').notNull().default(false),
+  /** Share of the engines under contention, relative to other accounts (Temporal fairnessWeight). */
+  fairnessWeight: real('fairness_weight').notNull().default(1),
+  /** Accounts in one group share one fairness key (an organization's members, say). */
+  fairnessGroup: text('fairness_group'),
+  /** Predictions admitted at once (queued at the engines or running); more wait or are refused. */
+  maxRunning: integer('max_running').notNull().default(64),
+  /** Predictions waiting for admission; more are refused with 429. */
+  maxQueued: integer('max_queued').notNull().default(1000),
+  overCap: text('over_cap', { enum: ['wait', 'refuse'] }).notNull().default('wait'),
+  /** Requests per minute by task type, over the defaults. */
+  rateLimits: jsonb('rate_limits').$type<Record<string, number>>().notNull().default({}),
   createdAt: createdAt(),
 });
 
@@ -55,12 +68,18 @@ export const models = pgTable(
     name: text('name').notNull(),
     description: text('description'),
     visibility: text('visibility', { enum: ['public', 'private'] }).notNull().default('private'),
+    /** Account ids that may use a private model besides its owner. */
+    allowedAccounts: text('allowed_accounts').array().notNull().default([]),
     task: text('task').notNull(),
     latestVersionId: text('latest_version_id'),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('models_owner_name_idx').on(t.owner, t.name)],
 );
+
+/** `echo-fixture` is a test fixture (no inference): it serves benchmarks of the orchestration. */
+export const engines = ['llama.cpp', 'onnxruntime', 'echo-fixture'] as const;
+export type EngineName = (typeof engines)[number];
 
 export interface VersionFile {
   path: string;
@@ -77,7 +96,7 @@ export const modelVersions = pgTable(
       .notNull()
       .references(() => models.id, { onDelete: 'cascade' }),
     task: text('task').notNull(),
-    engine: text('engine', { enum: ['llama.cpp', 'onnxruntime'] }).notNull(),
+    engine: text('engine', { enum: engines }).notNull(),
     files: jsonb('files').$type<VersionFile[]>().notNull(),
     memoryBytes: bigint('memory_bytes', { mode: 'number' }).notNull(),
     /** Engine settings such as context size and sequences. */
@@ -174,6 +193,49 @@ export const webhookDeliveries = pgTable(
     createdAt: createdAt(),
   },
   (t) => [index('webhook_deliveries_prediction_idx').on(t.predictionId, t.id)],
+);
+
+/** Fixed one-minute windows of requests per account and scope; shared by every API process. */
+export const rateLimitCounters = pgTable(
+  'rate_limit_counters',
+  {
+    accountId: text('account_id').notNull(),
+    scope: text('scope').notNull(),
+    windowStart: timestamp('window_start', { withTimezone: true, mode: 'date' }).notNull(),
+    count: integer('count').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.scope, t.windowStart] })],
+);
+
+/** Predictions holding an admission slot of their account, from admission to their end. */
+export const admissions = pgTable(
+  'admissions',
+  {
+    predictionId: text('prediction_id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    admittedAt: createdAt(),
+  },
+  (t) => [index('admissions_account_idx').on(t.accountId)],
+);
+
+/** What each prediction used, written once when it ends. */
+export const usageRecords = pgTable(
+  'usage_records',
+  {
+    predictionId: text('prediction_id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    model: text('model').notNull(),
+    versionId: text('version_id').notNull(),
+    task: text('task').notNull(),
+    status: text('status').notNull(),
+    hardware: text('hardware').notNull(),
+    predictSeconds: real('predict_seconds').notNull().default(0),
+    inputTokens: integer('input_tokens').notNull().default(0),
+    outputTokens: integer('output_tokens').notNull().default(0),
+    images: integer('images').notNull().default(0),
+    createdAt: createdAt(),
+  },
+  (t) => [index('usage_account_created_idx').on(t.accountId, t.createdAt)],
 );
 
 /** Engine nodes: each engine worker process registers itself and heartbeats here. */

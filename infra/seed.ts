@@ -56,3 +56,16 @@ export async function seedTinyLlama(db: Db, storage: Storage, owner: Account, da
   await addVersion(db, embed, { task: 'embeddings', engine: 'llama.cpp', files, memoryBytes, settings: SETTINGS });
   return addVersion(db, model, { task: 'text-generation', engine: 'llama.cpp', files, memoryBytes, settings: SETTINGS });
 }
+
+/** kiln/echo-fixture: the benchmark fixture (no weights, no inference), served only where fixtures are on. */
+export async function seedEchoFixture(db: Db, owner: Account): Promise<ModelVersion> {
+  const model = await upsertModel(db, {
+    ownerId: owner.id,
+    owner: owner.username,
+    name: 'echo-fixture',
+    task: 'echo-fixture',
+    visibility: 'public',
+    description: 'Test fixture: sleeps sleep_ms and echoes text. For benchmarks of the orchestration, not inference.',
+  });
+  return addVersion(db, model, { task: 'echo-fixture', engine: 'echo-fixture', files: [], memoryBytes: 1, settings: { sequences: 8 } });
+}

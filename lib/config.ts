@@ -57,10 +57,9 @@ export const configSchema = z.object({
    * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.
    */
   KILN_ENGINE_THREADS: z.coerce.number().int().min(1).default(Math.max(1, os.availableParallelism() - 1)),
+  /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */
+  KILN_ENABLE_FIXTURES: bool.default(false),
   KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),
-
-  /** Running predictions allowed per account before new ones wait in admission. */
-  KILN_MAX_RUNNING_PER_ACCOUNT: z.coerce.number().int().positive().default(64),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -3,13 +3,23 @@
  * prediction starts and the engine parses with it again before it runs.
  */
 import { z } from 'zod';
+import { echoFixtureInput, echoFixtureOutput } from '../workers/engines/echo-fixture';
 import { embeddingsInput, embeddingsOutput } from './embeddings';
 import { textGenerationInput, textGenerationOutput } from './text-generation';
 
+/** `rateLimitPerMinute`: the default per account, as Workers AI sets one per task type. */
 export const tasks = {
-  'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'] },
-  embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'] },
+  'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'], rateLimitPerMinute: 300 },
+  embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'], rateLimitPerMinute: 3000 },
+  // A test fixture (no inference) for benchmarks of the orchestration: see workers/engines/echo-fixture.ts.
+  'echo-fixture': { input: echoFixtureInput, output: echoFixtureOutput, engines: ['echo-fixture'], rateLimitPerMinute: 60_000 },
 } as const;
+
+export const DEFAULT_RATE_LIMIT_PER_MINUTE = 720;
+
+export function rateLimitFor(task: string, overrides: Record<string, number>): number {
+  return overrides[task] ?? (isTaskName(task) ? tasks[task].rateLimitPerMinute : DEFAULT_RATE_LIMIT_PER_MINUTE);
+}
 
 export type TaskName = keyof typeof tasks;
 export const taskNames = Object.keys(tasks) as TaskName[];

@@ -22,7 +22,7 @@ async function main() {
     taskQueue: c.KILN_CONTROL_QUEUE,
     workflowsPath: require.resolve('../workflows'),
     activities: {
-      ...createControlActivities({ db, maxRunningPerAccount: c.KILN_MAX_RUNNING_PER_ACCOUNT }),
+      ...createControlActivities({ db }),
       ...createWebhookActivities({
         db,
         allowPrivate: c.KILN_WEBHOOK_ALLOW_PRIVATE,

@@ -10,6 +10,7 @@ import type { LoadedVersion } from '../db/schema';
 import type { Logger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
 import { createEngineActivities, type NodeHooks } from '../activities/engine';
+import type { EchoFixtureEngine } from './engines/echo-fixture';
 import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';
@@ -26,6 +27,7 @@ export interface EngineNodeOptions {
 
 export class EngineNode implements NodeHooks {
   readonly nodeId: string;
+  hardware = 'cpu';
   private served = new Map<string, { worker: Worker; run: Promise<void>; memoryBytes: number; lastUsedAt: Date }>();
   private nodeWorker?: Worker;
   private timer?: NodeJS.Timeout;
@@ -33,7 +35,14 @@ export class EngineNode implements NodeHooks {
 
   constructor(
     private opts: EngineNodeOptions,
-    private deps: { db: Db; connection: NativeConnection; llama: LlamaEngine; cache: ModelCache; logger: Logger },
+    private deps: {
+      db: Db;
+      connection: NativeConnection;
+      llama: LlamaEngine;
+      cache: ModelCache;
+      logger: Logger;
+      echoFixture?: EchoFixtureEngine;
+    },
   ) {
     this.nodeId = opts.nodeId;
     this.activities = createEngineActivities({
@@ -42,12 +51,14 @@ export class EngineNode implements NodeHooks {
       llama: deps.llama,
       node: this,
       controlQueue: opts.controlQueue,
+      echoFixture: deps.echoFixture,
     });
   }
 
   /** Runs until shutdown() is called. */
   async run(): Promise<void> {
     const gpu = await this.deps.llama.gpu();
+    this.hardware = gpu ?? 'cpu';
     await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: this.opts.memoryBytes, gpu });
     this.deps.logger.info({ nodeId: this.nodeId, gpu: gpu ?? 'cpu', memoryBytes: this.opts.memoryBytes }, 'engine node up');
     this.timer = setInterval(() => {
@@ -77,7 +88,7 @@ export class EngineNode implements NodeHooks {
     await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions());
   }
 
-  async serve(versionId: string, memoryBytes: number): Promise<void> {
+  async serve(versionId: string, memoryBytes: number, concurrency?: number): Promise<void> {
     if (this.served.has(versionId)) return;
     const worker = await Worker.create({
       connection: this.deps.connection,
@@ -85,7 +96,7 @@ export class EngineNode implements NodeHooks {
       taskQueue: modelQueue(versionId),
       activities: { predict: this.activities.predict },
       // As many predictions as the context has sequences; the rest wait in the fair queue.
-      maxConcurrentActivityTaskExecutions: this.opts.sequences,
+      maxConcurrentActivityTaskExecutions: concurrency ?? this.opts.sequences,
       // Cancellation reaches an activity through its heartbeat: keep that path short.
       maxHeartbeatThrottleInterval: '500 ms',
     });

@@ -6,6 +6,7 @@ import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { Storage } from '../lib/storage';
 import { EngineNode } from './engine-node';
+import { EchoFixtureEngine } from './engines/echo-fixture';
 import { LlamaEngine } from './engines/llama-engine';
 import { ModelCache } from './model-cache';
 
@@ -19,7 +20,7 @@ async function main() {
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), Storage.fromConfig(c));
   const node = new EngineNode(
     { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES },
-    { db, connection, llama, cache, logger },
+    { db, connection, llama, cache, logger, echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined },
   );
   let stopping = false;
   const stop = async () => {

@@ -11,7 +11,8 @@ export type KilnFailureType =
   | 'ModelTooLarge'
   | 'ModelFileCorrupt'
   | 'ModelLoadFailed'
-  | 'NoEngineNode';
+  | 'NoEngineNode'
+  | 'OverCapacity';
 
 export const NON_RETRYABLE_TYPES: KilnFailureType[] = [
   'AccountDisabled',
@@ -20,6 +21,7 @@ export const NON_RETRYABLE_TYPES: KilnFailureType[] = [
   'ModelTooLarge',
   'ModelFileCorrupt',
   'ModelLoadFailed',
+  'OverCapacity',
 ];
 
 export function kilnFailure(type: KilnFailureType, message: string): ApplicationFailure {

@@ -73,7 +73,13 @@ function engineOn(taskQueue: string) {
   });
 }
 
-function predictOn(versionId: string, accountId: string) {
+const admission = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '10 seconds',
+  // Over the account's cap the prediction waits here: check again soon, but not in a hot loop.
+  retry: { initialInterval: '250 ms', backoffCoefficient: 1.5, maximumInterval: '2 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+});
+
+function predictOn(versionId: string, priority: PredictionArgs['priority']) {
   return proxyActivities<EngineActivities>({
     taskQueue: modelQueue(versionId),
     scheduleToStartTimeout: '2 minutes',
@@ -82,7 +88,7 @@ function predictOn(versionId: string, accountId: string) {
     // Wait for the engine to stop, so that a canceled prediction keeps the output it had.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
-    priority: { fairnessKey: accountId, fairnessWeight: 1, priorityKey: 3 },
+    priority,
   });
 }
 
@@ -170,7 +176,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
 
   try {
     await work.run(async () => {
-      await control.admitPrediction({ accountId: args.accountId, versionId: args.versionId });
+      await admission.admitPrediction({ predictionId: args.id, accountId: args.accountId, versionId: args.versionId });
       let setupSeconds = 0;
       for (let attempt = 1; !result; attempt++) {
         const place = await placement.placeModel({ versionId: args.versionId });
@@ -187,7 +193,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
         }
         if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
         // The engine signals when it really starts; until then the prediction waits in the fair queue.
-        const running = predictOn(args.versionId, args.accountId).predict({
+        const running = predictOn(args.versionId, args.priority).predict({
           predictionId: args.id,
           versionId: args.versionId,
           task: args.task,
@@ -240,9 +246,23 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   state.completedAt = new Date(Date.now()).toISOString();
   state.metrics.total_time = seconds(state.createdAt, state.completedAt);
   if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
-  // The final write and the completed webhook must happen even when the workflow is canceled.
+  // The final write, the slot, usage and the completed webhook must happen even when canceled.
   await CancellationScope.nonCancellable(async () => {
+    await control.releaseAdmission({ predictionId: args.id });
     await project();
+    await control.recordUsage({
+      predictionId: args.id,
+      accountId: args.accountId,
+      model: args.model,
+      versionId: args.versionId,
+      task: args.task,
+      status: state.status,
+      hardware: result?.hardware ?? 'none',
+      predictSeconds: state.metrics.predict_time ?? 0,
+      inputTokens: state.metrics.input_token_count ?? 0,
+      outputTokens: state.metrics.output_token_count ?? 0,
+      images: state.metrics.image_count ?? 0,
+    });
     await webhook('completed');
   });
   return state;

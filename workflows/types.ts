@@ -15,7 +15,18 @@ export interface PredictionArgs {
   webhookEventsFilter: WebhookEvent[] | null;
   /** Cancel-After, as an instant. */
   deadline: string | null;
+  /** Temporal task priority of the predict activity: the fair queue's key, weight and level. */
+  priority: PredictionPriority;
 }
+
+export interface PredictionPriority {
+  fairnessKey: string;
+  fairnessWeight: number;
+  /** 1 (first) to 5; interactive calls 2, the default 3, batch work 4. */
+  priorityKey: number;
+}
+
+export const PRIORITY_KEYS = { interactive: 2, default: 3, batch: 4 } as const;
 
 export interface Placement {
   nodeId: string;
@@ -49,6 +60,8 @@ export interface PredictResult {
   startedAt: string;
   /** The engine stopped early because the prediction was canceled. */
   aborted: boolean;
+  /** What ran it, for usage: `cpu` or the GPU backend. */
+  hardware: string;
 }
 
 export interface PredictionStartedSignal {

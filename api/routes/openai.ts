@@ -3,11 +3,11 @@
  * Every call is an ordinary prediction: it has a workflow in Temporal and a row in
  * `GET /v1/predictions`, and its id comes back in the `X-Kiln-Prediction-Id` header.
  */
-import { and, asc, eq, inArray, or } from 'drizzle-orm';
+import { and, asc, inArray } from 'drizzle-orm';
 import express, { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Account } from '../../db/accounts';
-import { resolveModelVersion, type ResolvedVersion } from '../../db/models';
+import { resolveModelVersion, visibleTo, type ResolvedVersion } from '../../db/models';
 import type { PredictionRow } from '../../db/predictions';
 import { models } from '../../db/schema';
 import type { Logger } from '../../lib/logger';
@@ -19,6 +19,8 @@ import type { EventHub } from '../event-hub';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { parseOr422 } from '../validation';
+import { setRateLimitHeaders } from '../admission-limits';
+import { parsePriority } from './predictions';
 
 export interface OpenAiDeps extends CreateDeps {
   hub: EventHub;
@@ -104,14 +106,24 @@ const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
   } else if (err instanceof ApiError) {
     status = err.status;
     message = err.message;
+    res.set(err.headers);
   } else if (err?.type === 'entity.parse.failed') {
     status = 400;
     message = 'Malformed JSON in request body';
   } else {
     return next(err);
   }
-  const type = status === 401 ? 'authentication_error' : status === 404 ? 'not_found_error' : status >= 500 ? 'server_error' : 'invalid_request_error';
-  const code = status === 404 && /model/i.test(message) ? 'model_not_found' : null;
+  const type =
+    status === 401
+      ? 'authentication_error'
+      : status === 404
+        ? 'not_found_error'
+        : status === 429
+          ? 'rate_limit_error'
+          : status >= 500
+            ? 'server_error'
+            : 'invalid_request_error';
+  const code = status === 404 && /model/i.test(message) ? 'model_not_found' : status === 429 ? 'rate_limit_exceeded' : null;
   res.status(status).json({ error: { message, type, param, code } });
 };
 
@@ -131,9 +143,11 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
   }
 
   async function start(req: Request, res: Response, resolved: ResolvedVersion, input: Record<string, unknown>) {
-    const row = await createPrediction(deps, currentAccount(res), resolved, input, {
+    const { row, rateLimit } = await createPrediction(deps, currentAccount(res), resolved, input, {
       idempotencyKey: req.get('idempotency-key'),
+      priority: parsePriority(req.get('kiln-priority')),
     });
+    setRateLimitHeaders(res, rateLimit);
     res.setHeader('X-Kiln-Prediction-Id', row.id);
     return row;
   }
@@ -187,12 +201,7 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
     const rows = await deps.db
       .select()
       .from(models)
-      .where(
-        and(
-          or(eq(models.visibility, 'public'), eq(models.ownerId, account.id)),
-          inArray(models.task, ['text-generation', 'embeddings']),
-        ),
-      )
+      .where(and(visibleTo(account.id), inArray(models.task, ['text-generation', 'embeddings'])))
       .orderBy(asc(models.owner), asc(models.name));
     res.json({
       object: 'list',

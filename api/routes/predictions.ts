@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { resolveModelVersion, resolveVersionId, type ResolvedVersion } from '../../db/models';
 import { decodeCursor, encodeCursor, getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
 import type { Account } from '../../db/accounts';
-import { predictionWorkflowId } from '../../workflows/types';
+import { predictionWorkflowId, PRIORITY_KEYS } from '../../workflows/types';
+import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
 import { createPrediction, type CreateDeps } from '../create-prediction';
@@ -57,6 +58,14 @@ export function parseCancelAfter(header: string | undefined): number | undefined
   return seconds;
 }
 
+/** `Kiln-Priority`: interactive calls go ahead of the default, batch work after it. */
+export function parsePriority(header: string | undefined): keyof typeof PRIORITY_KEYS | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim().toLowerCase();
+  if (value in PRIORITY_KEYS) return value as keyof typeof PRIORITY_KEYS;
+  throw new ValidationError([{ field: 'Kiln-Priority', description: 'must be interactive, default or batch' }]);
+}
+
 /** `Prefer: wait` or `wait=N`: how long to hold the response for a result, in seconds (max 60). */
 export function preferWaitSeconds(header: string | undefined): number {
   if (!header) return 0;
@@ -97,6 +106,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
 
   const createOptions = (req: Request, body: z.infer<typeof modelCreateBody>) => ({
     idempotencyKey: idempotencyKey(req),
+    priority: parsePriority(req.get('kiln-priority')),
     webhook: body.webhook,
     webhookEventsFilter: body.webhook_events_filter,
     cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
@@ -114,7 +124,8 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const account = currentAccount(res);
     const body = parseOr422(createBody, req.body ?? {});
     const resolved = await resolveVersionField(account, body.version);
-    const row = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
+    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
+    setRateLimitHeaders(res, rateLimit);
     await respondCreated(req, res, row);
   });
 
@@ -123,7 +134,8 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const body = parseOr422(modelCreateBody, req.body ?? {});
     const resolved = await resolveModelVersion(db, account.id, { owner: req.params.owner, name: req.params.name });
     if (!resolved) throw new NotFoundError(`Model ${req.params.owner}/${req.params.name} not found`);
-    const row = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
+    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
+    setRateLimitHeaders(res, rateLimit);
     await respondCreated(req, res, row);
   });
 

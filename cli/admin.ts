@@ -1,0 +1,125 @@
+/**
+ * `npm run admin -- <command>`: operator commands that talk to the database directly, such as
+ * creating accounts. Tokens are printed once and stored only as hashes.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { createAccount, createApiToken, findAccountByUsername, updateAccount, type AccountSettings } from '../db/accounts';
+import { closeDb, createDb } from '../db/client';
+import { shareModel } from '../db/models';
+import { accounts, models } from '../db/schema';
+import { configSchema } from '../lib/config';
+import { and, asc, eq } from 'drizzle-orm';
+
+// Only the database is needed here, so only its variable is required.
+const { DATABASE_URL } = configSchema.pick({ DATABASE_URL: true }).parse(process.env);
+const db = createDb(DATABASE_URL, { max: 2 });
+
+const positive = (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
+  return n;
+};
+const rateLimit = (v: string, acc: Record<string, number> = {}) => {
+  const m = /^([\w-]+)=(\d+)$/.exec(v);
+  if (!m) throw new InvalidArgumentError('expected task=requests-per-minute, e.g. text-generation=600');
+  return { ...acc, [m[1]]: Number(m[2]) };
+};
+
+function settingsFrom(o: Record<string, unknown>): AccountSettings {
+  const s: AccountSettings = {};
+  if (o.name !== undefined) s.name = o.name as string;
+  if (o.weight !== undefined) s.fairnessWeight = o.weight as number;
+  if (o.group !== undefined) s.fairnessGroup = (o.group as string) || null;
+  if (o.maxRunning !== undefined) s.maxRunning = Math.floor(o.maxRunning as number);
+  if (o.maxQueued !== undefined) s.maxQueued = Math.floor(o.maxQueued as number);
+  if (o.overCap !== undefined) s.overCap = o.overCap as 'wait' | 'refuse';
+  if (o.rateLimit !== undefined) s.rateLimits = o.rateLimit as Record<string, number>;
+  if (o.disabled !== undefined) s.disabled = o.disabled as boolean;
+  return s;
+}
+
+function withSettings(cmd: Command): Command {
+  return cmd
+    .option('--name <name>', 'display name')
+    .option('--weight <n>', 'fairness weight: share of the engines under contention', positive)
+    .option('--group <group>', 'fairness group: accounts in a group share one fair-queue key ("" for none)')
+    .option('--max-running <n>', 'predictions admitted at once', positive)
+    .option('--max-queued <n>', 'predictions waiting for admission before 429', positive)
+    .option('--over-cap <mode>', 'wait (default) or refuse when max-running is reached')
+    .option('--rate-limit <task=n>', 'requests per minute for a task type (repeatable)', rateLimit);
+}
+
+async function mustFind(username: string) {
+  const account = await findAccountByUsername(db, username);
+  if (!account) throw new Error(`no account named ${username}`);
+  return account;
+}
+
+const program = new Command('kiln-admin').description('Kiln operator commands');
+const accountsCmd = program.command('accounts').description('create, change and list accounts');
+
+withSettings(accountsCmd.command('create <username>').description('create an account and print its first API token')).action(
+  async (username: string, o) => {
+    if (await findAccountByUsername(db, username)) throw new Error(`account ${username} already exists`);
+    const account = await updateAccount(db, (await createAccount(db, username)).id, settingsFrom(o));
+    const { token } = await createApiToken(db, account.id, 'created by admin');
+    console.log(`account ${account.username} (${account.id})\ntoken ${token}\n(shown once: store it now)`);
+  },
+);
+
+withSettings(accountsCmd.command('update <username>').description('change limits and fairness'))
+  .option('--disabled <bool>', 'true to disable the account', (v) => v === 'true')
+  .action(async (username: string, o) => {
+    const account = await updateAccount(db, (await mustFind(username)).id, settingsFrom(o));
+    console.log(JSON.stringify(account, null, 2));
+  });
+
+accountsCmd
+  .command('list')
+  .description('every account with its limits')
+  .action(async () => {
+    const rows = await db.select().from(accounts).orderBy(asc(accounts.username));
+    console.table(
+      rows.map((a) => ({
+        username: a.username,
+        weight: a.fairnessWeight,
+        group: a.fairnessGroup ?? '',
+        max_running: a.maxRunning,
+        max_queued: a.maxQueued,
+        over_cap: a.overCap,
+        disabled: a.disabled,
+      })),
+    );
+  });
+
+program
+  .command('tokens')
+  .description('API tokens')
+  .command('create <username>')
+  .option('--name <name>', 'what the token is for', 'admin')
+  .action(async (username: string, o) => {
+    const { token } = await createApiToken(db, (await mustFind(username)).id, o.name);
+    console.log(`${token}\n(shown once: store it now)`);
+  });
+
+program
+  .command('share <model>')
+  .description('let accounts use a private model (owner/name)')
+  .requiredOption('--with <usernames...>', 'accounts to share with')
+  .action(async (ref: string, o: { with: string[] }) => {
+    const [owner, name] = ref.split('/');
+    const model = await db.query.models.findFirst({ where: and(eq(models.owner, owner ?? ''), eq(models.name, name ?? '')) });
+    if (!model) throw new Error(`no model ${ref}`);
+    const ids = await Promise.all(o.with.map(async (u) => (await mustFind(u)).id));
+    const updated = await shareModel(db, model.id, ids);
+    console.log(`${ref} is shared with ${updated.allowedAccounts.length} account(s)`);
+  });
+
+program
+  .parseAsync()
+  .then(() => closeDb(db))
+  .catch(async (err) => {
+    console.error(`kiln-admin: ${err instanceof Error ? err.message : err}`);
+    await closeDb(db);
+    process.exit(1);
+  });

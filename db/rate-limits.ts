@@ -1,0 +1,36 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from './client';
+import { rateLimitCounters } from './schema';
+
+export interface RateLimitResult {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** When the current window ends. */
+  resetAt: Date;
+}
+
+const WINDOW_MS = 60_000;
+
+/**
+ * Counts one request in the account's current one-minute window for `scope` and says whether it
+ * is within `limit`. One statement, so concurrent API processes never double-spend a window.
+ */
+export async function hitRateLimit(db: Db, accountId: string, scope: string, limit: number, now = Date.now()): Promise<RateLimitResult> {
+  const windowStart = new Date(Math.floor(now / WINDOW_MS) * WINDOW_MS);
+  const [row] = await db
+    .insert(rateLimitCounters)
+    .values({ accountId, scope, windowStart, count: 1 })
+    .onConflictDoUpdate({
+      target: [rateLimitCounters.accountId, rateLimitCounters.scope, rateLimitCounters.windowStart],
+      set: { count: sql`${rateLimitCounters.count} + 1` },
+    })
+    .returning({ count: rateLimitCounters.count });
+  const resetAt = new Date(windowStart.getTime() + WINDOW_MS);
+  return { allowed: row.count <= limit, limit, remaining: Math.max(0, limit - row.count), resetAt };
+}
+
+/** Old windows are of no use: drop them now and then. */
+export async function pruneRateLimits(db: Db): Promise<void> {
+  await db.delete(rateLimitCounters).where(sql`${rateLimitCounters.windowStart} < now() - interval '10 minutes'`);
+}

@@ -1,0 +1,41 @@
+import { and, eq, gte, lt, sql } from 'drizzle-orm';
+import type { Db } from './client';
+import { usageRecords } from './schema';
+
+export type UsageRecord = typeof usageRecords.$inferInsert;
+
+/** Once per prediction: a retried write changes nothing. */
+export async function recordUsage(db: Db, record: UsageRecord): Promise<void> {
+  await db.insert(usageRecords).values(record).onConflictDoNothing();
+}
+
+export interface UsageSummary {
+  day: string;
+  model: string;
+  hardware: string;
+  predictions: number;
+  predict_time: number;
+  input_tokens: number;
+  output_tokens: number;
+  images: number;
+}
+
+export async function usageByDayAndModel(db: Db, accountId: string, from: Date, to: Date): Promise<UsageSummary[]> {
+  const day = sql<string>`to_char(date_trunc('day', ${usageRecords.createdAt} at time zone 'UTC'), 'YYYY-MM-DD')`;
+  const rows = await db
+    .select({
+      day,
+      model: usageRecords.model,
+      hardware: usageRecords.hardware,
+      predictions: sql<number>`count(*)::int`,
+      predict_time: sql<number>`coalesce(sum(${usageRecords.predictSeconds}), 0)::float8`,
+      input_tokens: sql<number>`coalesce(sum(${usageRecords.inputTokens}), 0)::int`,
+      output_tokens: sql<number>`coalesce(sum(${usageRecords.outputTokens}), 0)::int`,
+      images: sql<number>`coalesce(sum(${usageRecords.images}), 0)::int`,
+    })
+    .from(usageRecords)
+    .where(and(eq(usageRecords.accountId, accountId), gte(usageRecords.createdAt, from), lt(usageRecords.createdAt, to)))
+    .groupBy(day, usageRecords.model, usageRecords.hardware)
+    .orderBy(day, usageRecords.model);
+  return rows.map((r) => ({ ...r, predict_time: Number(r.predict_time.toFixed(3)) }));
+}

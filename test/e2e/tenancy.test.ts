@@ -1,0 +1,252 @@
+/**
+ * Multi-tenancy through HTTP: tokens, rate limits counted in Postgres (two API processes share
+ * them), admission caps, sharing of private models, usage, and fair queuing under a flood.
+ */
+import { Client, Connection } from '@temporalio/client';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from '../../api/app';
+import { EventHub } from '../../api/event-hub';
+import { updateAccount } from '../../db/accounts';
+import { closeDb, type Db } from '../../db/client';
+import { addVersion, shareModel, upsertModel } from '../../db/models';
+import { createLogger } from '../../lib/logger';
+import { UrlSigner } from '../../lib/signing';
+import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+
+jest.setTimeout(180_000);
+
+let db: Db;
+beforeAll(() => {
+  db = testDb();
+});
+afterAll(() => closeDb(db));
+
+const echo = (token: string, input: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input }, headers });
+const get = (token: string, id: string) => api(`/v1/predictions/${id}`, { token });
+const finished = (token: string, id: string) =>
+  poll(() => get(token, id), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 120_000 }).then((r) => r.body);
+
+describe('account and tokens', () => {
+  test('GET /v1/account says who and what the limits are', async () => {
+    const { token, account } = await newAccount(db, 'acct');
+    const r = await api('/v1/account', { token });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ type: 'user', username: account.username, limits: { max_running: 64, over_cap: 'wait' } });
+    expect(r.body.limits.rate_limits_per_minute['text-generation']).toBe(300);
+  });
+
+  test('a token is shown once, listed without its secret, and dead once revoked', async () => {
+    const { token } = await newAccount(db, 'tok');
+    const created = await api('/v1/account/tokens', { token, body: { name: 'ci' } });
+    expect(created.status).toBe(201);
+    const second: string = created.body.token;
+    expect(second).toMatch(/^kiln_/);
+    expect((await api('/v1/account', { token: second })).status).toBe(200);
+    const list = await api('/v1/account/tokens', { token });
+    expect(list.body.results.map((t: { name: string }) => t.name)).toContain('ci');
+    expect(JSON.stringify(list.body)).not.toContain(second);
+    const revoked = await api(`/v1/account/tokens/${created.body.id}`, { token, method: 'DELETE' });
+    expect(revoked.status).toBe(200);
+    expect((await api('/v1/account', { token: second })).status).toBe(401);
+    expect((await api('/v1/account', { token })).status).toBe(200);
+  });
+});
+
+describe('rate limits', () => {
+  let second: Server;
+  let secondUrl: string;
+  let connection: Connection;
+  let hub: EventHub;
+
+  beforeAll(async () => {
+    // A second API process of its own: the limit must hold across both.
+    connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
+    const logger = createLogger('test-api', 'silent');
+    hub = new EventHub(db.$client, logger);
+    await hub.start();
+    const app = createApp({
+      db,
+      temporal: new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' }),
+      logger,
+      hub,
+      signer: new UrlSigner(process.env.KILN_URL_SIGNING_KEY!),
+      controlQueue: process.env.KILN_CONTROL_QUEUE ?? 'kiln-control',
+      allowPrivateWebhooks: true,
+    });
+    second = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => second.once('listening', resolve));
+    secondUrl = `http://127.0.0.1:${(second.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    second.closeAllConnections();
+    await new Promise((resolve) => second.close(resolve));
+    await hub.stop();
+    await connection.close();
+  });
+
+  test('over the per-task limit: 429 with Retry-After, X-RateLimit-* and a detail, across API processes', async () => {
+    const { token, account } = await newAccount(db, 'rl');
+    await updateAccount(db, account.id, { rateLimits: { 'echo-fixture': 3 } });
+    const viaSecond = (input: Record<string, unknown>) =>
+      fetch(`${secondUrl}/v1/models/kiln/echo-fixture/predictions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input }),
+      });
+    const a = await echo(token, { text: 'a' });
+    const b = await viaSecond({ text: 'b' });
+    const c = await echo(token, { text: 'c' });
+    expect([a.status, b.status, c.status]).toEqual([201, 201, 201]);
+    expect(a.headers.get('x-ratelimit-limit')).toBe('3');
+    expect(c.headers.get('x-ratelimit-remaining')).toBe('0');
+    const over = await viaSecond({ text: 'd' });
+    // The minute may have just turned over; then the next one is the fourth of the new window.
+    const limited = over.status === 429 ? over : await viaSecond({ text: 'e' });
+    expect(limited.status).toBe(429);
+    const body = await limited.json();
+    expect(body).toMatchObject({ status: 429, detail: expect.stringContaining('3 echo-fixture predictions per minute') });
+    const retryAfter = Number(limited.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(Number(limited.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000);
+    // Another task type has its own limit.
+    expect((await api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input: { prompt: 'x', max_tokens: 1 } } })).status).toBe(201);
+  });
+});
+
+describe('admission caps', () => {
+  test('over max_running, predictions wait their turn (default)', async () => {
+    const { token, account } = await newAccount(db, 'capwait');
+    await updateAccount(db, account.id, { maxRunning: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await echo(token, { text: `${i}`, sleep_ms: 700 })).body.id);
+    const done = await Promise.all(ids.map((id) => finished(token, id)));
+    expect(done.map((p) => p.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    // One at a time: each ran after the previous one ended.
+    const spans = done.map((p) => [Date.parse(p.started_at), Date.parse(p.completed_at)]).sort((x, y) => x[0] - y[0]);
+    for (let i = 1; i < spans.length; i++) expect(spans[i][0]).toBeGreaterThanOrEqual(spans[i - 1][0] + 600);
+  });
+
+  test('over max_running, an account that refuses gets 429 at once', async () => {
+    const { token, account } = await newAccount(db, 'caprefuse');
+    await updateAccount(db, account.id, { maxRunning: 1, overCap: 'refuse' });
+    const first = await echo(token, { sleep_ms: 3000 });
+    expect(first.status).toBe(201);
+    await poll(() => api('/v1/account', { token }), (r) => r.body.current.admitted === 1);
+    const second = await echo(token, { sleep_ms: 10 });
+    expect(second.status).toBe(429);
+    expect(second.body.detail).toMatch(/max_running 1/);
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThan(0);
+    await finished(token, first.body.id);
+    expect((await echo(token, { sleep_ms: 10 })).status).toBe(201);
+  });
+
+  test('over max_queued: 429, nothing is started', async () => {
+    const { token, account } = await newAccount(db, 'capqueue');
+    await updateAccount(db, account.id, { maxRunning: 1, maxQueued: 1 });
+    const running = (await echo(token, { sleep_ms: 4000 })).body.id;
+    await poll(() => get(token, running), (r) => r.body.status === 'processing');
+    const queued = await echo(token, { sleep_ms: 10 });
+    expect(queued.status).toBe(201);
+    const refused = await echo(token, { sleep_ms: 10 });
+    expect(refused.status).toBe(429);
+    expect(refused.body.detail).toMatch(/max_queued 1/);
+    const list = await api('/v1/predictions', { token });
+    expect(list.body.results).toHaveLength(2);
+  });
+});
+
+describe('private models and allowed_accounts', () => {
+  test('a private model is invisible to others until shared with them', async () => {
+    const owner = await newAccount(db, 'owner');
+    const friend = await newAccount(db, 'friend');
+    const model = await upsertModel(db, {
+      ownerId: owner.account.id,
+      owner: owner.account.username,
+      name: 'secret-echo',
+      task: 'echo-fixture',
+      visibility: 'private',
+    });
+    await addVersion(db, model, { task: 'echo-fixture', engine: 'echo-fixture', files: [], memoryBytes: 1, settings: { sequences: 8 } });
+    const route = `/v1/models/${owner.account.username}/secret-echo/predictions`;
+    expect((await api(route, { token: owner.token, body: { input: { text: 'mine' } } })).status).toBe(201);
+    expect((await api(route, { token: friend.token, body: { input: { text: 'x' } } })).status).toBe(404);
+    const byName = await api('/v1/predictions', {
+      token: friend.token,
+      body: { version: `${owner.account.username}/secret-echo`, input: { text: 'x' } },
+    });
+    expect(byName.status).toBe(422);
+    await shareModel(db, model.id, [friend.account.id]);
+    const shared = await api(route, { token: friend.token, body: { input: { text: 'now ok' } }, headers: { prefer: 'wait' } });
+    expect(shared.status).toBe(201);
+    expect(shared.body.output).toBe('now ok');
+    const stranger = await newAccount(db, 'stranger');
+    expect((await api(route, { token: stranger.token, body: { input: { text: 'x' } } })).status).toBe(404);
+  });
+});
+
+describe('usage', () => {
+  test('every prediction is metered, summed by day and model', async () => {
+    const { token } = await newAccount(db, 'usage');
+    const a = await api('/v1/models/kiln/tiny-llama/predictions', {
+      token,
+      body: { input: { prompt: 'meter me', max_tokens: 7, min_tokens: 7 } },
+      headers: { prefer: 'wait' },
+    });
+    const b = await api('/v1/models/kiln/tiny-llama/predictions', {
+      token,
+      body: { input: { prompt: 'and me', max_tokens: 5, min_tokens: 5 } },
+      headers: { prefer: 'wait' },
+    });
+    await echo(token, { text: 'x' }, { prefer: 'wait' });
+    const usage = await poll(
+      () => api('/v1/account/usage', { token }),
+      (r) => r.body.results.reduce((n: number, x: { predictions: number }) => n + x.predictions, 0) === 3,
+    );
+    const llama = usage.body.results.find((r: { model: string }) => r.model === 'kiln/tiny-llama');
+    expect(llama).toMatchObject({ day: new Date().toISOString().slice(0, 10), predictions: 2, output_tokens: 12, hardware: 'cpu' });
+    expect(llama.input_tokens).toBe(a.body.metrics.input_token_count + b.body.metrics.input_token_count);
+    expect(llama.predict_time).toBeCloseTo(a.body.metrics.predict_time + b.body.metrics.predict_time, 2);
+    expect(usage.body.results.find((r: { model: string }) => r.model === 'kiln/echo-fixture').predictions).toBe(1);
+  });
+});
+
+describe('fair queuing', () => {
+  const quietWaits = async (quietToken: string, noisyToken: string, headers: Record<string, string> = {}) => {
+    // The flood: more work than the fixture's 8 slots can take for several seconds.
+    const flood = await Promise.all(Array.from({ length: 60 }, (_, i) => echo(noisyToken, { text: `n${i}`, sleep_ms: 800 })));
+    await poll(() => get(noisyToken, flood[flood.length - 1].body.id), (r) => r.body.status === 'starting' || TERMINAL.includes(r.body.status));
+    const q = await echo(quietToken, { text: 'quiet', sleep_ms: 800 }, headers);
+    const quietDone = await finished(quietToken, q.body.id);
+    const noisyDone = await Promise.all(flood.map((f) => finished(noisyToken, f.body.id)));
+    return { quietDone, noisyDone };
+  };
+
+  test('a quiet account is not served last under a flood', async () => {
+    const noisy = await newAccount(db, 'noisy');
+    const quiet = await newAccount(db, 'quiet');
+    const { quietDone, noisyDone } = await quietWaits(quiet.token, noisy.token);
+    const noisyStarts = noisyDone.map((p) => Date.parse(p.started_at)).sort((a, b) => a - b);
+    const quietStart = Date.parse(quietDone.started_at);
+    // Served ahead of most of the flood that was queued before it.
+    const servedAfter = noisyStarts.filter((t) => t > quietStart).length;
+    expect(servedAfter).toBeGreaterThan(noisyStarts.length / 3);
+    expect(quietDone.metrics.queue_time).toBeLessThan(Math.max(...noisyDone.map((p) => p.metrics.queue_time)) / 2);
+  });
+
+  test('an interactive call goes ahead of batch work of the same account', async () => {
+    const { token } = await newAccount(db, 'prio');
+    const batch = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => echo(token, { text: `b${i}`, sleep_ms: 800 }, { 'kiln-priority': 'batch' })),
+    );
+    const urgent = await echo(token, { text: 'now', sleep_ms: 800 }, { 'kiln-priority': 'interactive' });
+    const u = await finished(token, urgent.body.id);
+    const rest = await Promise.all(batch.map((b) => finished(token, b.body.id)));
+    const after = rest.filter((p) => Date.parse(p.started_at) > Date.parse(u.started_at)).length;
+    expect(after).toBeGreaterThan(rest.length / 3);
+    expect((await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: {} }, headers: { 'kiln-priority': 'urgent' } })).status).toBe(422);
+  });
+});
