@@ -1,5 +1,6 @@
 /** `npm run bench -- <scenario>`: figures from the running stack (start it with npm start). */
 import { Command } from 'commander';
+import { fairness } from './fairness';
 import { overhead } from './overhead';
 import { streaming } from './streaming';
 import { webhookLatency } from './webhooks';
@@ -27,6 +28,14 @@ program
   .option('-r, --runs <n>', 'streams', int, 10)
   .option('-t, --tokens <n>', 'tokens per stream', int, 256)
   .action((o) => streaming({ runs: o.runs, tokens: o.tokens }));
+
+program
+  .command('fairness')
+  .description('a quiet account under a noisy flood (fairness on and off), Jain’s index, 2:1 weights; uses kiln/echo-fixture')
+  .option('-f, --flood <n>', 'predictions in the flood', int, 200)
+  .option('-q, --quiet <n>', 'quiet predictions, 300 ms apart', int, 10)
+  .option('-s, --sleep-ms <n>', 'fixture work per prediction', int, 200)
+  .action((o) => fairness({ flood: o.flood, quiet: o.quiet, sleepMs: o.sleepMs }));
 
 program.parseAsync().then(
   () => process.exit(0),

@@ -14,6 +14,7 @@ import {
   log,
   ParentClosePolicy,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   startChild,
@@ -50,13 +51,16 @@ export const predictionQuery = defineQuery<PredictionSnapshot>('prediction');
 /** How many times a prediction goes back to placement when no node picks up its work. */
 const MAX_PLACEMENTS = 3;
 
-const control = proxyActivities<ControlActivities>({
+// The cheap control steps (projection, admission, placement, usage) are local activities: they
+// run in the control worker next to the workflow, with no task-queue round trip each, which is
+// most of what orchestration would otherwise cost. They are still recorded and retried.
+const control = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '10 seconds',
   // Projection and admission must eventually happen, even across a long Postgres outage.
   retry: { initialInterval: '200 ms', backoffCoefficient: 2, maximumInterval: '10 seconds' },
 });
 
-const placement = proxyActivities<ControlActivities>({
+const placement = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '10 seconds',
   scheduleToCloseTimeout: '5 minutes',
   retry: { initialInterval: '500 ms', backoffCoefficient: 1.5, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
@@ -73,7 +77,7 @@ function engineOn(taskQueue: string) {
   });
 }
 
-const admission = proxyActivities<ControlActivities>({
+const admission = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '10 seconds',
   // Over the account's cap the prediction waits here: check again soon, but not in a hot loop.
   retry: { initialInterval: '250 ms', backoffCoefficient: 1.5, maximumInterval: '2 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },

@@ -1,0 +1,146 @@
+/**
+ * Fair queuing under a noisy neighbour, with the echo fixture (kiln/echo-fixture: a sleep, so the
+ * service time is exact and the engine is the bottleneck). In one run:
+ *   - a quiet account's wait alone, then under a flood of a noisy account, with fairness on
+ *     (each account its own fairness key) and off (both in one fairness group: one FIFO);
+ *   - Jain's index of throughput across 4 equal-weight accounts flooding at once;
+ *   - throughput shares of two accounts with weights 2:1.
+ * "wait" is started_at − created_at (everything before the engine starts it); "queue" is the
+ * engine-measured time in the model's task queue (metrics.queue_time).
+ */
+import { createAccount, createApiToken, updateAccount } from '../db/accounts';
+import { closeDb, createDb } from '../db/client';
+import { newId } from '../lib/ids';
+import { API_URL, call, ms, percentile, saveResult, table } from './lib';
+
+const ECHO = '/v1/models/kiln/echo-fixture/predictions';
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Done {
+  account: string;
+  created: number;
+  started: number;
+  completed: number;
+  queue: number;
+}
+
+async function finish(token: string, id: string): Promise<Done> {
+  for (;;) {
+    const p = await call(token, `/v1/predictions/${id}`);
+    if (['succeeded', 'failed', 'canceled', 'aborted'].includes(p.status)) {
+      if (p.status !== 'succeeded') throw new Error(`prediction ${id} ${p.status}: ${p.error}`);
+      return {
+        account: '',
+        created: Date.parse(p.created_at),
+        started: Date.parse(p.started_at),
+        completed: Date.parse(p.completed_at),
+        queue: p.metrics.queue_time * 1000,
+      };
+    }
+    await sleep(100);
+  }
+}
+
+async function burst(token: string, n: number, sleepMs: number): Promise<string[]> {
+  const ids: string[] = [];
+  // Sent in waves of 20 so the API is not the bottleneck being measured.
+  for (let i = 0; i < n; i += 20) {
+    const wave = await Promise.all(
+      Array.from({ length: Math.min(20, n - i) }, () => call(token, ECHO, { input: { text: 'x', sleep_ms: sleepMs } })),
+    );
+    ids.push(...wave.map((p) => p.id));
+  }
+  return ids;
+}
+
+async function spaced(token: string, n: number, gapMs: number, sleepMs: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    ids.push((await call(token, ECHO, { input: { text: 'quiet', sleep_ms: sleepMs } })).id);
+    await sleep(gapMs);
+  }
+  return ids;
+}
+
+const waits = (d: Done[]) => d.map((x) => x.started - x.created);
+
+export async function fairness(opts: { flood: number; quiet: number; sleepMs: number }) {
+  const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 2 });
+  const run = newId().slice(0, 6);
+  const account = async (name: string, settings: Parameters<typeof updateAccount>[2] = {}) => {
+    const a = await createAccount(db, `bench-${name}-${run}`);
+    await updateAccount(db, a.id, { maxRunning: 1000, maxQueued: 10_000, rateLimits: { 'echo-fixture': 100_000 }, ...settings });
+    return (await createApiToken(db, a.id, 'bench')).token;
+  };
+  try {
+    // Warm the fixture up so no scenario pays for placement.
+    const warm = await account('warm');
+    await call(warm, ECHO, { input: { text: 'warm' } }, { prefer: 'wait' });
+
+    const quietSolo = await account('quiet-solo');
+    const solo = await Promise.all((await spaced(quietSolo, opts.quiet, 300, opts.sleepMs)).map((id) => finish(quietSolo, id)));
+
+    const underFlood = async (sameGroup: boolean) => {
+      const group = sameGroup ? `bench-fifo-${run}-${newId().slice(0, 4)}` : null;
+      const noisy = await account(sameGroup ? 'noisy-fifo' : 'noisy-fair', { fairnessGroup: group });
+      const quiet = await account(sameGroup ? 'quiet-fifo' : 'quiet-fair', { fairnessGroup: group });
+      const flood = burst(noisy, opts.flood, opts.sleepMs);
+      await sleep(500);
+      const quietIds = await spaced(quiet, opts.quiet, 300, opts.sleepMs);
+      const noisyIds = await flood;
+      const q = await Promise.all(quietIds.map((id) => finish(quiet, id)));
+      await Promise.all(noisyIds.map((id) => finish(noisy, id)));
+      return q;
+    };
+    const fair = await underFlood(false);
+    const fifo = await underFlood(true);
+
+    const row = (name: string, d: Done[]) => ({
+      scenario: name,
+      'wait p50': ms(percentile(waits(d), 50)),
+      'wait p99': ms(percentile(waits(d), 99)),
+      'queue p50': ms(percentile(d.map((x) => x.queue), 50)),
+      'queue p99': ms(percentile(d.map((x) => x.queue), 99)),
+    });
+    const quietRows = [
+      row('quiet alone', solo),
+      row(`quiet under a ${opts.flood}-prediction flood, fairness on`, fair),
+      row(`quiet under the flood, fairness off (one FIFO)`, fifo),
+    ];
+    table(`Quiet account (${opts.quiet} predictions 300 ms apart, each ${opts.sleepMs} ms of fixture work, 8 engine slots)`, quietRows);
+    const ratio = percentile(waits(fair), 99) / percentile(waits(solo), 99);
+    const ratioOff = percentile(waits(fifo), 99) / percentile(waits(solo), 99);
+    console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
+
+    // Shares while every account still has a backlog: count starts up to the moment the first
+    // account has had all its predictions started.
+    const contention = async (weights: number[], perAccount: number) => {
+      const tokens = await Promise.all(weights.map((w, i) => account(`share${i}-w${w}`, { fairnessWeight: w })));
+      const ids = await Promise.all(tokens.map((t) => burst(t, perAccount, opts.sleepMs)));
+      const done = await Promise.all(ids.map((list, i) => Promise.all(list.map((id) => finish(tokens[i], id)))));
+      const cutoff = Math.min(...done.map((d) => Math.max(...d.map((x) => x.started))));
+      return done.map((d) => d.filter((x) => x.started <= cutoff).length);
+    };
+    const equal = await contention([1, 1, 1, 1], Math.ceil(opts.flood / 4));
+    const sum = equal.reduce((a, b) => a + b, 0);
+    const jain = (sum * sum) / (equal.length * equal.reduce((a, b) => a + b * b, 0));
+    const weighted = await contention([2, 1], Math.ceil(opts.flood / 2));
+    const shareRatio = weighted[0] / weighted[1];
+    table('Throughput under contention', [
+      { accounts: '4 × weight 1', 'started before the first drained': equal.join(' / '), result: `Jain's index ${jain.toFixed(3)}` },
+      { accounts: 'weights 2 : 1', 'started before the first drained': weighted.join(' / '), result: `ratio ${shareRatio.toFixed(2)} : 1` },
+    ]);
+    const file = await saveResult('fairness', {
+      api: API_URL,
+      quiet: quietRows,
+      p99Ratio: { on: ratio, off: ratioOff },
+      jain,
+      equalShares: equal,
+      weightedShares: weighted,
+      shareRatio,
+    });
+    console.log(`saved ${file}`);
+  } finally {
+    await closeDb(db);
+  }
+}
