@@ -9,7 +9,9 @@
  * engine-measured time in the model's task queue (metrics.queue_time).
  */
 import { createAccount, createApiToken, updateAccount } from '../db/accounts';
-import { closeDb, createDb } from '../db/client';
+import { closeDb, createDb, type Db } from '../db/client';
+import { predictions } from '../db/schema';
+import { inArray } from 'drizzle-orm';
 import { newId } from '../lib/ids';
 import { API_URL, call, ms, percentile, saveResult, table } from './lib';
 
@@ -24,20 +26,26 @@ interface Done {
   queue: number;
 }
 
-async function finish(token: string, id: string): Promise<Done> {
+/**
+ * Waits for predictions by reading their rows straight from Postgres, twice a second, in one
+ * query: polling the API for hundreds of predictions would load the very processes measured.
+ */
+async function finishAll(db: Db, ids: string[]): Promise<Done[]> {
   for (;;) {
-    const p = await call(token, `/v1/predictions/${id}`);
-    if (['succeeded', 'failed', 'canceled', 'aborted'].includes(p.status)) {
-      if (p.status !== 'succeeded') throw new Error(`prediction ${id} ${p.status}: ${p.error}`);
-      return {
-        account: '',
-        created: Date.parse(p.created_at),
-        started: Date.parse(p.started_at),
-        completed: Date.parse(p.completed_at),
-        queue: p.metrics.queue_time * 1000,
-      };
+    const rows = await db.select().from(predictions).where(inArray(predictions.id, ids));
+    const ended = rows.filter((r) => ['succeeded', 'failed', 'canceled', 'aborted'].includes(r.status));
+    if (ended.length === ids.length) {
+      const bad = ended.find((r) => r.status !== 'succeeded');
+      if (bad) throw new Error(`prediction ${bad.id} ${bad.status}: ${bad.error}`);
+      return rows.map((r) => ({
+        account: r.accountId,
+        created: r.createdAt.getTime(),
+        started: r.startedAt!.getTime(),
+        completed: r.completedAt!.getTime(),
+        queue: (r.metrics.queue_time ?? 0) * 1000,
+      }));
     }
-    await sleep(100);
+    await sleep(500);
   }
 }
 
@@ -78,7 +86,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     await call(warm, ECHO, { input: { text: 'warm' } }, { prefer: 'wait' });
 
     const quietSolo = await account('quiet-solo');
-    const solo = await Promise.all((await spaced(quietSolo, opts.quiet, 300, opts.sleepMs)).map((id) => finish(quietSolo, id)));
+    const solo = await finishAll(db, await spaced(quietSolo, opts.quiet, 300, opts.sleepMs));
 
     const underFlood = async (sameGroup: boolean) => {
       const group = sameGroup ? `bench-fifo-${run}-${newId().slice(0, 4)}` : null;
@@ -88,8 +96,8 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       await sleep(500);
       const quietIds = await spaced(quiet, opts.quiet, 300, opts.sleepMs);
       const noisyIds = await flood;
-      const q = await Promise.all(quietIds.map((id) => finish(quiet, id)));
-      await Promise.all(noisyIds.map((id) => finish(noisy, id)));
+      const q = await finishAll(db, quietIds);
+      await finishAll(db, noisyIds);
       return q;
     };
     const fair = await underFlood(false);
@@ -117,7 +125,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     const contention = async (weights: number[], perAccount: number) => {
       const tokens = await Promise.all(weights.map((w, i) => account(`share${i}-w${w}`, { fairnessWeight: w })));
       const ids = await Promise.all(tokens.map((t) => burst(t, perAccount, opts.sleepMs)));
-      const done = await Promise.all(ids.map((list, i) => Promise.all(list.map((id) => finish(tokens[i], id)))));
+      const done = await Promise.all(ids.map((list) => finishAll(db, list)));
       const cutoff = Math.min(...done.map((d) => Math.max(...d.map((x) => x.started))));
       return done.map((d) => d.filter((x) => x.started <= cutoff).length);
     };

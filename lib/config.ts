@@ -38,6 +38,8 @@ export const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   KILN_CONTROL_QUEUE: z.string().default('kiln-control'),
+  /** Workflow tasks and local activities the control worker runs at once. */
+  KILN_CONTROL_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
 
   S3_ENDPOINT: z.url().default('http://127.0.0.1:9000'),
   S3_REGION: z.string().default('us-east-1'),

@@ -21,6 +21,11 @@ async function main() {
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
     workflowsPath: require.resolve('../workflows'),
+    // Keep the backlog in Temporal's fair queues, not in this process: a worker that pulls in
+    // hundreds of tasks serves them first come, first served, whatever their fairness key.
+    maxConcurrentWorkflowTaskExecutions: c.KILN_CONTROL_CONCURRENCY,
+    maxConcurrentLocalActivityExecutions: c.KILN_CONTROL_CONCURRENCY,
+    maxConcurrentActivityTaskExecutions: c.KILN_CONTROL_CONCURRENCY * 4,
     activities: {
       ...createControlActivities({ db }),
       ...createWebhookActivities({
