@@ -5,11 +5,13 @@ import express, { type Request } from 'express';
 import type { Db } from '../db/client';
 import type { Logger } from '../lib/logger';
 import type { UrlSigner } from '../lib/signing';
+import type { Storage } from '../lib/storage';
 import { requireAuth } from './auth';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
+import { modelRoutes } from './routes/models';
 import { openaiRoutes } from './routes/openai';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
@@ -23,6 +25,8 @@ export interface AppDeps {
   signer: UrlSigner;
   controlQueue: string;
   allowPrivateWebhooks: boolean;
+  storage: Storage;
+  maxBlobBytes?: number;
   publicUrl?: string;
 }
 
@@ -56,6 +60,7 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   v1.use(accountRoutes({ db: deps.db }));
+  v1.use(modelRoutes({ db: deps.db, storage: deps.storage, baseUrl: (req) => urls(req).baseUrl, maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40 }));
   v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);
 

@@ -5,6 +5,7 @@ import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
 import { UrlSigner } from '../lib/signing';
+import { Storage } from '../lib/storage';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
 
@@ -24,6 +25,7 @@ async function main() {
     signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
     controlQueue: c.KILN_CONTROL_QUEUE,
     allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
+    storage: Storage.fromConfig(c),
     publicUrl: c.KILN_PUBLIC_URL,
   });
   const server = app.listen(c.PORT, c.HOST, () => {

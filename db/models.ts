@@ -108,3 +108,21 @@ export async function shareModel(db: Db, modelId: string, accountIds: string[]):
     return row;
   });
 }
+
+export async function listVisibleModels(db: Db, accountId: string, opts: { limit: number; after?: string }): Promise<Model[]> {
+  const cursor = opts.after ? sql`(${models.owner} || '/' || ${models.name}) > ${opts.after}` : undefined;
+  return db
+    .select()
+    .from(models)
+    .where(and(visibleTo(accountId), cursor))
+    .orderBy(models.owner, models.name)
+    .limit(opts.limit + 1);
+}
+
+export async function findVisibleModel(db: Db, accountId: string, owner: string, name: string): Promise<Model | undefined> {
+  return db.query.models.findFirst({ where: and(eq(models.owner, owner), eq(models.name, name), visibleTo(accountId)) });
+}
+
+export async function listVersions(db: Db, modelId: string): Promise<ModelVersion[]> {
+  return db.select().from(modelVersions).where(eq(modelVersions.modelId, modelId)).orderBy(desc(modelVersions.createdAt));
+}

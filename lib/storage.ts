@@ -4,6 +4,7 @@
  */
 import {
   CreateBucketCommand,
+  DeleteObjectCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
@@ -63,6 +64,22 @@ export class Storage {
     });
     if (onProgress) upload.on('httpUploadProgress', (p) => onProgress(p.loaded ?? 0));
     await upload.done();
+  }
+
+  /** Streams any readable into an object in parts, without knowing its length up front. */
+  async putStream(key: string, body: Readable, onProgress?: (loaded: number) => void): Promise<void> {
+    const upload = new Upload({
+      client: this.client,
+      params: { Bucket: this.bucket, Key: key, Body: body },
+      queueSize: 4,
+      partSize: 16 * 2 ** 20,
+    });
+    if (onProgress) upload.on('httpUploadProgress', (p) => onProgress(p.loaded ?? 0));
+    await upload.done();
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
   }
 
   /** The object's bytes from `start` on; a ranged GET is what lets a download resume. */

@@ -12,6 +12,8 @@ import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
 import { createLogger } from '../../lib/logger';
 import { UrlSigner } from '../../lib/signing';
+import { config } from '../../lib/config';
+import { Storage } from '../../lib/storage';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
 
 jest.setTimeout(180_000);
@@ -74,6 +76,7 @@ describe('rate limits', () => {
       signer: new UrlSigner(process.env.KILN_URL_SIGNING_KEY!),
       controlQueue: process.env.KILN_CONTROL_QUEUE ?? 'kiln-control',
       allowPrivateWebhooks: true,
+      storage: Storage.fromConfig(config()),
     });
     second = app.listen(0, '127.0.0.1');
     await new Promise((resolve) => second.once('listening', resolve));

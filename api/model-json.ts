@@ -1,0 +1,45 @@
+/** Models and versions in Replicate's JSON shapes; a version carries its task's JSON schemas. */
+import { z } from 'zod';
+import type { Model, ModelVersion } from '../db/models';
+import { isTaskName, tasks } from '../tasks';
+
+export function versionSchemas(task: string) {
+  if (!isTaskName(task)) return {};
+  const t = tasks[task];
+  return {
+    Input: z.toJSONSchema(t.input, { io: 'input', unrepresentable: 'any' }),
+    Output: z.toJSONSchema(t.output, { io: 'output', unrepresentable: 'any' }),
+  };
+}
+
+export function versionJson(v: ModelVersion) {
+  return {
+    id: v.id,
+    created_at: v.createdAt.toISOString(),
+    cog_version: null,
+    task: v.task,
+    engine: v.engine,
+    files: v.files,
+    memory_bytes: v.memoryBytes,
+    settings: v.settings,
+    openapi_schema: { components: { schemas: versionSchemas(v.task) } },
+  };
+}
+
+export function modelJson(m: Model, baseUrl: string, latest?: ModelVersion) {
+  return {
+    url: `${baseUrl}/v1/models/${m.owner}/${m.name}`,
+    owner: m.owner,
+    name: m.name,
+    description: m.description,
+    visibility: m.visibility,
+    task: m.task,
+    github_url: null,
+    paper_url: null,
+    license_url: null,
+    cover_image_url: null,
+    default_example: null,
+    created_at: m.createdAt.toISOString(),
+    latest_version: latest ? versionJson(latest) : null,
+  };
+}

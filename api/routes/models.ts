@@ -1,0 +1,187 @@
+/**
+ * Models, versions and weights. Weights go to object storage as content-addressed blobs
+ * (`PUT /v1/blobs/sha256/<digest>`, streamed, checked against the digest, stored once); a version
+ * is a manifest of blobs plus task, engine and memory needs.
+ */
+import { createHash } from 'node:crypto';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Router, type Request } from 'express';
+import { z } from 'zod';
+import type { Db } from '../../db/client';
+import { addVersion, findVisibleModel, getVersion, listVersions, listVisibleModels, upsertModel } from '../../db/models';
+import { liveNodes } from '../../db/nodes';
+import { engines } from '../../db/schema';
+import { blobKey, type Storage } from '../../lib/storage';
+import { isTaskName, taskNames, tasks } from '../../tasks';
+import { currentAccount } from '../auth';
+import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../errors';
+import { modelJson, versionJson } from '../model-json';
+import { parseOr422 } from '../validation';
+
+const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
+
+const createModelBody = z.strictObject({
+  owner: z.string().min(1),
+  name: z.string().regex(NAME, 'lower-case letters, digits, dots, dashes and underscores'),
+  visibility: z.enum(['public', 'private']),
+  task: z.enum(taskNames as [string, ...string[]]),
+  description: z.string().max(2000).optional(),
+  hardware: z.string().optional().describe("Accepted for Replicate's clients; placement decides where a model runs"),
+});
+
+const sha256 = z.string().regex(/^[a-f0-9]{64}$/, 'a sha256 digest: 64 lower-case hex characters');
+
+const createVersionBody = z.strictObject({
+  files: z.array(z.strictObject({ path: z.string().min(1).max(500), sha256, size: z.number().int().min(0) })).min(1).max(100),
+  engine: z.enum(engines).optional(),
+  memory_bytes: z.number().int().positive().optional().describe('Memory the loaded model needs; estimated from the files if absent'),
+  settings: z.strictObject({ sequences: z.number().int().min(1).max(64).optional(), contextSize: z.number().int().min(256).optional() }).optional(),
+});
+
+export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Request) => string; maxBlobBytes: number }): Router {
+  const router = Router();
+  const { db, storage } = deps;
+
+  router.get('/models', async (req, res) => {
+    const after = typeof req.query.cursor === 'string' ? Buffer.from(req.query.cursor, 'base64url').toString('utf8') : undefined;
+    const rows = await listVisibleModels(db, currentAccount(res).id, { limit: 100, after });
+    const page = rows.slice(0, 100);
+    const last = page[page.length - 1];
+    const base = deps.baseUrl(req);
+    res.json({
+      previous: null,
+      next: rows.length > 100 && last ? `${base}/v1/models?cursor=${Buffer.from(`${last.owner}/${last.name}`).toString('base64url')}` : null,
+      results: await Promise.all(
+        page.map(async (m) => modelJson(m, base, m.latestVersionId ? await getVersion(db, m.latestVersionId) : undefined)),
+      ),
+    });
+  });
+
+  router.post('/models', async (req, res) => {
+    const account = currentAccount(res);
+    const body = parseOr422(createModelBody, req.body ?? {});
+    if (body.owner !== account.username) {
+      throw new ValidationError([{ field: 'owner', description: `you can create models as ${account.username} only` }]);
+    }
+    if (await findVisibleModel(db, account.id, body.owner, body.name)) {
+      throw new ApiError(409, 'Conflict', `Model ${body.owner}/${body.name} already exists`);
+    }
+    const model = await upsertModel(db, {
+      ownerId: account.id,
+      owner: account.username,
+      name: body.name,
+      task: body.task,
+      visibility: body.visibility,
+      description: body.description,
+    });
+    res.status(201).json(modelJson(model, deps.baseUrl(req)));
+  });
+
+  async function visibleModel(req: Request, accountId: string) {
+    const model = await findVisibleModel(db, accountId, String(req.params.owner), String(req.params.name));
+    if (!model) throw new NotFoundError(`Model ${req.params.owner}/${req.params.name} not found`);
+    return model;
+  }
+
+  router.get('/models/:owner/:name', async (req, res) => {
+    const model = await visibleModel(req, currentAccount(res).id);
+    const latest = model.latestVersionId ? await getVersion(db, model.latestVersionId) : undefined;
+    res.json(modelJson(model, deps.baseUrl(req), latest));
+  });
+
+  router.get('/models/:owner/:name/versions', async (req, res) => {
+    const model = await visibleModel(req, currentAccount(res).id);
+    res.json({ previous: null, next: null, results: (await listVersions(db, model.id)).map(versionJson) });
+  });
+
+  router.get('/models/:owner/:name/versions/:id', async (req, res) => {
+    const model = await visibleModel(req, currentAccount(res).id);
+    const version = await getVersion(db, req.params.id);
+    if (!version || version.modelId !== model.id) throw new NotFoundError(`Version ${req.params.id} not found`);
+    res.json(versionJson(version));
+  });
+
+  /** A new version from blobs already uploaded. Only the owner may push. */
+  router.post('/models/:owner/:name/versions', async (req, res) => {
+    const account = currentAccount(res);
+    const model = await visibleModel(req, account.id);
+    if (model.ownerId !== account.id) throw new NotFoundError(`Model ${model.owner}/${model.name} not found`);
+    const body = parseOr422(createVersionBody, req.body ?? {});
+    for (const [i, f] of body.files.entries()) {
+      const size = await storage.size(blobKey(f.sha256));
+      if (size === undefined) {
+        throw new ValidationError([{ field: `files.${i}.sha256`, description: 'no such blob: upload it with PUT /v1/blobs/sha256/<digest>' }]);
+      }
+      if (size !== f.size) throw new ValidationError([{ field: `files.${i}.size`, description: `the blob has ${size} bytes` }]);
+    }
+    const engine = body.engine ?? (isTaskName(model.task) ? tasks[model.task].engines[0] : undefined);
+    if (!engine) throw new BadRequestError(`no engine serves task ${model.task}`);
+    const total = body.files.reduce((n, f) => n + f.size, 0);
+    const version = await addVersion(db, model, {
+      task: model.task,
+      engine,
+      files: body.files,
+      // Without an estimate from the pusher (kiln push reads GGUF metadata), weights plus a fifth.
+      memoryBytes: body.memory_bytes ?? Math.ceil(total * 1.2) + 64 * 2 ** 20,
+      settings: body.settings ?? {},
+    });
+    res.status(201).json(versionJson(version));
+  });
+
+  router.head('/blobs/sha256/:digest', async (req, res) => {
+    const size = sha256.safeParse(req.params.digest).success ? await storage.size(blobKey(req.params.digest)) : undefined;
+    if (size === undefined) return void res.status(404).end();
+    res.set('Content-Length', String(size)).status(200).end();
+  });
+
+  /**
+   * Streams the body into storage while hashing it: memory stays flat for any size. A body whose
+   * digest is not the one in the URL is deleted again and refused.
+   */
+  router.put('/blobs/sha256/:digest', async (req, res) => {
+    const digest = parseOr422(sha256, req.params.digest, 'digest');
+    const key = blobKey(digest);
+    const existing = await storage.size(key);
+    if (existing !== undefined) {
+      req.resume();
+      return void res.status(200).json({ sha256: digest, size: existing, created: false });
+    }
+    const hash = createHash('sha256');
+    let size = 0;
+    const meter = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        size += chunk.length;
+        if (size > deps.maxBlobBytes) return done(new ApiError(413, 'Payload too large', `blobs are limited to ${deps.maxBlobBytes} bytes`));
+        hash.update(chunk);
+        done(null, chunk);
+      },
+    });
+    const upload = storage.putStream(key, meter);
+    await Promise.all([pipeline(req, meter), upload]).catch(async (err) => {
+      await storage.delete(key).catch(() => undefined);
+      throw err;
+    });
+    const actual = hash.digest('hex');
+    if (actual !== digest) {
+      await storage.delete(key);
+      throw new ValidationError([{ field: 'digest', description: `the body's sha256 is ${actual}` }]);
+    }
+    res.status(201).json({ sha256: digest, size, created: true });
+  });
+
+  /** What the engine nodes that are up offer. */
+  router.get('/hardware', async (_req, res) => {
+    const nodes = await liveNodes(db);
+    const kinds = new Set(nodes.map((n) => n.gpu ?? 'cpu'));
+    res.json(
+      [...kinds].sort().map((k) => ({
+        name: k === 'cpu' ? 'CPU' : `GPU (${k})`,
+        sku: k === 'cpu' ? 'cpu' : `gpu-${k}`,
+        nodes: nodes.filter((n) => (n.gpu ?? 'cpu') === k).length,
+      })),
+    );
+  });
+
+  return router;
+}

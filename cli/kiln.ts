@@ -1,0 +1,31 @@
+/** The kiln command line: `npm run kiln -- <command>` (or `npx kiln`). */
+import { Command } from 'commander';
+import { apiContext, CliError, request } from './client';
+import { push } from './push';
+
+const program = new Command('kiln').description('Kiln: run models over a Temporal-backed API').option('--json', 'print JSON for scripts');
+
+program
+  .command('push <model> <files...>')
+  .description('upload weight files and create a version of owner/name (creating the model with --task)')
+  .option('--task <task>', 'create the model first, with this task type (e.g. text-generation)')
+  .option('--visibility <v>', 'public or private, when creating', 'private')
+  .action(async (model: string, files: string[], o: { task?: string; visibility: string }) => {
+    const ctx = apiContext();
+    const json = program.opts().json as boolean | undefined;
+    if (!/^[^/]+\/[^/]+$/.test(model)) throw new CliError(`model must be owner/name, not ${model}`);
+    const [owner, name] = model.split('/');
+    if (o.task) {
+      await request(ctx, '/v1/models', { method: 'POST', json: { owner, name, task: o.task, visibility: o.visibility } }).catch((err) => {
+        if (!/409/.test(String(err.message))) throw err;
+      });
+    }
+    const version = await push(ctx, model, files, { quiet: Boolean(json) });
+    if (json) console.log(JSON.stringify(version));
+    else console.log(`pushed ${model}:${version.id}\nrun it: curl -X POST ${ctx.url}/v1/models/${model}/predictions -H "Authorization: Bearer $KILN_API_TOKEN" -d '{"input": {...}}'`);
+  });
+
+program.parseAsync().catch((err) => {
+  console.error(`kiln: ${err instanceof Error ? err.message : err}`);
+  process.exit(1);
+});

@@ -1,0 +1,96 @@
+/**
+ * `kiln push owner/name file...`: hashes each file, uploads the blobs the server lacks (streamed,
+ * with a progress bar), and creates a version. A GGUF file's memory need is estimated from its
+ * metadata, so placement can pack nodes well.
+ */
+import { SingleBar, Presets } from 'cli-progress';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
+import { loadNodeLlamaCpp } from '../workers/engines/llama-engine';
+import { request, type ApiContext } from './client';
+
+const bar = (label: string, total: number, quiet: boolean) => {
+  const b = new SingleBar(
+    { format: `${label.padEnd(9)} {bar} {percentage}% | {value_mb}/{total_mb} MB | {speed} MB/s`, hideCursor: true, noTTYOutput: !quiet, notTTYSchedule: 2000 },
+    Presets.shades_classic,
+  );
+  const started = Date.now();
+  const mb = (n: number) => (n / 2 ** 20).toFixed(1);
+  if (!quiet) b.start(total, 0, { value_mb: '0.0', total_mb: mb(total), speed: '0' });
+  return {
+    update: (n: number) =>
+      !quiet && b.update(n, { value_mb: mb(n), speed: (n / 2 ** 20 / Math.max(0.001, (Date.now() - started) / 1000)).toFixed(0) }),
+    stop: () => !quiet && b.stop(),
+  };
+};
+
+async function sha256Of(file: string, size: number, quiet: boolean): Promise<string> {
+  const hash = createHash('sha256');
+  const progress = bar('hashing', size, quiet);
+  let done = 0;
+  for await (const chunk of createReadStream(file, { highWaterMark: 4 * 2 ** 20 })) {
+    hash.update(chunk as Buffer);
+    done += (chunk as Buffer).length;
+    progress.update(done);
+  }
+  progress.stop();
+  return hash.digest('hex');
+}
+
+async function memoryEstimate(file: string, size: number): Promise<number | undefined> {
+  if (!file.endsWith('.gguf')) return undefined;
+  const { readGgufFileInfo } = await loadNodeLlamaCpp();
+  const info = await readGgufFileInfo(file, { readTensorInfo: false, logWarnings: false });
+  const arch = info.architectureMetadata as {
+    block_count?: number;
+    embedding_length?: number;
+    attention?: { head_count?: number; head_count_kv?: number };
+  };
+  if (!arch?.block_count || !arch.embedding_length || !arch.attention?.head_count) return undefined;
+  const shape = {
+    layers: arch.block_count,
+    embedding: arch.embedding_length,
+    heads: arch.attention.head_count,
+    kvHeads: arch.attention.head_count_kv,
+  };
+  return estimateLlamaMemoryBytes(size, shape, 4096, 4);
+}
+
+export async function push(ctx: ApiContext, ref: string, files: string[], opts: { quiet: boolean }) {
+  const manifest = [];
+  let memory = 0;
+  let estimated = true;
+  for (const file of files) {
+    const { size } = await stat(file);
+    const sha256 = await sha256Of(file, size, opts.quiet);
+    const exists = await fetch(`${ctx.url}/v1/blobs/sha256/${sha256}`, { method: 'HEAD', headers: { authorization: `Bearer ${ctx.token}` } });
+    if (exists.status === 200) {
+      if (!opts.quiet) console.log(`${path.basename(file)}: already stored (sha256 ${sha256.slice(0, 12)}…)`);
+    } else {
+      const progress = bar('uploading', size, opts.quiet);
+      let sent = 0;
+      const meter = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          sent += chunk.length;
+          progress.update(sent);
+          done(null, chunk);
+        },
+      });
+      const body = Readable.toWeb(createReadStream(file, { highWaterMark: 4 * 2 ** 20 }).pipe(meter)) as unknown as RequestInit['body'];
+      await request(ctx, `/v1/blobs/sha256/${sha256}`, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });
+      progress.stop();
+    }
+    manifest.push({ path: path.basename(file), sha256, size });
+    const m = await memoryEstimate(file, size);
+    if (m === undefined) estimated = false;
+    memory += m ?? 0;
+  }
+  return request<{ id: string; memory_bytes: number }>(ctx, `/v1/models/${ref}/versions`, {
+    method: 'POST',
+    json: { files: manifest, ...(estimated ? { memory_bytes: memory } : {}) },
+  });
+}
