@@ -27,8 +27,13 @@ export interface NodeHooks {
   /** `cpu`, or the GPU backend llama.cpp runs on. */
   hardware: string;
   /** Starts polling the version's queue, taking up to `concurrency` predictions at once. */
-  serve(versionId: string, memoryBytes: number, concurrency?: number): Promise<void>;
-  touch(versionId: string): void;
+  serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void>;
+  /** Marks a prediction running; the returned function marks it done (idle time counts from then). */
+  begin(versionId: string): () => void;
+  /** Unloads least recently used idle versions until `bytes` more fit. */
+  makeRoom(bytes: number): Promise<void>;
+  /** Resolves once no unload of the version is under way. */
+  settled(versionId: string): Promise<void>;
 }
 
 export interface EngineDeps {
@@ -45,6 +50,8 @@ export interface EngineDeps {
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
 const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
   typeof settings?.sequences === 'number' ? settings.sequences : undefined;
+const idleTtlOf = (settings: Record<string, unknown> | undefined) =>
+  typeof settings?.idleTtlSeconds === 'number' ? settings.idleTtlSeconds : undefined;
 
 export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture }: EngineDeps) {
   const isLoaded = (versionId: string) => llama.isLoaded(versionId) || echoFixture?.isLoaded(versionId) === true;
@@ -57,12 +64,13 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
     if (version.engine === 'echo-fixture' && echoFixture) {
       echoFixture.load(versionId);
-      await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings));
+      await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));
       return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: false };
     }
     if (version.engine !== 'llama.cpp') {
       throw kilnFailure('ModelLoadFailed', `engine ${version.engine} is not available on node ${node.nodeId}`);
     }
+    await node.makeRoom(version.memoryBytes);
     const resumedFrom = ctx.info.heartbeatDetails as { bytes?: number } | undefined;
     if (resumedFrom?.bytes) log.info('resuming model download', { versionId, bytes: resumedFrom.bytes });
     const downloadStarted = performance.now();
@@ -82,7 +90,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
     await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as { sequences?: number });
     const loadSeconds = (performance.now() - loadStarted) / 1000;
-    await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings));
+    await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));
     log.info('model loaded', { versionId, downloadedBytes, downloadSeconds, loadSeconds });
     return {
       nodeId: node.nodeId,
@@ -93,28 +101,13 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     };
   }
 
-  return {
-    /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
-    async loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
-      if (isLoaded(versionId)) {
-        const version = await getVersion(db, versionId);
-        await node.serve(versionId, version?.memoryBytes ?? 0, concurrencyOf(version?.settings));
-        return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: true };
-      }
-      let pending = loading.get(versionId);
-      if (!pending) {
-        pending = load(versionId).finally(() => loading.delete(versionId));
-        loading.set(versionId, pending);
-      }
-      return pending;
-    },
-
-    async predict(req: PredictRequest): Promise<PredictResult> {
-      const ctx = Context.current();
-      const startedAt = new Date().toISOString();
-      // Time in the model's fair queue: from this attempt's scheduling to an engine taking it.
-      const queueSeconds = Math.max(0, Date.now() - ctx.info.currentAttemptScheduledTimestampMs) / 1000;
-      node.touch(req.versionId);
+  async function runPrediction(
+    req: PredictRequest,
+    ctx: Context,
+    startedAt: string,
+    queueSeconds: number,
+  ): Promise<PredictResult> {
+    {
       const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
       // Best effort: the workflow learns the start time from the result anyway.
       ctx.client.workflow
@@ -183,7 +176,6 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
         if (g.aborted && !ctx.cancellationDetails?.cancelRequested) {
           throw new Error(`generation interrupted on node ${node.nodeId}`);
         }
-        node.touch(req.versionId);
         const tokensPerSecond = g.outputTokens / Math.max(g.predictSeconds, 1e-6);
         const logs = [`Using seed: ${g.seed}`];
         logs.push(
@@ -203,6 +195,38 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       } finally {
         clearInterval(beat);
         webhooks.stop();
+      }
+    }
+  }
+
+  return {
+    /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
+    async loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
+      // A version being unloaded (idle, evicted) is loaded again from scratch once that is done.
+      await node.settled(versionId);
+      if (isLoaded(versionId)) {
+        const version = await getVersion(db, versionId);
+        await node.serve(versionId, version?.memoryBytes ?? 0, concurrencyOf(version?.settings), idleTtlOf(version?.settings));
+        return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: true };
+      }
+      let pending = loading.get(versionId);
+      if (!pending) {
+        pending = load(versionId).finally(() => loading.delete(versionId));
+        loading.set(versionId, pending);
+      }
+      return pending;
+    },
+
+    async predict(req: PredictRequest): Promise<PredictResult> {
+      const ctx = Context.current();
+      const startedAt = new Date().toISOString();
+      // Time in the model's fair queue: from this attempt's scheduling to an engine taking it.
+      const queueSeconds = Math.max(0, Date.now() - ctx.info.currentAttemptScheduledTimestampMs) / 1000;
+      const done = node.begin(req.versionId);
+      try {
+        return await runPrediction(req, ctx, startedAt, queueSeconds);
+      } finally {
+        done();
       }
     },
   };

@@ -10,7 +10,9 @@ program
   .description('upload weight files and create a version of owner/name (creating the model with --task)')
   .option('--task <task>', 'create the model first, with this task type (e.g. text-generation)')
   .option('--visibility <v>', 'public or private, when creating', 'private')
-  .action(async (model: string, files: string[], o: { task?: string; visibility: string }) => {
+  .option('--sequences <n>', 'predictions one loaded copy runs at once', (v) => Number.parseInt(v, 10))
+  .option('--idle-ttl <seconds>', 'unload after this long without predictions (scale to zero)', (v) => Number.parseInt(v, 10))
+  .action(async (model: string, files: string[], o: { task?: string; visibility: string; sequences?: number; idleTtl?: number }) => {
     const ctx = apiContext();
     const json = program.opts().json as boolean | undefined;
     if (!/^[^/]+\/[^/]+$/.test(model)) throw new CliError(`model must be owner/name, not ${model}`);
@@ -20,7 +22,8 @@ program
         if (!/409/.test(String(err.message))) throw err;
       });
     }
-    const version = await push(ctx, model, files, { quiet: Boolean(json) });
+    const settings = o.sequences || o.idleTtl ? { sequences: o.sequences, idleTtlSeconds: o.idleTtl } : undefined;
+    const version = await push(ctx, model, files, { quiet: Boolean(json), settings });
     if (json) console.log(JSON.stringify(version));
     else console.log(`pushed ${model}:${version.id}\nrun it: curl -X POST ${ctx.url}/v1/models/${model}/predictions -H "Authorization: Bearer $KILN_API_TOKEN" -d '{"input": {...}}'`);
   });

@@ -60,7 +60,12 @@ async function memoryEstimate(file: string, size: number): Promise<number | unde
   return estimateLlamaMemoryBytes(size, shape, 4096, 4);
 }
 
-export async function push(ctx: ApiContext, ref: string, files: string[], opts: { quiet: boolean }) {
+export async function push(
+  ctx: ApiContext,
+  ref: string,
+  files: string[],
+  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number } },
+) {
   const manifest = [];
   let memory = 0;
   let estimated = true;
@@ -91,6 +96,6 @@ export async function push(ctx: ApiContext, ref: string, files: string[], opts: 
   }
   return request<{ id: string; memory_bytes: number }>(ctx, `/v1/models/${ref}/versions`, {
     method: 'POST',
-    json: { files: manifest, ...(estimated ? { memory_bytes: memory } : {}) },
+    json: { files: manifest, ...(estimated ? { memory_bytes: memory } : {}), ...(opts.settings ? { settings: opts.settings } : {}) },
   });
 }

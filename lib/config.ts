@@ -59,6 +59,8 @@ export const configSchema = z.object({
    * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.
    */
   KILN_ENGINE_THREADS: z.coerce.number().int().min(1).default(Math.max(1, os.availableParallelism() - 1)),
+  /** Scale to zero: a model version idle this long is unloaded (a version's settings may say otherwise). */
+  KILN_MODEL_IDLE_TTL_SECONDS: z.coerce.number().int().min(1).default(600),
   /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */
   KILN_ENABLE_FIXTURES: bool.default(false),
   KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),

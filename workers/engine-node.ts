@@ -16,6 +16,18 @@ import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';
 
 const HEARTBEAT_MS = 5_000;
+/** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
+const UNLOAD_GRACE_MS = 5_000;
+
+interface Served {
+  worker: Worker;
+  run: Promise<void>;
+  memoryBytes: number;
+  lastUsedAt: Date;
+  active: number;
+  idleTtlMs: number;
+  draining: boolean;
+}
 
 export interface EngineNodeOptions {
   nodeId: string;
@@ -23,12 +35,16 @@ export interface EngineNodeOptions {
   memoryBytes: number;
   namespace: string;
   sequences: number;
+  /** Idle versions are unloaded after this long (scale to zero), unless their settings say otherwise. */
+  idleTtlMs: number;
 }
 
 export class EngineNode implements NodeHooks {
   readonly nodeId: string;
   hardware = 'cpu';
-  private served = new Map<string, { worker: Worker; run: Promise<void>; memoryBytes: number; lastUsedAt: Date }>();
+  private served = new Map<string, Served>();
+  /** Unloads under way: a load of the same version waits for them, so it never races one. */
+  private unloading = new Map<string, Promise<void>>();
   private nodeWorker?: Worker;
   private timer?: NodeJS.Timeout;
   private activities: ReturnType<typeof createEngineActivities>;
@@ -63,6 +79,7 @@ export class EngineNode implements NodeHooks {
     this.deps.logger.info({ nodeId: this.nodeId, gpu: gpu ?? 'cpu', memoryBytes: this.opts.memoryBytes }, 'engine node up');
     this.timer = setInterval(() => {
       this.heartbeat().catch((err: Error) => this.deps.logger.warn({ err: err.message }, 'node heartbeat failed'));
+      this.reapIdle();
     }, HEARTBEAT_MS);
     this.nodeWorker = await Worker.create({
       connection: this.deps.connection,
@@ -76,8 +93,9 @@ export class EngineNode implements NodeHooks {
     await running;
   }
 
+  /** What placement may send here: draining versions are already gone from it. */
   loadedVersions(): LoadedVersion[] {
-    return [...this.served].map(([versionId, s]) => ({
+    return [...this.served].filter(([, s]) => !s.draining).map(([versionId, s]) => ({
       versionId,
       memoryBytes: s.memoryBytes,
       lastUsedAt: s.lastUsedAt.toISOString(),
@@ -88,7 +106,8 @@ export class EngineNode implements NodeHooks {
     await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions());
   }
 
-  async serve(versionId: string, memoryBytes: number, concurrency?: number): Promise<void> {
+  async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void> {
+    await this.settled(versionId);
     if (this.served.has(versionId)) return;
     const worker = await Worker.create({
       connection: this.deps.connection,
@@ -101,13 +120,83 @@ export class EngineNode implements NodeHooks {
       maxHeartbeatThrottleInterval: '500 ms',
     });
     const run = worker.run().catch((err: Error) => this.deps.logger.error({ err: err.message, versionId }, 'model worker stopped'));
-    this.served.set(versionId, { worker, run, memoryBytes, lastUsedAt: new Date() });
+    this.served.set(versionId, {
+      worker,
+      run,
+      memoryBytes,
+      lastUsedAt: new Date(),
+      active: 0,
+      idleTtlMs: idleTtlSeconds !== undefined ? idleTtlSeconds * 1000 : this.opts.idleTtlMs,
+      draining: false,
+    });
     await this.heartbeat();
   }
 
-  touch(versionId: string): void {
+  /** Marks a prediction running on the version; the returned function marks it done. */
+  begin(versionId: string): () => void {
     const s = this.served.get(versionId);
-    if (s) s.lastUsedAt = new Date();
+    if (!s) return () => undefined;
+    s.active += 1;
+    s.lastUsedAt = new Date();
+    return () => {
+      s.active -= 1;
+      s.lastUsedAt = new Date();
+    };
+  }
+
+  /**
+   * Frees memory for a version about to load by unloading the least recently used idle ones.
+   * Throws (a retryable fault) when busy versions leave no room.
+   */
+  async makeRoom(bytes: number): Promise<void> {
+    const used = () => [...this.served.values()].filter((s) => !s.draining).reduce((n, s) => n + s.memoryBytes, 0);
+    while (used() + bytes > this.opts.memoryBytes) {
+      const idle = [...this.served].filter(([, s]) => !s.draining && s.active === 0).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
+      if (idle.length === 0) {
+        throw new Error(`node ${this.nodeId} has ${used()} of ${this.opts.memoryBytes} bytes in use by busy models`);
+      }
+      this.deps.logger.info({ versionId: idle[0][0], forBytes: bytes }, 'evicting the least recently used model');
+      await this.unload(idle[0][0], 0);
+    }
+  }
+
+  /** Scale to zero: versions idle past their TTL are unloaded. */
+  private reapIdle(): void {
+    const now = Date.now();
+    for (const [versionId, s] of this.served) {
+      if (!s.draining && s.active === 0 && now - s.lastUsedAt.getTime() > s.idleTtlMs) {
+        this.deps.logger.info({ versionId, idleMs: now - s.lastUsedAt.getTime() }, 'unloading idle model');
+        void this.unload(versionId).catch((err: Error) => this.deps.logger.warn({ err: err.message, versionId }, 'unload failed'));
+      }
+    }
+  }
+
+  /** Resolves once no unload of the version is under way. */
+  async settled(versionId: string): Promise<void> {
+    await this.unloading.get(versionId);
+  }
+
+  /** Leaves the registry, keeps serving for a grace period, then stops polling and frees memory. */
+  unload(versionId: string, graceMs = UNLOAD_GRACE_MS): Promise<void> {
+    const pending = this.unloading.get(versionId);
+    if (pending) return pending;
+    const s = this.served.get(versionId);
+    if (!s) return Promise.resolve();
+    const done = this.drain(versionId, s, graceMs).finally(() => this.unloading.delete(versionId));
+    this.unloading.set(versionId, done);
+    return done;
+  }
+
+  private async drain(versionId: string, s: Served, graceMs: number): Promise<void> {
+    s.draining = true;
+    await this.heartbeat().catch(() => undefined);
+    if (graceMs > 0) await new Promise((resolve) => setTimeout(resolve, graceMs));
+    s.worker.shutdown();
+    await s.run;
+    if (this.served.get(versionId) === s) this.served.delete(versionId);
+    await this.deps.llama.unload(versionId);
+    this.deps.echoFixture?.unload(versionId);
+    await this.heartbeat().catch(() => undefined);
   }
 
   async shutdown(): Promise<void> {

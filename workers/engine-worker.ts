@@ -19,7 +19,7 @@ async function main() {
   const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS });
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), Storage.fromConfig(c));
   const node = new EngineNode(
-    { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES },
+    { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES },
     { db, connection, llama, cache, logger, echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined },
   );
   let stopping = false;

@@ -36,7 +36,13 @@ const createVersionBody = z.strictObject({
   files: z.array(z.strictObject({ path: z.string().min(1).max(500), sha256, size: z.number().int().min(0) })).min(1).max(100),
   engine: z.enum(engines).optional(),
   memory_bytes: z.number().int().positive().optional().describe('Memory the loaded model needs; estimated from the files if absent'),
-  settings: z.strictObject({ sequences: z.number().int().min(1).max(64).optional(), contextSize: z.number().int().min(256).optional() }).optional(),
+  settings: z
+    .strictObject({
+      sequences: z.number().int().min(1).max(64).optional().describe('Predictions run at once on one loaded copy'),
+      contextSize: z.number().int().min(256).optional(),
+      idleTtlSeconds: z.number().int().min(1).optional().describe('Unloaded after this long without predictions'),
+    })
+    .optional(),
 });
 
 export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Request) => string; maxBlobBytes: number }): Router {

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { nodes } from '../../db/schema';
+import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -45,7 +46,7 @@ test('create a model, see it listed for its owner only while private', async () 
 });
 
 test('blobs are checked against their digest and stored once', async () => {
-  const body = Buffer.from('not really weights');
+  const body = Buffer.from(`not really weights ${Date.now()}`);
   const digest = createHash('sha256').update(body).digest('hex');
   const put = (d: string) =>
     fetch(`${API_URL}/v1/blobs/sha256/${d}`, {
@@ -98,6 +99,30 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   expect(JSON.parse(again.trim().split('\n').pop()!).id).toBe(version.id);
   // Only the owner pushes.
   expect((await api(`/v1/models/${me.username}/my-llm/versions`, { token: other, body: { files: version.files } })).status).toBe(404);
+});
+
+test('scale to zero: an idle version is unloaded, and the next call loads it again from the disk cache', async () => {
+  await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'napper', visibility: 'private', task: 'text-generation' } });
+  const file = path.join(dir, 'napper.gguf');
+  await writeLlamaGguf(file, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 1) % 100000 });
+  const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
+  const cli = ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/napper`, file, '--idle-ttl', '1'];
+  const { stdout } = await run('node', cli, { env, cwd: path.resolve(__dirname, '../..') });
+  const version = JSON.parse(stdout.trim().split('\n').pop()!);
+  expect(version.settings.idleTtlSeconds).toBe(1);
+  const call = () =>
+    api(`/v1/models/${me.username}/napper/predictions`, { token: me.token, body: { input: { prompt: 'z', max_tokens: 2 } }, headers: { prefer: 'wait' } });
+  const first = await call();
+  expect(first.body.metrics.setup_time).toBeGreaterThan(0);
+  const loadedOn = async () => (await db.select().from(nodes)).filter((n) => n.loaded.some((l) => l.versionId === version.id));
+  expect((await loadedOn()).length).toBe(1);
+  await poll(loadedOn, (n) => n.length === 0, { timeoutMs: 30_000, intervalMs: 250 });
+  const again = await call();
+  expect(again.body.status).toBe('succeeded');
+  expect(again.body.metrics.setup_time).toBeGreaterThan(0);
+  // Cold, but from the node's disk cache: nothing downloaded this time.
+  expect(again.body.logs).not.toMatch(/Downloaded/);
+  expect(again.body.logs).toMatch(/Loaded in/);
 });
 
 test('hardware lists what the live nodes offer', async () => {
