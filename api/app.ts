@@ -11,6 +11,7 @@ import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
+import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
 import { openaiRoutes } from './routes/openai';
 import { predictionRoutes } from './routes/predictions';
@@ -27,6 +28,7 @@ export interface AppDeps {
   allowPrivateWebhooks: boolean;
   storage: Storage;
   maxBlobBytes?: number;
+  maxUploadBytes?: number;
   publicUrl?: string;
 }
 
@@ -45,7 +47,15 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   // Streams authenticate by their signed URL, so they sit outside the token check.
-  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer }));
+  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, baseUrl: (req) => urls(req).baseUrl }));
+  const files = {
+    db: deps.db,
+    storage: deps.storage,
+    signer: deps.signer,
+    baseUrl: (req: Request) => urls(req).baseUrl,
+    maxUploadBytes: deps.maxUploadBytes ?? 100 * 2 ** 20,
+  };
+  app.use(fileContentRoute(files));
 
   const v1 = express.Router();
   v1.use(express.json({ limit: '10mb' }));
@@ -60,6 +70,7 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   v1.use(accountRoutes({ db: deps.db }));
+  v1.use(fileRoutes(files));
   v1.use(modelRoutes({ db: deps.db, storage: deps.storage, baseUrl: (req) => urls(req).baseUrl, maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40 }));
   v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);

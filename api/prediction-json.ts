@@ -1,5 +1,6 @@
 import type { PredictionRow, PredictionSnapshot } from '../db/predictions';
 import type { UrlSigner } from '../lib/signing';
+import { renderFileRefs } from '../lib/file-urls';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
 export interface UrlContext {
@@ -19,7 +20,7 @@ export function predictionJson(row: PredictionRow, ctx: UrlContext) {
     model: row.model,
     version: row.versionId,
     input: row.input,
-    output: row.output ?? null,
+    output: renderFileRefs(row.output ?? null, ctx.baseUrl, ctx.signer),
     logs: row.logs,
     error: row.error,
     status: row.status,

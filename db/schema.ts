@@ -238,6 +238,23 @@ export const usageRecords = pgTable(
   (t) => [index('usage_account_created_idx').on(t.accountId, t.createdAt)],
 );
 
+/** Uploaded inputs (`POST /v1/files`) and output files of predictions, stored at `files/<id>`. */
+export const files = pgTable(
+  'files',
+  {
+    id: text('id').primaryKey(),
+    accountId: text('account_id').notNull(),
+    name: text('name').notNull(),
+    contentType: text('content_type').notNull(),
+    size: bigint('size', { mode: 'number' }).notNull(),
+    sha256: text('sha256').notNull(),
+    predictionId: text('prediction_id'),
+    createdAt: createdAt(),
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
+  },
+  (t) => [index('files_account_created_idx').on(t.accountId, t.createdAt)],
+);
+
 /** Engine nodes: each engine worker process registers itself and heartbeats here. */
 export const nodes = pgTable('nodes', {
   id: text('id').primaryKey(),

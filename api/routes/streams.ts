@@ -1,4 +1,5 @@
-import { Router } from 'express';
+import { Router, type Request } from 'express';
+import { renderFileRefs } from '../../lib/file-urls';
 import { eq } from 'drizzle-orm';
 import { accountForToken } from '../../db/accounts';
 import type { Db } from '../../db/client';
@@ -13,7 +14,8 @@ import { SseWriter } from '../sse';
  * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
  * capability (signed), so clients need no token; a bearer token of the owner works as well.
  */
-export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner }): Router {
+export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; baseUrl: (req: Request) => string }): Router {
+  const baseUrl = deps.baseUrl;
   const router = Router();
 
   router.get('/v1/predictions/:id/stream', async (req, res) => {
@@ -34,7 +36,7 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner })
       deps,
       id,
       Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0,
-      (e) => sse.send({ id: e.id, event: e.event, data: e.data }),
+      (e) => sse.send({ id: e.id, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
       () => sse.end(),
     );
     sse.onClose(stop);

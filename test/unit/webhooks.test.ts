@@ -1,6 +1,8 @@
 import { parseSchedule, retryAfterMs } from '../../activities/webhooks';
 import { parseCancelAfter } from '../../api/routes/predictions';
 import { isInternalAddress, resolveWebhookTarget } from '../../lib/webhook-target';
+import { fileRef, renderFileRefs, verifyFileUrl } from '../../lib/file-urls';
+import { UrlSigner } from '../../lib/signing';
 
 describe('webhook targets in production (private addresses refused)', () => {
   test.each(['127.0.0.1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1'])(
@@ -58,5 +60,20 @@ describe('Cancel-After', () => {
   test('too short, too long, or junk is a 422 naming the header', () => {
     for (const h of ['1s', '3', '48h', 'soon', '']) expect(() => parseCancelAfter(h)).toThrow(/Cancel-After/);
     expect(parseCancelAfter(undefined)).toBeUndefined();
+  });
+});
+
+describe('file references and URLs', () => {
+  test('only references Kiln signed become URLs, and URLs expire', () => {
+    const signer = new UrlSigner('k'.repeat(32));
+    const id = 'abcdefghijklmnopqrstuvwxyz';
+    const out = renderFileRefs({ image: fileRef(signer, id), text: `kiln-file:${id}.forged` }, 'http://h', signer);
+    expect(out.text).toBe(`kiln-file:${id}.forged`);
+    const url = new URL(out.image);
+    expect(url.pathname).toBe(`/v1/files/${id}/content`);
+    const expires = url.searchParams.get('expires');
+    expect(verifyFileUrl(signer, id, expires, url.searchParams.get('sig'))).toBe(true);
+    expect(verifyFileUrl(signer, id, expires, url.searchParams.get('sig'), (Number(expires) + 1) * 1000)).toBe(false);
+    expect(verifyFileUrl(signer, 'other'.padEnd(26, 'a'), expires, url.searchParams.get('sig'))).toBe(false);
   });
 });

@@ -1,0 +1,129 @@
+/**
+ * Replicate's files API: `POST /v1/files` (multipart, field `content`) streams an upload into
+ * object storage; `urls.get` is a signed URL that expires, usable without a token.
+ */
+import Busboy from 'busboy';
+import { createHash } from 'node:crypto';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Router, type Request } from 'express';
+import type { Db } from '../../db/client';
+import { deleteFile, fileKey, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
+import { accountForToken } from '../../db/accounts';
+import { signedFileUrl, verifyFileUrl, FILE_URL_TTL_SECONDS } from '../../lib/file-urls';
+import { newId } from '../../lib/ids';
+import type { UrlSigner } from '../../lib/signing';
+import type { Storage } from '../../lib/storage';
+import { currentAccount } from '../auth';
+import { ApiError, BadRequestError, NotFoundError, UnauthorizedError } from '../errors';
+
+export interface FileDeps {
+  db: Db;
+  storage: Storage;
+  signer: UrlSigner;
+  baseUrl: (req: Request) => string;
+  maxUploadBytes: number;
+}
+
+export function fileJson(f: FileRow, baseUrl: string, signer: UrlSigner) {
+  return {
+    id: f.id,
+    name: f.name,
+    content_type: f.contentType,
+    size: f.size,
+    etag: f.sha256,
+    checksums: { sha256: f.sha256 },
+    metadata: {},
+    created_at: f.createdAt.toISOString(),
+    expires_at: f.expiresAt?.toISOString() ?? null,
+    urls: { get: signedFileUrl(baseUrl, signer, f.id) },
+  };
+}
+
+/** The signed content route sits outside the token check: the signature is the permission. */
+export function fileContentRoute(deps: FileDeps): Router {
+  const router = Router();
+  router.get('/v1/files/:id/content', async (req, res) => {
+    const file = await getFile(deps.db, req.params.id);
+    if (!verifyFileUrl(deps.signer, req.params.id, req.query.expires, req.query.sig)) {
+      const match = /^(?:Bearer|Token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
+      const account = match ? await accountForToken(deps.db, match[1]) : undefined;
+      if (!account) throw new UnauthorizedError('The link has expired or is not signed: ask the API for a fresh one');
+      if (!file || file.accountId !== account.id) throw new NotFoundError(`File ${req.params.id} not found`);
+    }
+    if (!file) throw new NotFoundError(`File ${req.params.id} not found`);
+    res.set({
+      'Content-Type': file.contentType,
+      'Content-Length': String(file.size),
+      'Cache-Control': `private, max-age=${FILE_URL_TTL_SECONDS}`,
+      ETag: `"${file.sha256}"`,
+    });
+    await pipeline(await deps.storage.read(fileKey(file.id)), res);
+  });
+  return router;
+}
+
+export function fileRoutes(deps: FileDeps): Router {
+  const router = Router();
+  const { db, storage, signer } = deps;
+
+  router.post('/files', async (req, res) => {
+    if (!req.is('multipart/form-data')) throw new BadRequestError('Send the file as multipart/form-data, in a field named content');
+    const account = currentAccount(res);
+    const id = newId();
+    const stored = await new Promise<{ name: string; contentType: string; size: number; sha256: string }>((resolve, reject) => {
+      const bb = Busboy({ headers: req.headers, limits: { files: 1, fileSize: deps.maxUploadBytes } });
+      let got = false;
+      bb.on('file', (field, stream, info) => {
+        if (field !== 'content') {
+          stream.resume();
+          return;
+        }
+        got = true;
+        const hash = createHash('sha256');
+        let size = 0;
+        const meter = new Transform({
+          transform(chunk: Buffer, _enc, done) {
+            size += chunk.length;
+            hash.update(chunk);
+            done(null, chunk);
+          },
+        });
+        stream.on('limit', () => meter.destroy(new ApiError(413, 'Payload too large', `files are limited to ${deps.maxUploadBytes} bytes`)));
+        Promise.all([pipeline(stream, meter), storage.putStream(fileKey(id), meter)])
+          .then(() => resolve({ name: info.filename || 'file', contentType: info.mimeType || 'application/octet-stream', size, sha256: hash.digest('hex') }))
+          .catch(async (err) => {
+            await storage.delete(fileKey(id)).catch(() => undefined);
+            reject(err);
+          });
+      });
+      bb.on('error', reject);
+      bb.on('close', () => {
+        if (!got) reject(new BadRequestError('No file in the form: put it in a field named content'));
+      });
+      req.pipe(bb);
+    });
+    const row = await insertFile(db, { id, accountId: account.id, ...stored });
+    res.status(201).json(fileJson(row, deps.baseUrl(req), signer));
+  });
+
+  router.get('/files', async (req, res) => {
+    const rows = await listFiles(db, currentAccount(res).id);
+    res.json({ next: null, previous: null, results: rows.map((f) => fileJson(f, deps.baseUrl(req), signer)) });
+  });
+
+  router.get('/files/:id', async (req, res) => {
+    const file = await getFile(db, req.params.id);
+    if (!file || file.accountId !== currentAccount(res).id) throw new NotFoundError(`File ${req.params.id} not found`);
+    res.json(fileJson(file, deps.baseUrl(req), signer));
+  });
+
+  router.delete('/files/:id', async (req, res) => {
+    const file = await deleteFile(db, currentAccount(res).id, req.params.id);
+    if (!file) throw new NotFoundError(`File ${req.params.id} not found`);
+    await storage.delete(fileKey(file.id)).catch(() => undefined);
+    res.status(204).end();
+  });
+
+  return router;
+}
