@@ -52,10 +52,13 @@ export function createControlActivities({ db }: ControlDeps) {
      * free memory that still holds it, so big nodes stay free for big models (bin-packing).
      * No live node is a retryable fault: one may come up.
      */
-    async placeModel({ versionId }: { versionId: string }): Promise<Placement> {
+    async placeModel({ versionId, excludeNodes = [] }: { versionId: string; excludeNodes?: string[] }): Promise<Placement> {
       const version = await getVersion(db, versionId);
       if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
-      const candidates = await liveNodes(db);
+      const live = await liveNodes(db);
+      // Nodes that failed this prediction are a last resort, not a first choice.
+      const others = live.filter((n) => !excludeNodes.includes(n.id));
+      const candidates = others.length > 0 ? others : live;
       if (candidates.length === 0) throw new Error('no engine node is up');
       const serving = candidates.filter((n) => n.loaded.some((l) => l.versionId === versionId));
       if (serving.length > 0) {

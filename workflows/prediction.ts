@@ -6,6 +6,7 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   condition,
   defineQuery,
@@ -21,7 +22,6 @@ import {
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { TimeoutType } from '@temporalio/common';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
 import type { PredictionSnapshot } from '../db/predictions';
@@ -73,7 +73,7 @@ function engineOn(taskQueue: string) {
     scheduleToStartTimeout: '30 seconds',
     startToCloseTimeout: '30 minutes',
     heartbeatTimeout: '30 seconds',
-    retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+    retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
   });
 }
 
@@ -86,22 +86,27 @@ const admission = proxyLocalActivities<ControlActivities>({
 function predictOn(versionId: string, priority: PredictionArgs['priority']) {
   return proxyActivities<EngineActivities>({
     taskQueue: modelQueue(versionId),
-    scheduleToStartTimeout: '2 minutes',
+    // Bounds the wait in the fair queue: past it the prediction is placed again (another
+    // replica, or a fresh load if the serving node is gone).
+    scheduleToStartTimeout: '1 minute',
     startToCloseTimeout: '30 minutes',
-    heartbeatTimeout: '20 seconds',
+    heartbeatTimeout: '10 seconds',
     // Wait for the engine to stop, so that a canceled prediction keeps the output it had.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+    // No retry on the same queue: the workflow places the work again, avoiding the node that failed.
+    retry: { maximumAttempts: 1 },
     priority,
   });
 }
 
-function isScheduleToStartTimeout(err: unknown): boolean {
-  return (
-    err instanceof ActivityFailure &&
-    err.cause instanceof TimeoutFailure &&
-    err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START
-  );
+/**
+ * A failure worth another node: a timeout (the node died, or never took the work) or any fault
+ * that was not a deliberate, final business failure.
+ */
+function isRetryableFault(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  if (err.cause instanceof TimeoutFailure) return true;
+  return !(err.cause instanceof ApplicationFailure && err.cause.nonRetryable);
 }
 
 const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
@@ -155,7 +160,9 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   };
 
   setHandler(predictionQuery, () => state);
+  // The start signal of the current attempt (reset for each placement).
   let started: PredictionStartedSignal | undefined;
+  const startSignal = (): PredictionStartedSignal | undefined => started;
   setHandler(predictionStartedSignal, (s) => {
     started ??= s;
   });
@@ -182,47 +189,51 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     await work.run(async () => {
       await admission.admitPrediction({ predictionId: args.id, accountId: args.accountId, versionId: args.versionId });
       let setupSeconds = 0;
+      // Nodes where an attempt failed (died, or never took the work): placement avoids them.
+      const excludeNodes: string[] = [];
       for (let attempt = 1; !result; attempt++) {
-        const place = await placement.placeModel({ versionId: args.versionId });
-        if (!place.warm) {
-          logLine(`Warming up ${args.model} on node ${place.nodeId}`);
-          const load: LoadResult = await engineOn(nodeQueue(place.nodeId)).loadModel({ versionId: args.versionId });
-          if (!load.alreadyLoaded) {
-            setupSeconds += load.downloadSeconds + load.loadSeconds;
-            if (load.downloadedBytes > 0) {
-              logLine(`Downloaded ${(load.downloadedBytes / 2 ** 20).toFixed(1)} MiB in ${load.downloadSeconds.toFixed(2)} s`);
-            }
-            logLine(`Loaded in ${load.loadSeconds.toFixed(2)} s`);
-          }
-        }
-        if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
-        // The engine signals when it really starts; until then the prediction waits in the fair queue.
-        const running = predictOn(args.versionId, args.priority).predict({
-          predictionId: args.id,
-          versionId: args.versionId,
-          task: args.task,
-          input: args.input,
-          snapshot: { ...state, status: 'processing' },
-        });
-        const markStarted = (async () => {
-          await condition(() => started !== undefined || result !== undefined);
-          if (started && state.status === 'starting') {
-            state.startedAt = started.startedAt;
-            setStatus('processing');
-            await project();
-            await webhook('logs');
-          }
-        })();
+        const place = await placement.placeModel({ versionId: args.versionId, excludeNodes });
+        let node = place.nodeId;
         try {
+          if (!place.warm) {
+            logLine(`Warming up ${args.model} on node ${place.nodeId}`);
+            const load: LoadResult = await engineOn(nodeQueue(place.nodeId)).loadModel({ versionId: args.versionId });
+            if (!load.alreadyLoaded) {
+              setupSeconds += load.downloadSeconds + load.loadSeconds;
+              if (load.downloadedBytes > 0) {
+                logLine(`Downloaded ${(load.downloadedBytes / 2 ** 20).toFixed(1)} MiB in ${load.downloadSeconds.toFixed(2)} s`);
+              }
+              logLine(`Loaded in ${load.loadSeconds.toFixed(2)} s`);
+            }
+          }
+          if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+          // The engine signals when it really starts; until then the prediction waits in the fair queue.
+          started = undefined;
+          const running = predictOn(args.versionId, args.priority).predict({
+            predictionId: args.id,
+            versionId: args.versionId,
+            task: args.task,
+            input: args.input,
+            snapshot: { ...state, status: 'processing' },
+          });
+          const markStarted = (async () => {
+            await condition(() => startSignal() !== undefined || result !== undefined);
+            const signal = startSignal();
+            if (signal) node = signal.nodeId;
+            if (signal && state.status === 'starting') {
+              state.startedAt = signal.startedAt;
+              setStatus('processing');
+              await project();
+              await webhook('logs');
+            }
+          })();
           result = await running;
           await markStarted;
         } catch (err) {
-          if (isScheduleToStartTimeout(err) && attempt < MAX_PLACEMENTS) {
-            log.warn('no engine took the prediction, placing again', { attempt });
-            logLine('No engine picked the prediction up in time; placing the model again');
-            continue;
-          }
-          throw err;
+          if (isCancellation(err) || !isRetryableFault(err) || attempt >= MAX_PLACEMENTS) throw err;
+          excludeNodes.push(node);
+          log.warn('attempt failed, placing again', { attempt, node, error: describeFailure(err) });
+          logLine(`Attempt ${attempt} failed on node ${node}: ${describeFailure(err)}; placing the model again`);
         }
       }
     });

@@ -1,0 +1,75 @@
+/**
+ * A second engine node, killed with SIGKILL in the middle of a generation: the prediction is
+ * placed again on the surviving node and succeeds, and the logs say what happened.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, openSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { closeDb, type Db } from '../../db/client';
+import { removeNode } from '../../db/nodes';
+import { models } from '../../db/schema';
+import { eq } from 'drizzle-orm';
+import { ensureTestModel, SLOW_LLAMA } from '../fixtures/models';
+import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+
+jest.setTimeout(180_000);
+
+let db: Db;
+let token: string;
+let node2: ChildProcess | undefined;
+const NODE2 = `test-node-2-${process.pid}`;
+
+beforeAll(async () => {
+  db = testDb();
+  token = (await newAccount(db, 'failover')).token;
+});
+afterAll(async () => {
+  node2?.kill('SIGKILL');
+  await removeNode(db, NODE2).catch(() => undefined);
+  await closeDb(db);
+});
+
+function startEngineNode(): ChildProcess {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kiln-node2-'));
+  const ready = path.join(dir, 'ready');
+  const log = openSync(path.join(dir, 'engine.log'), 'w');
+  const child = spawn('node', ['--import', 'tsx', 'workers/engine-worker.ts'], {
+    cwd: path.resolve(__dirname, '../..'),
+    // A smaller memory budget than the first node: best-fit placement puts new models here.
+    env: { ...process.env, KILN_NODE_ID: NODE2, KILN_NODE_MEMORY_MB: '1500', KILN_READY_FILE: ready, KILN_DATA_DIR: dir },
+    stdio: ['ignore', log, log],
+  });
+  (child as ChildProcess & { ready: string }).ready = ready;
+  return child;
+}
+
+test('kill -9 of the engine node during inference: the prediction fails over and succeeds', async () => {
+  node2 = startEngineNode();
+  const ready = (node2 as ChildProcess & { ready: string }).ready;
+  await poll(async () => existsSync(ready), (ok) => ok, { timeoutMs: 60_000, intervalMs: 200 });
+
+  // A fresh model (so a fresh version to place) on the usual weights: some random weights end
+  // generation early (node-llama-cpp reports an end-of-generation despite the ban), these do not.
+  const version = await ensureTestModel(db, `failover-${Date.now()}`, SLOW_LLAMA);
+  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
+  const created = await api(`/v1/models/${model!.owner}/${model!.name}/predictions`, {
+    token,
+    body: { input: { prompt: 'keep going', max_tokens: 4000, min_tokens: 4000, seed: 1 } },
+  });
+  expect(created.status).toBe(201);
+  const id = created.body.id;
+  const running = await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => r.body.status !== 'starting', { timeoutMs: 60_000 });
+  expect(running.body.status).toBe('processing');
+  expect(running.body.logs).toContain(`on node ${NODE2}`);
+
+  node2.kill('SIGKILL');
+  const done = await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), {
+    timeoutMs: 150_000,
+    intervalMs: 500,
+  }).then((r) => r.body);
+  expect(done.status).toBe('succeeded');
+  expect(done.metrics.output_token_count).toBe(4000);
+  expect(done.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE2}: .*placing the model again`));
+  expect(done.logs).toMatch(/Warming up .* on node (?!test-node-2)/);
+});
