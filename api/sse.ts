@@ -20,7 +20,9 @@ export class SseWriter {
     let frame = '';
     if (event.id !== undefined) frame += `id: ${event.id}\n`;
     if (event.event) frame += `event: ${event.event}\n`;
-    for (const line of event.data.split('\n')) frame += `data: ${line}\n`;
+    // SSE has no escape: every line terminator (CR too) ends a data line, and the client joins
+    // data lines with LF. So a CR in the text arrives as LF; nothing else is lost.
+    for (const line of event.data.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`;
     this.res.write(`${frame}\n`);
   }
 

@@ -52,7 +52,8 @@ test('stream yields output events whose text is the final output', async () => {
   }
   expect(sawDone).toBe(true);
   const [latest] = (await replicate.predictions.list()).results;
-  expect(text).toBe((latest.output as string[]).join(''));
+  // SSE carries CR as LF.
+  expect(text).toBe((latest.output as string[]).join('').replace(/\r\n?/g, '\n'));
 });
 
 test('predictions.cancel stops a long generation', async () => {

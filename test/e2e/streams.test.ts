@@ -14,6 +14,9 @@ beforeAll(async () => {
 afterAll(() => closeDb(db));
 
 const create = (input: Record<string, unknown>) => api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input } });
+/** What SSE can carry: CR and CRLF arrive as LF. */
+const sseText = (output: string[]) => output.join('').replace(/\r\n?/g, '\n');
+
 const finished = (id: string) =>
   poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
 
@@ -25,7 +28,7 @@ test('a stream from the start carries every chunk in order, then done', async ()
   expect(contentType).toMatch(/^text\/event-stream/);
   const done = await finished(p.id);
   const output = events.filter((e) => e.event === 'output').map((e) => e.data).join('');
-  expect(output).toBe(done.output.join(''));
+  expect(output).toBe(sseText(done.output));
   expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{}' });
   const ids = events.map((e) => Number(e.id));
   expect(ids.every((id, i) => i === 0 || id > ids[i - 1])).toBe(true);
@@ -36,7 +39,7 @@ test('a client that joins late gets what was produced so far, and the rest', asy
   const p = (await create({ prompt: 'late', max_tokens: 50, min_tokens: 50 })).body;
   const done = await finished(p.id);
   const { events } = await readSse(p.urls.stream);
-  expect(events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(done.output.join(''));
+  expect(events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(sseText(done.output));
   expect(events[events.length - 1].event).toBe('done');
 });
 
@@ -50,7 +53,7 @@ test('reconnecting with Last-Event-ID resumes with no gap and no duplicate', asy
   const all = [...first.events, ...rest.events];
   const ids = all.map((e) => Number(e.id));
   expect(new Set(ids).size).toBe(ids.length);
-  expect(all.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(done.output.join(''));
+  expect(all.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(sseText(done.output));
 });
 
 test('a canceled prediction’s stream ends with done and the reason', async () => {
