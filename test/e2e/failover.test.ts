@@ -49,8 +49,7 @@ test('kill -9 of the engine node during inference: the prediction fails over and
   const ready = (node2 as ChildProcess & { ready: string }).ready;
   await poll(async () => existsSync(ready), (ok) => ok, { timeoutMs: 60_000, intervalMs: 200 });
 
-  // A fresh model (so a fresh version to place) on the usual weights: some random weights end
-  // generation early (node-llama-cpp reports an end-of-generation despite the ban), these do not.
+  // A fresh model, so a fresh version to place, on the usual test weights.
   const version = await ensureTestModel(db, `failover-${Date.now()}`, SLOW_LLAMA);
   const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
   const created = await api(`/v1/models/${model!.owner}/${model!.name}/predictions`, {

@@ -81,3 +81,10 @@ test('two sequences generate concurrently on one context', async () => {
 test('a version that is not loaded is an error, not a crash', async () => {
   await expect(engine.generate('nope', input({}))).rejects.toThrow(/not loaded/);
 });
+
+test('min_tokens holds even where llama.cpp ends on end-of-sequence despite the ban', async () => {
+  // With these weights, this prompt and seed, llama.cpp stopped on </s> after 836 tokens.
+  const r = await engine.generate('v1', input({ prompt: 'long', max_tokens: 1200, min_tokens: 1200, seed: 1 }));
+  expect(r.outputTokens).toBe(1200);
+  expect(r.stopReason).toBe('maxTokens');
+});

@@ -282,6 +282,14 @@ export class LlamaEngine {
         disposers.push(() => completion.dispose({ disposeSequence: false }));
         inputTokens = tokenizer(input.prompt ?? '').length;
         ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(input.prompt ?? '', options));
+        // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban (seen with
+        // random weights). Carry on from the text so far; the prefix is still in the context.
+        while (stopReason === 'eogToken' && outputTokens < input.min_tokens && !signal.aborted) {
+          ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + text, {
+            ...options,
+            maxTokens: input.max_tokens - outputTokens,
+          }));
+        }
       }
       const canceled = opts.signal?.aborted === true;
       return {
