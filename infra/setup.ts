@@ -14,7 +14,7 @@ import { closeDb, createDb, migrateDb } from '../db/client';
 import { config } from '../lib/config';
 import { Storage } from '../lib/storage';
 import { searchAttributeKeys } from '../workflows/search-attributes';
-import { seedEchoFixture, seedTinyLlama } from './seed';
+import { seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
 
 async function ensureDatabase(url: string): Promise<void> {
   const target = new URL(url);
@@ -80,6 +80,8 @@ async function main() {
     await ensureLocalToken(db, local.id, path.join(c.KILN_DATA_DIR, 'api-token'));
     const version = await seedTinyLlama(db, storage, kiln, c.KILN_DATA_DIR);
     console.log(`seeded kiln/tiny-llama:${version.id}`);
+    const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
+    console.log(`seeded kiln/remove-background:${cutout.id}`);
     if (c.KILN_ENABLE_FIXTURES) await seedEchoFixture(db, kiln);
   } finally {
     await closeDb(db);

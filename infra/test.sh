@@ -22,7 +22,7 @@ export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:543
 export TEMPORAL_NAMESPACE=kiln-test S3_BUCKET=kiln-test KILN_NODE_ID=test-node-1
 export LOG_LEVEL=warn
 # Receivers in the suite listen on loopback; retries come fast so a down receiver is tested in seconds.
-export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
+export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
 . "$KILN_ROOT/infra/app.sh"
 
 cleanup() {

@@ -59,6 +59,10 @@ export const configSchema = z.object({
    * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.
    */
   KILN_ENGINE_THREADS: z.coerce.number().int().min(1).default(Math.max(1, os.availableParallelism() - 1)),
+  /** Inputs fetched from URLs: private addresses refused unless allowed; size and time bounded. */
+  KILN_FETCH_ALLOW_PRIVATE: bool.default(false),
+  KILN_FETCH_MAX_BYTES: z.coerce.number().int().positive().default(50 * 2 ** 20),
+  KILN_FETCH_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** Scale to zero: a model version idle this long is unloaded (a version's settings may say otherwise). */
   KILN_MODEL_IDLE_TTL_SECONDS: z.coerce.number().int().min(1).default(600),
   /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */

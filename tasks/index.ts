@@ -5,12 +5,14 @@
 import { z } from 'zod';
 import { echoFixtureInput, echoFixtureOutput } from '../workers/engines/echo-fixture';
 import { embeddingsInput, embeddingsOutput } from './embeddings';
+import { removeBackgroundInput, removeBackgroundOutput } from './remove-background';
 import { textGenerationInput, textGenerationOutput } from './text-generation';
 
 /** `rateLimitPerMinute`: the default per account, as Workers AI sets one per task type. */
 export const tasks = {
   'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'], rateLimitPerMinute: 300 },
   embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'], rateLimitPerMinute: 3000 },
+  'remove-background': { input: removeBackgroundInput, output: removeBackgroundOutput, engines: ['onnxruntime'], rateLimitPerMinute: 720 },
   // A test fixture (no inference) for benchmarks of the orchestration: see workers/engines/echo-fixture.ts.
   'echo-fixture': { input: echoFixtureInput, output: echoFixtureOutput, engines: ['echo-fixture'], rateLimitPerMinute: 60_000 },
 } as const;

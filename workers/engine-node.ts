@@ -9,7 +9,7 @@ import { heartbeatNode, registerNode, removeNode } from '../db/nodes';
 import type { LoadedVersion } from '../db/schema';
 import type { Logger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
-import { createEngineActivities, type NodeHooks } from '../activities/engine';
+import { createEngineActivities, type EngineDeps, type NodeHooks } from '../activities/engine';
 import type { EchoFixtureEngine } from './engines/echo-fixture';
 import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
@@ -58,6 +58,7 @@ export class EngineNode implements NodeHooks {
       cache: ModelCache;
       logger: Logger;
       echoFixture?: EchoFixtureEngine;
+      onnx?: EngineDeps['onnx'];
     },
   ) {
     this.nodeId = opts.nodeId;
@@ -68,6 +69,7 @@ export class EngineNode implements NodeHooks {
       node: this,
       controlQueue: opts.controlQueue,
       echoFixture: deps.echoFixture,
+      onnx: deps.onnx,
     });
   }
 
@@ -196,6 +198,7 @@ export class EngineNode implements NodeHooks {
     if (this.served.get(versionId) === s) this.served.delete(versionId);
     await this.deps.llama.unload(versionId);
     this.deps.echoFixture?.unload(versionId);
+    await this.deps.onnx?.engine.unload(versionId);
     await this.heartbeat().catch(() => undefined);
   }
 

@@ -8,6 +8,8 @@ import { Storage } from '../lib/storage';
 import { EngineNode } from './engine-node';
 import { EchoFixtureEngine } from './engines/echo-fixture';
 import { LlamaEngine } from './engines/llama-engine';
+import { OnnxEngine } from './engines/onnx-engine';
+import { UrlSigner } from '../lib/signing';
 import { ModelCache } from './model-cache';
 
 async function main() {
@@ -17,10 +19,30 @@ async function main() {
   const db = createDb(c.DATABASE_URL, { max: 4 });
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS });
-  const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), Storage.fromConfig(c));
+  const storage = Storage.fromConfig(c);
+  const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage);
   const node = new EngineNode(
     { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES },
-    { db, connection, llama, cache, logger, echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined },
+    {
+      db,
+      connection,
+      llama,
+      cache,
+      logger,
+      echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined,
+      onnx: {
+        engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),
+        storage,
+        signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
+        fetch: {
+          storage,
+          signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
+          allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE,
+          maxBytes: c.KILN_FETCH_MAX_BYTES,
+          timeoutMs: c.KILN_FETCH_TIMEOUT_MS,
+        },
+      },
+    },
   );
   let stopping = false;
   const stop = async () => {

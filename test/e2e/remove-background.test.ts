@@ -1,0 +1,67 @@
+/**
+ * @jest-environment ./test/native-typed-arrays-environment.js
+ */
+/** kiln/remove-background end to end: ONNX Runtime on the engine node, a transparent PNG out. */
+import { closeDb, type Db } from '../../db/client';
+import { loadSharp } from '../../workers/engines/onnx-engine';
+import { api, API_URL, newAccount, testDb } from '../helpers';
+
+jest.setTimeout(180_000);
+
+let db: Db;
+let token: string;
+let disc: Buffer;
+const [W, H] = [240, 160];
+
+beforeAll(async () => {
+  db = testDb();
+  token = (await newAccount(db, 'cutout')).token;
+  const sharp = await loadSharp();
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}"><rect width="100%" height="100%" fill="white"/><circle cx="120" cy="80" r="50" fill="#d01818"/></svg>`;
+  disc = await sharp(Buffer.from(svg)).png().toBuffer();
+});
+afterAll(() => closeDb(db));
+
+const cutout = (image: string) =>
+  api('/v1/models/kiln/remove-background/predictions', { token, body: { input: { image } }, headers: { prefer: 'wait=60' } });
+
+async function checkTransparentDisc(url: string) {
+  expect(url).toMatch(/\/v1\/files\/[a-z2-7]{26}\/content\?expires=\d+&sig=/);
+  const res = await fetch(url);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toBe('image/png');
+  const sharp = await loadSharp();
+  const { data, info } = await sharp(Buffer.from(await res.arrayBuffer())).raw().toBuffer({ resolveWithObject: true });
+  expect([info.width, info.height, info.channels]).toEqual([W, H, 4]);
+  const alpha = (x: number, y: number) => data[(y * W + x) * 4 + 3];
+  expect(alpha(120, 80)).toBeGreaterThan(200);
+  expect(alpha(3, 3)).toBeLessThan(50);
+}
+
+test('a data URI in, a transparent PNG out, by signed URL', async () => {
+  const r = await cutout(`data:image/png;base64,${disc.toString('base64')}`);
+  expect(r.status).toBe(201);
+  expect(r.body.status).toBe('succeeded');
+  expect(r.body.metrics.image_count).toBe(1);
+  expect(r.body.logs).toMatch(/Removed the background of 240×160/);
+  await checkTransparentDisc(r.body.output);
+});
+
+test('an uploaded file as the input', async () => {
+  const form = new FormData();
+  form.append('content', new Blob([disc], { type: 'image/png' }), 'disc.png');
+  const up = await fetch(`${API_URL}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+  const file = (await up.json()) as { urls: { get: string } };
+  const r = await cutout(file.urls.get);
+  expect(r.body.status).toBe('succeeded');
+  await checkTransparentDisc(r.body.output);
+});
+
+test('not an image: the prediction fails with a clear error, and a bad URL is refused at once', async () => {
+  const r = await cutout(`data:image/png;base64,${Buffer.from('no pixels here').toString('base64')}`);
+  expect(r.body.status).toBe('failed');
+  expect(r.body.error).toMatch(/could not be decoded/);
+  const bad = await cutout('ftp://example.com/x.png');
+  expect(bad.status).toBe(422);
+  expect(bad.body.invalid_fields[0].field).toBe('input.image');
+});
