@@ -40,31 +40,6 @@ export type PredictionJson = ReturnType<typeof predictionJson>;
 
 export const TERMINAL_STATUSES = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
 
-/** The workflow's view of a prediction as the row the API reads: webhooks carry the same JSON. */
-export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
-  const date = (v: string | null | undefined) => (v ? new Date(v) : null);
-  return {
-    id: s.id,
-    accountId: s.accountId,
-    model: s.model,
-    versionId: s.versionId,
-    input: s.input,
-    output: s.output ?? null,
-    logs: s.logs,
-    error: s.error,
-    status: s.status,
-    metrics: s.metrics,
-    source: 'api',
-    webhook: s.webhook ?? null,
-    webhookEventsFilter: s.webhookEventsFilter ?? null,
-    deadline: date(s.deadline),
-    createdAt: new Date(s.createdAt),
-    startedAt: date(s.startedAt),
-    completedAt: date(s.completedAt),
-    revision: s.revision,
-  };
-}
-
 export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
   return {
     id: r.id,

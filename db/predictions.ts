@@ -29,17 +29,11 @@ export interface PredictionSnapshot {
 
 const TERMINAL: PredictionStatus[] = ['succeeded', 'failed', 'canceled', 'aborted'];
 
-const toDate = (s: string | null) => (s ? new Date(s) : null);
+const toDate = (s: string | null | undefined) => (s ? new Date(s) : null);
 
-/**
- * Writes a snapshot unless a later one is already there (activities may be retried and run
- * late: the revision keeps the newest transition), and appends to the prediction's stream what
- * the transition adds: new log lines, and at the end the output (if the engine did not stream
- * it) and done or error. Both happen in one transaction, so a retry never duplicates an event.
- */
-export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapshot): Promise<boolean> {
-  const s = withoutNul(snapshot);
-  const values = {
+/** The workflow's view of a prediction as a row of the projection (webhooks render the same). */
+export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
+  return {
     id: s.id,
     accountId: s.accountId,
     model: s.model,
@@ -50,14 +44,26 @@ export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapsh
     error: s.error,
     status: s.status,
     metrics: s.metrics,
+    source: 'api',
     webhook: s.webhook ?? null,
     webhookEventsFilter: s.webhookEventsFilter ?? null,
-    deadline: toDate(s.deadline ?? null),
+    deadline: toDate(s.deadline),
     createdAt: new Date(s.createdAt),
     startedAt: toDate(s.startedAt),
     completedAt: toDate(s.completedAt),
     revision: s.revision,
   };
+}
+
+/**
+ * Writes a snapshot unless a later one is already there (activities may be retried and run
+ * late: the revision keeps the newest transition), and appends to the prediction's stream what
+ * the transition adds: new log lines, and at the end the output (if the engine did not stream
+ * it) and done or error. Both happen in one transaction, so a retry never duplicates an event.
+ */
+export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapshot): Promise<boolean> {
+  const s = withoutNul(snapshot);
+  const { source: _source, ...values } = snapshotToRow(s);
   const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
   return db.transaction(async (tx) => {
     const [before] = await tx

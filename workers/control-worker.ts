@@ -3,7 +3,8 @@ import { NativeConnection, Runtime, Worker, makeTelemetryFilterString } from '@t
 import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
 import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
-import { predictionJson, snapshotToRow } from '../api/prediction-json';
+import { predictionJson } from '../api/prediction-json';
+import { snapshotToRow } from '../db/predictions';
 import { UrlSigner } from '../lib/signing';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
