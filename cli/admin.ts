@@ -9,9 +9,13 @@ import { shareModel } from '../db/models';
 import { accounts, models } from '../db/schema';
 import { configSchema } from '../lib/config';
 import { and, asc, eq } from 'drizzle-orm';
+import { Client, Connection } from '@temporalio/client';
+import { rebuildProjections } from './rebuild-projections';
 
-// Only the database is needed here, so only its variable is required.
-const { DATABASE_URL } = configSchema.pick({ DATABASE_URL: true }).parse(process.env);
+// Only the database and Temporal are needed here, so only their variables are required.
+const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } = configSchema
+  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true })
+  .parse(process.env);
 const db = createDb(DATABASE_URL, { max: 2 });
 
 const positive = (v: string) => {
@@ -113,6 +117,21 @@ program
     const ids = await Promise.all(o.with.map(async (u) => (await mustFind(u)).id));
     const updated = await shareModel(db, model.id, ids);
     console.log(`${ref} is shared with ${updated.allowedAccounts.length} account(s)`);
+  });
+
+program
+  .command('rebuild-projections')
+  .description('drop the predictions table and rebuild it from Temporal workflow history')
+  .action(async () => {
+    const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+    try {
+      const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+      const started = Date.now();
+      const n = await rebuildProjections(db, temporal, (k) => k % 100 === 0 && console.error(`read ${k} workflows…`));
+      console.log(`rebuilt ${n} predictions from Temporal in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    } finally {
+      await connection.close();
+    }
   });
 
 program
