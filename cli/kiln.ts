@@ -1,6 +1,7 @@
 /** The kiln command line: `npm run kiln -- <command>` (or `npx kiln`). */
 import { Command } from 'commander';
 import { apiContext, CliError, request } from './client';
+import { registerCommands } from './commands';
 import { push } from './push';
 
 const program = new Command('kiln').description('Kiln: run models over a Temporal-backed API').option('--json', 'print JSON for scripts');
@@ -27,6 +28,8 @@ program
     if (json) console.log(JSON.stringify(version));
     else console.log(`pushed ${model}:${version.id}\nrun it: curl -X POST ${ctx.url}/v1/models/${model}/predictions -H "Authorization: Bearer $KILN_API_TOKEN" -d '{"input": {...}}'`);
   });
+
+registerCommands(program);
 
 program.parseAsync().catch((err) => {
   console.error(`kiln: ${err instanceof Error ? err.message : err}`);
