@@ -7,6 +7,7 @@ import type { Logger } from '../lib/logger';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { requireAuth } from './auth';
+import { openApiDocument, REFERENCE_HTML } from './openapi';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
@@ -39,6 +40,13 @@ export function createApp(deps: AppDeps): express.Express {
   const urls = (req: Request): UrlContext => ({
     baseUrl: deps.publicUrl?.replace(/\/$/, '') ?? `${req.protocol}://${req.get('host')}`,
     signer: deps.signer,
+  });
+
+  app.get('/openapi.json', (req, res) => {
+    res.json(openApiDocument(urls(req).baseUrl));
+  });
+  app.get('/docs', (_req, res) => {
+    res.type('html').send(REFERENCE_HTML);
   });
 
   app.get('/healthz', async (_req, res) => {

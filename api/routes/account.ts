@@ -9,7 +9,7 @@ import { currentAccount } from '../auth';
 import { NotFoundError } from '../errors';
 import { parseOr422 } from '../validation';
 
-const tokenBody = z.strictObject({ name: z.string().trim().min(1).max(100).default('api') });
+export const tokenBody = z.strictObject({ name: z.string().trim().min(1).max(100).default('api') });
 
 const usageQuery = z.object({
   start: z.iso.date().optional().describe('First day, YYYY-MM-DD (default: 30 days ago)'),

@@ -21,7 +21,7 @@ import { parseOr422 } from '../validation';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 
-const createModelBody = z.strictObject({
+export const createModelBody = z.strictObject({
   owner: z.string().min(1),
   name: z.string().regex(NAME, 'lower-case letters, digits, dots, dashes and underscores'),
   visibility: z.enum(['public', 'private']),
@@ -32,7 +32,7 @@ const createModelBody = z.strictObject({
 
 const sha256 = z.string().regex(/^[a-f0-9]{64}$/, 'a sha256 digest: 64 lower-case hex characters');
 
-const createVersionBody = z.strictObject({
+export const createVersionBody = z.strictObject({
   files: z.array(z.strictObject({ path: z.string().min(1).max(500), sha256, size: z.number().int().min(0) })).min(1).max(100),
   engine: z.enum(engines).optional(),
   memory_bytes: z.number().int().positive().optional().describe('Memory the loaded model needs; estimated from the files if absent'),

@@ -47,7 +47,7 @@ const sampling = {
 };
 
 // Unknown fields (penalties, logprobs, user, …) are accepted and ignored, as most servers do.
-const chatBody = z.object({
+export const chatBody = z.object({
   ...sampling,
   messages: z
     .array(z.object({ role: z.enum(['system', 'developer', 'user', 'assistant']), content: text }))
@@ -55,12 +55,12 @@ const chatBody = z.object({
   max_completion_tokens: z.number().int().min(1).max(8192).nullish(),
 });
 
-const completionBody = z.object({
+export const completionBody = z.object({
   ...sampling,
   prompt: z.union([z.string().min(1), z.array(z.string().min(1)).length(1).transform((p) => p[0])]),
 });
 
-const embeddingsBody = z.object({
+export const embeddingsBody = z.object({
   model: z.string().min(1),
   input: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(2048)]),
   encoding_format: z.enum(['float', 'base64']).optional(),

@@ -24,12 +24,12 @@ const predictionOptions = {
   stream: z.boolean().optional(),
 };
 
-const createBody = z.strictObject({
+export const createBody = z.strictObject({
   version: z.string().min(1).describe('A version id, `owner/name` or `owner/name:version`'),
   ...predictionOptions,
 });
 
-const modelCreateBody = z.strictObject(predictionOptions);
+export const modelCreateBody = z.strictObject(predictionOptions);
 
 const listQuery = z.object({
   cursor: z.string().optional(),
