@@ -9,6 +9,9 @@ import { recordUsage, type UsageRecord } from '../db/usage';
 import { accounts } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import { kilnFailure } from '../workflows/failures';
+import { observePrediction } from '../lib/metrics';
+
+const TERMINAL = ['succeeded', 'failed', 'canceled', 'aborted'];
 import type { Placement } from '../workflows/types';
 
 export interface ControlDeps {
@@ -18,7 +21,9 @@ export interface ControlDeps {
 export function createControlActivities({ db }: ControlDeps) {
   return {
     async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
-      await writePredictionSnapshot(db, snapshot);
+      const applied = await writePredictionSnapshot(db, snapshot);
+      // Counted once: a retried or late write of the same transition is not applied again.
+      if (applied && TERMINAL.includes(snapshot.status)) observePrediction(snapshot);
     },
 
     /**

@@ -10,6 +10,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Db } from '../db/client';
 import { recordDelivery, signingSecrets } from '../db/webhooks';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
+import { webhookAttempts } from '../lib/metrics';
 import type { WebhookDelivery } from '../workflows/types';
 
 export interface WebhookDeps {
@@ -128,6 +129,7 @@ export function createWebhookActivities(deps: WebhookDeps) {
         failure = (err as Error).message;
       }
       await logAttempt(result?.status ?? null, failure || null);
+      webhookAttempts.inc({ event: delivery.event, outcome: failure ? (result ? `http_${result.status}` : 'network') : 'delivered' });
       if (!failure) return { status: result!.status, attempt };
 
       if (result?.status === 410) {

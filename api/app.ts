@@ -8,6 +8,7 @@ import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { requireAuth } from './auth';
 import { openApiDocument, REFERENCE_HTML } from './openapi';
+import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
@@ -40,6 +41,16 @@ export function createApp(deps: AppDeps): express.Express {
   const urls = (req: Request): UrlContext => ({
     baseUrl: deps.publicUrl?.replace(/\/$/, '') ?? `${req.protocol}://${req.get('host')}`,
     signer: deps.signer,
+  });
+
+  app.use((req, res, next) => {
+    const end = httpRequests.startTimer({ method: req.method });
+    // The route pattern, not the path: ids would make a metric per prediction.
+    res.on('finish', () => end({ route: req.route?.path ? `${req.baseUrl}${req.route.path}` : 'unmatched', status: res.statusCode }));
+    next();
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.type(registry.contentType).send(await registry.metrics());
   });
 
   app.get('/openapi.json', (req, res) => {

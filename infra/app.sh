@@ -31,9 +31,9 @@ wait_for_app() {
 
 start_kiln() {
   (cd "$KILN_ROOT" && run_ts infra/setup.ts) || die "setup failed (database, bucket, namespace or seed)"
-  start_app control-worker workers/control-worker.ts &
+  KILN_METRICS_PORT="${KILN_CONTROL_METRICS_PORT:-9464}" start_app control-worker workers/control-worker.ts &
   local cw=$!
-  start_app engine-worker workers/engine-worker.ts &
+  KILN_METRICS_PORT="${KILN_ENGINE_METRICS_PORT:-9465}" start_app engine-worker workers/engine-worker.ts &
   local ew=$!
   start_app api api/index.ts &
   local ap=$!

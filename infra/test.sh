@@ -18,6 +18,7 @@ export KILN_ENV=test
 export KILN_RUN_DIR="$DATA/test" KILN_DATA_DIR="$DATA/test"
 export PORT="${KILN_TEST_PORT:-8081}"
 export KILN_API_URL="http://127.0.0.1:$PORT"
+export KILN_CONTROL_METRICS_PORT=9474 KILN_ENGINE_METRICS_PORT=9475
 export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_test}"
 export TEMPORAL_NAMESPACE=kiln-test S3_BUCKET=kiln-test KILN_NODE_ID=test-node-1
 export LOG_LEVEL=warn

@@ -38,6 +38,8 @@ export const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   KILN_CONTROL_QUEUE: z.string().default('kiln-control'),
+  /** Where a worker serves /metrics (0: not at all). The API serves it on its own port. */
+  KILN_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   /** Workflow tasks and local activities the control worker runs at once. */
   KILN_CONTROL_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
 

@@ -8,6 +8,7 @@ import { snapshotToRow } from '../db/predictions';
 import { UrlSigner } from '../lib/signing';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
 
 async function main() {
@@ -16,6 +17,7 @@ async function main() {
   Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
+  const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: c.KILN_PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`, signer: new UrlSigner(c.KILN_URL_SIGNING_KEY) };
   const worker = await Worker.create({
     connection,
@@ -41,6 +43,7 @@ async function main() {
   logger.info({ taskQueue: c.KILN_CONTROL_QUEUE, namespace: c.TEMPORAL_NAMESPACE }, 'control worker up');
   announceReady();
   await worker.run();
+  metrics?.close();
   await connection.close();
   await closeDb(db);
 }

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { closeDb, createDb } from '../db/client';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { serveMetrics } from '../lib/metrics';
 import { Storage } from '../lib/storage';
 import { EngineNode } from './engine-node';
 import { EchoFixtureEngine } from './engines/echo-fixture';
@@ -18,6 +19,7 @@ async function main() {
   Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL, { max: 4 });
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
+  const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS });
   const storage = Storage.fromConfig(c);
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage);
@@ -56,6 +58,7 @@ async function main() {
   await node.run();
   await stop();
   await llama.dispose();
+  metrics?.close();
   await connection.close();
   await closeDb(db);
 }
