@@ -219,10 +219,11 @@ describe('usage', () => {
 
 describe('fair queuing', () => {
   const quietWaits = async (quietToken: string, noisyToken: string, headers: Record<string, string> = {}) => {
-    // The flood: more work than the fixture's 8 slots can take for several seconds.
-    const flood = await Promise.all(Array.from({ length: 60 }, (_, i) => echo(noisyToken, { text: `n${i}`, sleep_ms: 800 })));
+    // The flood: 15 s of work for the fixture's 8 slots, far longer than the quiet account's
+    // own way through the (busy) control plane, so the engine queue is where they meet.
+    const flood = await Promise.all(Array.from({ length: 60 }, (_, i) => echo(noisyToken, { text: `n${i}`, sleep_ms: 2000 })));
     await poll(() => get(noisyToken, flood[flood.length - 1].body.id), (r) => r.body.status === 'starting' || TERMINAL.includes(r.body.status));
-    const q = await echo(quietToken, { text: 'quiet', sleep_ms: 800 }, headers);
+    const q = await echo(quietToken, { text: 'quiet', sleep_ms: 2000 }, headers);
     const quietDone = await finished(quietToken, q.body.id);
     const noisyDone = await Promise.all(flood.map((f) => finished(noisyToken, f.body.id)));
     return { quietDone, noisyDone };
@@ -243,9 +244,9 @@ describe('fair queuing', () => {
   test('an interactive call goes ahead of batch work of the same account', async () => {
     const { token } = await newAccount(db, 'prio');
     const batch = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => echo(token, { text: `b${i}`, sleep_ms: 800 }, { 'kiln-priority': 'batch' })),
+      Array.from({ length: 40 }, (_, i) => echo(token, { text: `b${i}`, sleep_ms: 2000 }, { 'kiln-priority': 'batch' })),
     );
-    const urgent = await echo(token, { text: 'now', sleep_ms: 800 }, { 'kiln-priority': 'interactive' });
+    const urgent = await echo(token, { text: 'now', sleep_ms: 2000 }, { 'kiln-priority': 'interactive' });
     const u = await finished(token, urgent.body.id);
     const rest = await Promise.all(batch.map((b) => finished(token, b.body.id)));
     const after = rest.filter((p) => Date.parse(p.started_at) > Date.parse(u.started_at)).length;
