@@ -1,17 +1,28 @@
-import type { RequestHandler, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { accountForToken, touchApiToken, type Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { UnauthorizedError } from './errors';
 
-/** `Authorization: Bearer <token>` (or Replicate's older `Token <token>`). */
+/** The token of `Authorization: Bearer <token>` (or Replicate's older `Token <token>`). */
+export function bearerToken(req: Request): string | undefined {
+  return /^(?:Bearer|Token)\s+(\S+)$/i.exec(req.get('authorization') ?? '')?.[1];
+}
+
+/** The account of the request's token, if it has a valid one. */
+export async function optionalAccount(db: Db, req: Request): Promise<Account | undefined> {
+  const token = bearerToken(req);
+  const account = token ? await accountForToken(db, token) : undefined;
+  return account && !account.disabled ? account : undefined;
+}
+
 export function requireAuth(db: Db): RequestHandler {
   return async (req, res, next) => {
-    const match = /^(?:Bearer|Token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
-    if (!match) throw new UnauthorizedError('Authentication required: pass Authorization: Bearer <token>');
-    const account = await accountForToken(db, match[1]);
-    if (!account || account.disabled) throw new UnauthorizedError();
+    const token = bearerToken(req);
+    if (!token) throw new UnauthorizedError('Authentication required: pass Authorization: Bearer <token>');
+    const account = await optionalAccount(db, req);
+    if (!account) throw new UnauthorizedError();
     res.locals.account = account;
-    void touchApiToken(db, match[1]).catch(() => undefined);
+    void touchApiToken(db, token).catch(() => undefined);
     next();
   };
 }

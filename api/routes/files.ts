@@ -9,12 +9,11 @@ import { pipeline } from 'node:stream/promises';
 import { Router, type Request } from 'express';
 import type { Db } from '../../db/client';
 import { deleteFile, fileKey, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
-import { accountForToken } from '../../db/accounts';
 import { signedFileUrl, verifyFileUrl, FILE_URL_TTL_SECONDS } from '../../lib/file-urls';
 import { newId } from '../../lib/ids';
 import type { UrlSigner } from '../../lib/signing';
 import type { Storage } from '../../lib/storage';
-import { currentAccount } from '../auth';
+import { currentAccount, optionalAccount } from '../auth';
 import { ApiError, BadRequestError, NotFoundError, UnauthorizedError } from '../errors';
 
 export interface FileDeps {
@@ -46,8 +45,7 @@ export function fileContentRoute(deps: FileDeps): Router {
   router.get('/v1/files/:id/content', async (req, res) => {
     const file = await getFile(deps.db, req.params.id);
     if (!verifyFileUrl(deps.signer, req.params.id, req.query.expires, req.query.sig)) {
-      const match = /^(?:Bearer|Token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
-      const account = match ? await accountForToken(deps.db, match[1]) : undefined;
+      const account = await optionalAccount(deps.db, req);
       if (!account) throw new UnauthorizedError('The link has expired or is not signed: ask the API for a fresh one');
       if (!file || file.accountId !== account.id) throw new NotFoundError(`File ${req.params.id} not found`);
     }

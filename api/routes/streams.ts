@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { renderFileRefs } from '../../lib/file-urls';
 import { eq } from 'drizzle-orm';
-import { accountForToken } from '../../db/accounts';
+import { bearerToken, optionalAccount } from '../auth';
 import type { Db } from '../../db/client';
 import { predictions } from '../../db/schema';
 import type { UrlSigner } from '../../lib/signing';
@@ -22,9 +22,8 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; b
     const id = req.params.id;
     const [row] = await deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id));
     if (!deps.signer.verify(`stream:${id}`, req.query.sig)) {
-      const match = /^(?:Bearer|Token)\s+(\S+)$/i.exec(req.get('authorization') ?? '');
-      if (!match) throw new UnauthorizedError('Pass the signed stream URL from the prediction, or a bearer token');
-      const account = await accountForToken(deps.db, match[1]);
+      if (!bearerToken(req)) throw new UnauthorizedError('Pass the signed stream URL from the prediction, or a bearer token');
+      const account = await optionalAccount(deps.db, req);
       if (!account) throw new UnauthorizedError();
       if (!row || row.accountId !== account.id) throw new NotFoundError(`Prediction ${id} not found`);
     }
