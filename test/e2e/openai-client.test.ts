@@ -72,8 +72,10 @@ test('chat completion streamed: chunks add up to the prediction’s output, then
     finish = choice.finish_reason ?? finish;
   }
   expect(role).toBe('assistant');
-  expect(finish).toBe('length');
-  expect(usage!.completion_tokens).toBe(30);
+  // The random model may end on its own before 30 tokens: the finish reason must say which.
+  expect(usage!.completion_tokens).toBeGreaterThan(0);
+  expect(usage!.completion_tokens).toBeLessThanOrEqual(30);
+  expect(finish).toBe(usage!.completion_tokens === 30 ? 'length' : 'stop');
   const p = await api(`/v1/predictions/${id.replace(/^chatcmpl-/, '')}`, { token });
   expect(text).toBe(p.body.output.join(''));
 });
