@@ -4,6 +4,7 @@ import { preferWaitSeconds } from '../../api/routes/predictions';
 import { decodeCursor, encodeCursor } from '../../db/predictions';
 import { parseConfig } from '../../lib/config';
 import { idFromKey, newId } from '../../lib/ids';
+import { imageFromDataUri, removeBackgroundInput } from '../../tasks/remove-background';
 import { textGenerationInput } from '../../tasks/text-generation';
 import { withoutNul } from '../../db/sanitize';
 
@@ -39,6 +40,27 @@ describe('text-generation input', () => {
     const err = ValidationError.fromZod(result.error!, 'input');
     expect(err.fields).toEqual([{ field: 'input.promtp', description: 'is not a known field' }]);
     expect(err.status).toBe(422);
+  });
+});
+
+describe('remove-background input', () => {
+  test.each(['https://example.com/cat.png', 'http://127.0.0.1:9000/b/cat.jpg', 'data:image/png;base64,iVBORw0KGgo=', 'data:image/svg+xml;charset=utf-8;base64,PHN2Zy8+'])(
+    '%s is an image',
+    (image) => expect(removeBackgroundInput.safeParse({ image }).success).toBe(true),
+  );
+
+  test.each(['', 'cat.png', 'ftp://example.com/cat.png', 'data:text/plain;base64,aGk=', 'data:image/png,raw', 'data:image/png;base64,#!'])(
+    '%j is refused',
+    (image) => expect(removeBackgroundInput.safeParse({ image }).success).toBe(false),
+  );
+
+  test('unknown fields are refused', () => {
+    expect(removeBackgroundInput.safeParse({ image: 'https://example.com/a.png', format: 'webp' }).success).toBe(false);
+  });
+
+  test('a data URI carries its bytes; a URL has to be fetched', () => {
+    expect(imageFromDataUri('data:image/png;base64,aGVsbG8=')).toEqual({ bytes: Buffer.from('hello'), contentType: 'image/png' });
+    expect(imageFromDataUri('https://example.com/a.png')).toBeUndefined();
   });
 });
 
