@@ -13,6 +13,7 @@ import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
+import { deploymentRoutes } from './routes/deployments';
 import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
 import { openaiRoutes } from './routes/openai';
@@ -91,6 +92,15 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use(accountRoutes({ db: deps.db }));
   v1.use(fileRoutes(files));
   v1.use(modelRoutes({ db: deps.db, storage: deps.storage, baseUrl: (req) => urls(req).baseUrl, maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40 }));
+  v1.use(
+    deploymentRoutes({
+      db: deps.db,
+      temporal: deps.temporal,
+      controlQueue: deps.controlQueue,
+      allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      urls,
+    }),
+  );
   v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);
 

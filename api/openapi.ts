@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { tasks, taskNames } from '../tasks';
 import { tokenBody } from './routes/account';
+import { createDeploymentBody, updateDeploymentBody } from './routes/deployments';
 import { createModelBody, createVersionBody } from './routes/models';
 import { chatBody, completionBody, embeddingsBody } from './routes/openai';
 import { createBody, modelCreateBody } from './routes/predictions';
@@ -106,6 +107,17 @@ export function openApiDocument(baseUrl: string) {
       '/v1/files': {
         post: { summary: 'Upload a file (multipart, field content)', requestBody: { content: { 'multipart/form-data': { schema: { type: 'object', properties: { content: { type: 'string', format: 'binary' } } } } } }, responses: { '201': { description: 'The file, with a signed urls.get' } } },
         get: { summary: 'Your files', responses: { '200': { description: 'A page' } } },
+      },
+      '/v1/deployments': {
+        get: { summary: 'Your deployments', responses: { '200': { description: 'A page' } } },
+        post: { summary: 'Create a deployment', requestBody: json(schema(createDeploymentBody)), responses: { '201': { description: 'Created' }, ...errors } },
+      },
+      '/v1/deployments/{owner}/{name}': {
+        get: { summary: 'A deployment', parameters: [pathParam('owner'), pathParam('name')], responses: { '200': { description: 'The deployment' } } },
+        patch: { summary: 'A new release', parameters: [pathParam('owner'), pathParam('name')], requestBody: json(schema(updateDeploymentBody)), responses: { '200': { description: 'The deployment' } } },
+      },
+      '/v1/deployments/{owner}/{name}/predictions': {
+        post: { summary: "Create a prediction on a deployment's current release", parameters: [pathParam('owner'), pathParam('name'), ...headers], requestBody: json(schema(modelCreateBody)), responses: created },
       },
       '/v1/hardware': { get: { summary: 'What the live engine nodes offer', responses: { '200': { description: 'Hardware' } } } },
       '/v1/account': { get: { summary: 'Your account, limits and load', responses: { '200': { description: 'The account' } } } },

@@ -238,6 +238,29 @@ export const usageRecords = pgTable(
   (t) => [index('usage_account_created_idx').on(t.accountId, t.createdAt)],
 );
 
+/** Replicate's deployments: a stable name for a version with its own warm capacity. */
+export const deployments = pgTable(
+  'deployments',
+  {
+    id: text('id').primaryKey(),
+    ownerId: text('owner_id')
+      .notNull()
+      .references(() => accounts.id, { onDelete: 'cascade' }),
+    owner: text('owner').notNull(),
+    name: text('name').notNull(),
+    modelId: text('model_id').notNull(),
+    versionId: text('version_id').notNull(),
+    hardware: text('hardware').notNull().default('cpu'),
+    /** Replicas kept loaded at all times: never scaled to zero. */
+    minInstances: integer('min_instances').notNull().default(0),
+    maxInstances: integer('max_instances').notNull().default(1),
+    release: integer('release').notNull().default(1),
+    createdAt: createdAt(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('deployments_owner_name_idx').on(t.owner, t.name)],
+);
+
 /** Uploaded inputs (`POST /v1/files`) and output files of predictions, stored at `files/<id>`. */
 export const files = pgTable(
   'files',

@@ -6,6 +6,7 @@
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Db } from '../db/client';
 import { heartbeatNode, registerNode, removeNode } from '../db/nodes';
+import { pinnedVersions } from '../db/deployments';
 import type { LoadedVersion } from '../db/schema';
 import type { Logger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
@@ -43,6 +44,8 @@ export class EngineNode implements NodeHooks {
   readonly nodeId: string;
   hardware = 'cpu';
   private served = new Map<string, Served>();
+  /** Versions deployments keep warm (min_instances): never unloaded for idleness or eviction. */
+  private pinned = new Set<string>();
   /** Unloads under way: a load of the same version waits for them, so it never races one. */
   private unloading = new Map<string, Promise<void>>();
   private nodeWorker?: Worker;
@@ -106,6 +109,7 @@ export class EngineNode implements NodeHooks {
 
   async heartbeat(): Promise<void> {
     await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions());
+    this.pinned = await pinnedVersions(this.deps.db);
   }
 
   async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void> {
@@ -153,7 +157,7 @@ export class EngineNode implements NodeHooks {
   async makeRoom(bytes: number): Promise<void> {
     const used = () => [...this.served.values()].filter((s) => !s.draining).reduce((n, s) => n + s.memoryBytes, 0);
     while (used() + bytes > this.opts.memoryBytes) {
-      const idle = [...this.served].filter(([, s]) => !s.draining && s.active === 0).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
+      const idle = [...this.served].filter(([id, s]) => !s.draining && s.active === 0 && !this.pinned.has(id)).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
       if (idle.length === 0) {
         throw new Error(`node ${this.nodeId} has ${used()} of ${this.opts.memoryBytes} bytes in use by busy models`);
       }
@@ -166,7 +170,7 @@ export class EngineNode implements NodeHooks {
   private reapIdle(): void {
     const now = Date.now();
     for (const [versionId, s] of this.served) {
-      if (!s.draining && s.active === 0 && now - s.lastUsedAt.getTime() > s.idleTtlMs) {
+      if (!s.draining && s.active === 0 && !this.pinned.has(versionId) && now - s.lastUsedAt.getTime() > s.idleTtlMs) {
         this.deps.logger.info({ versionId, idleMs: now - s.lastUsedAt.getTime() }, 'unloading idle model');
         void this.unload(versionId).catch((err: Error) => this.deps.logger.warn({ err: err.message, versionId }, 'unload failed'));
       }

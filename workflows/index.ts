@@ -1,2 +1,3 @@
 export { predictionWorkflow, predictionQuery, predictionStartedSignal } from './prediction';
+export { warmDeploymentWorkflow } from './warm-deployment';
 export { webhookDeliveryWorkflow } from './webhook-delivery';
