@@ -1,5 +1,6 @@
 /** `npm run bench -- <scenario>`: figures from the running stack (start it with npm start). */
 import { Command } from 'commander';
+import { coldStart } from './cold-start';
 import { fairness } from './fairness';
 import { overhead } from './overhead';
 import { streaming } from './streaming';
@@ -36,6 +37,12 @@ program
   .option('-q, --quiet <n>', 'quiet predictions, 300 ms apart', int, 10)
   .option('-s, --sleep-ms <n>', 'fixture work per prediction', int, 200)
   .action((o) => fairness({ flood: o.flood, quiet: o.quiet, sleepMs: o.sleepMs }));
+
+program
+  .command('cold-start')
+  .description('cold (download + load), cold from the disk cache and warm, next to the raw S3 GET and llama.cpp load floors')
+  .option('--sizes <list>', 'model sizes in MB', (v) => v.split(',').map(int), [100, 500])
+  .action((o) => coldStart({ sizes: o.sizes }));
 
 program.parseAsync().then(
   () => process.exit(0),
