@@ -17,6 +17,12 @@ import {
 
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 
+/** A column that names an account; its rows go when the account goes. */
+const accountColumn = (name: string) =>
+  text(name)
+    .notNull()
+    .references(() => accounts.id, { onDelete: 'cascade' });
+
 export const accounts = pgTable('accounts', {
   id: text('id').primaryKey(),
   /** The owner name in `owner/model` and in `GET /v1/account`. */
@@ -42,9 +48,7 @@ export const apiTokens = pgTable(
   'api_tokens',
   {
     id: text('id').primaryKey(),
-    accountId: text('account_id')
-      .notNull()
-      .references(() => accounts.id, { onDelete: 'cascade' }),
+    accountId: accountColumn('account_id'),
     name: text('name').notNull(),
     /** sha256 of the token: the token itself is shown once and never stored. */
     tokenHash: text('token_hash').notNull().unique(),
@@ -61,9 +65,7 @@ export const models = pgTable(
   'models',
   {
     id: text('id').primaryKey(),
-    ownerId: text('owner_id')
-      .notNull()
-      .references(() => accounts.id, { onDelete: 'cascade' }),
+    ownerId: accountColumn('owner_id'),
     owner: text('owner').notNull(),
     name: text('name').notNull(),
     description: text('description'),
@@ -114,9 +116,7 @@ export const predictions = pgTable(
   'predictions',
   {
     id: text('id').primaryKey(),
-    accountId: text('account_id')
-      .notNull()
-      .references(() => accounts.id, { onDelete: 'cascade' }),
+    accountId: accountColumn('account_id'),
     model: text('model').notNull(),
     versionId: text('version_id').notNull(),
     input: jsonb('input').$type<Record<string, unknown>>().notNull(),
@@ -166,9 +166,7 @@ export const webhookSecrets = pgTable(
   'webhook_secrets',
   {
     id: text('id').primaryKey(),
-    accountId: text('account_id')
-      .notNull()
-      .references(() => accounts.id, { onDelete: 'cascade' }),
+    accountId: accountColumn('account_id'),
     key: text('key').notNull(),
     createdAt: createdAt(),
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
@@ -243,9 +241,7 @@ export const deployments = pgTable(
   'deployments',
   {
     id: text('id').primaryKey(),
-    ownerId: text('owner_id')
-      .notNull()
-      .references(() => accounts.id, { onDelete: 'cascade' }),
+    ownerId: accountColumn('owner_id'),
     owner: text('owner').notNull(),
     name: text('name').notNull(),
     modelId: text('model_id').notNull(),
