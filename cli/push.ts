@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
+import { byteMeter } from '../lib/byte-meter';
 import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
 import { loadNodeLlamaCpp } from '../workers/engines/llama-engine';
 import { request, type ApiContext } from './client';
@@ -78,12 +79,9 @@ export async function push(
     } else {
       const progress = bar('uploading', size, opts.quiet);
       let sent = 0;
-      const meter = new Transform({
-        transform(chunk: Buffer, _enc, done) {
-          sent += chunk.length;
-          progress.update(sent);
-          done(null, chunk);
-        },
+      const meter = byteMeter((chunk) => {
+        sent += chunk.length;
+        progress.update(sent);
       });
       const body = Readable.toWeb(createReadStream(file, { highWaterMark: 4 * 2 ** 20 }).pipe(meter)) as unknown as RequestInit['body'];
       await request(ctx, `/v1/blobs/sha256/${sha256}`, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });

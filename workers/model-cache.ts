@@ -7,8 +7,8 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
 import type { VersionFile } from '../db/schema';
+import { byteMeter } from '../lib/byte-meter';
 import { blobKey, type Storage } from '../lib/storage';
 import { kilnFailure } from '../workflows/failures';
 
@@ -79,13 +79,10 @@ export class ModelCache {
     let bytes = start;
     if (start < file.size) {
       const body = await this.storage.read(blobKey(file.sha256), { start, signal: opts.signal });
-      const meter = new Transform({
-        transform(chunk: Buffer, _enc, done) {
-          hash.update(chunk);
-          bytes += chunk.length;
-          opts.onProgress?.({ file: file.path, bytes, total: file.size });
-          done(null, chunk);
-        },
+      const meter = byteMeter((chunk) => {
+        hash.update(chunk);
+        bytes += chunk.length;
+        opts.onProgress?.({ file: file.path, bytes, total: file.size });
       });
       await pipeline(body, meter, createWriteStream(partial, { flags: start > 0 ? 'a' : 'w' }), { signal: opts.signal });
     }

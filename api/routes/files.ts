@@ -4,12 +4,12 @@
  */
 import Busboy from 'busboy';
 import { createHash } from 'node:crypto';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Router, type Request } from 'express';
 import type { Db } from '../../db/client';
 import { deleteFile, fileKey, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
 import { signedFileUrl, verifyFileUrl, FILE_URL_TTL_SECONDS } from '../../lib/file-urls';
+import { byteMeter } from '../../lib/byte-meter';
 import { newId } from '../../lib/ids';
 import type { UrlSigner } from '../../lib/signing';
 import type { Storage } from '../../lib/storage';
@@ -80,12 +80,9 @@ export function fileRoutes(deps: FileDeps): Router {
         got = true;
         const hash = createHash('sha256');
         let size = 0;
-        const meter = new Transform({
-          transform(chunk: Buffer, _enc, done) {
-            size += chunk.length;
-            hash.update(chunk);
-            done(null, chunk);
-          },
+        const meter = byteMeter((chunk) => {
+          size += chunk.length;
+          hash.update(chunk);
         });
         stream.on('limit', () => meter.destroy(new ApiError(413, 'Payload too large', `files are limited to ${deps.maxUploadBytes} bytes`)));
         Promise.all([pipeline(stream, meter), storage.putStream(fileKey(id), meter)])

@@ -4,7 +4,6 @@
  * is a manifest of blobs plus task, engine and memory needs.
  */
 import { createHash } from 'node:crypto';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
@@ -12,6 +11,7 @@ import type { Db } from '../../db/client';
 import { addVersion, findVisibleModel, getVersion, listVersions, listVisibleModels, upsertModel } from '../../db/models';
 import { liveNodes } from '../../db/nodes';
 import { engines } from '../../db/schema';
+import { byteMeter } from '../../lib/byte-meter';
 import { blobKey, type Storage } from '../../lib/storage';
 import { isTaskName, taskNames, tasks } from '../../tasks';
 import { currentAccount } from '../auth';
@@ -155,13 +155,10 @@ export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Req
     }
     const hash = createHash('sha256');
     let size = 0;
-    const meter = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        size += chunk.length;
-        if (size > deps.maxBlobBytes) return done(new ApiError(413, 'Payload too large', `blobs are limited to ${deps.maxBlobBytes} bytes`));
-        hash.update(chunk);
-        done(null, chunk);
-      },
+    const meter = byteMeter((chunk) => {
+      size += chunk.length;
+      if (size > deps.maxBlobBytes) return new ApiError(413, 'Payload too large', `blobs are limited to ${deps.maxBlobBytes} bytes`);
+      hash.update(chunk);
     });
     const upload = storage.putStream(key, meter);
     await Promise.all([pipeline(req, meter), upload]).catch(async (err) => {
