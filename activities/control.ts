@@ -6,12 +6,11 @@ import { liveNodes } from '../db/nodes';
 import { admit, release } from '../db/admissions';
 import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
 import { recordUsage, type UsageRecord } from '../db/usage';
-import { accounts } from '../db/schema';
+import { accounts, isTerminalStatus } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
 
-const TERMINAL = ['succeeded', 'failed', 'canceled', 'aborted'];
 import type { Placement } from '../workflows/types';
 
 export interface ControlDeps {
@@ -23,7 +22,7 @@ export function createControlActivities({ db }: ControlDeps) {
     async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
       const applied = await writePredictionSnapshot(db, snapshot);
       // Counted once: a retried or late write of the same transition is not applied again.
-      if (applied && TERMINAL.includes(snapshot.status)) observePrediction(snapshot);
+      if (applied && isTerminalStatus(snapshot.status)) observePrediction(snapshot);
     },
 
     /**

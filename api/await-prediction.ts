@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Db } from '../db/client';
 import { getPrediction, type PredictionRow } from '../db/predictions';
 import { predictionWorkflowId } from '../workflows/types';
-import { TERMINAL_STATUSES } from './prediction-json';
+import { isTerminalStatus } from '../db/schema';
 
 /**
  * The prediction once its workflow has finished (its final projection is written before the
@@ -13,7 +13,7 @@ export async function awaitPrediction(
   row: PredictionRow,
   opts: { timeoutMs?: number; signal?: AbortSignal } = {},
 ): Promise<PredictionRow> {
-  if (TERMINAL_STATUSES.has(row.status)) return row;
+  if (isTerminalStatus(row.status)) return row;
   const handle = deps.temporal.workflow.getHandle(predictionWorkflowId(row.id));
   const waits: Array<Promise<unknown>> = [handle.result().catch(() => undefined)];
   let timer: NodeJS.Timeout | undefined;

@@ -3,6 +3,7 @@
  * task type's input and output schemas), so the reference cannot drift from the code.
  */
 import { z } from 'zod';
+import { predictionStatuses } from '../db/schema';
 import { tasks, taskNames } from '../tasks';
 import { tokenBody } from './routes/account';
 import { createDeploymentBody, updateDeploymentBody } from './routes/deployments';
@@ -25,7 +26,7 @@ const prediction = {
     output: { description: "The task's output; file outputs are signed URLs that expire" },
     logs: { type: 'string' },
     error: { type: ['string', 'null'] },
-    status: { enum: ['starting', 'processing', 'succeeded', 'failed', 'canceled', 'aborted'] },
+    status: { enum: [...predictionStatuses] },
     created_at: { type: 'string', format: 'date-time' },
     started_at: { type: ['string', 'null'], format: 'date-time' },
     completed_at: { type: ['string', 'null'], format: 'date-time' },

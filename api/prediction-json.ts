@@ -38,7 +38,6 @@ export function predictionJson(row: PredictionRow, ctx: UrlContext) {
 
 export type PredictionJson = ReturnType<typeof predictionJson>;
 
-export const TERMINAL_STATUSES = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
 
 export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
   return {

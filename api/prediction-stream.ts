@@ -8,7 +8,7 @@ import { eventsAfter, type PredictionEventRow } from '../db/events';
 import { predictions } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import type { EventHub } from './event-hub';
-import { TERMINAL_STATUSES } from './prediction-json';
+import { isTerminalStatus } from '../db/schema';
 
 /** A missed notification (a reconnect of the LISTEN connection) costs at most this long. */
 const FALLBACK_POLL_MS = 1_000;
@@ -56,7 +56,7 @@ export function followPrediction(
       } while (again && !closed);
       // A prediction that ended without a done event (made before streams existed) still ends.
       const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
-      if (row && TERMINAL_STATUSES.has(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
+      if (row && isTerminalStatus(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
         const data = row.status === 'succeeded' ? '{}' : JSON.stringify({ reason: row.status });
         onEvent({ id: last + 1, predictionId, event: 'done', data, createdAt: new Date() });
         finish();

@@ -10,7 +10,7 @@
  */
 import { createAccount, createApiToken, updateAccount } from '../db/accounts';
 import { closeDb, createDb, type Db } from '../db/client';
-import { predictions } from '../db/schema';
+import { isTerminalStatus, predictions } from '../db/schema';
 import { inArray } from 'drizzle-orm';
 import { newId } from '../lib/ids';
 import { API_URL, call, ms, percentile, saveResult, table } from './lib';
@@ -33,7 +33,7 @@ interface Done {
 async function finishAll(db: Db, ids: string[]): Promise<Done[]> {
   for (;;) {
     const rows = await db.select().from(predictions).where(inArray(predictions.id, ids));
-    const ended = rows.filter((r) => ['succeeded', 'failed', 'canceled', 'aborted'].includes(r.status));
+    const ended = rows.filter((r) => isTerminalStatus(r.status));
     if (ended.length === ids.length) {
       const bad = ended.find((r) => r.status !== 'succeeded');
       if (bad) throw new Error(`prediction ${bad.id} ${bad.status}: ${bad.error}`);

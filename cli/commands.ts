@@ -5,11 +5,11 @@
 import type { Command } from 'commander';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { isTerminalStatus } from '../db/schema';
 import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
 
-const TERMINAL = ['succeeded', 'failed', 'canceled', 'aborted'];
 
 /** `-i key=value`: numbers, booleans and JSON stay typed; `@path` uploads the file first. */
 export async function parseInputs(ctx: ApiContext, pairs: string[]): Promise<Record<string, unknown>> {
@@ -68,7 +68,7 @@ async function follow(ctx: ApiContext, p: Json, quiet: boolean): Promise<void> {
 async function finalState(ctx: ApiContext, id: string): Promise<Json> {
   for (;;) {
     const p = await request<Json>(ctx, `/v1/predictions/${id}`);
-    if (TERMINAL.includes(p.status)) return p;
+    if (isTerminalStatus(p.status)) return p;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }

@@ -2,7 +2,7 @@ import { and, desc, eq, lt, or } from 'drizzle-orm';
 import type { Db } from './client';
 import { appendEvents, hasEvent } from './events';
 import { withoutNul } from './sanitize';
-import { predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
+import { isTerminalStatus, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
 export type PredictionRow = typeof predictions.$inferSelect;
 
@@ -27,7 +27,6 @@ export interface PredictionSnapshot {
   revision: number;
 }
 
-const TERMINAL: PredictionStatus[] = ['succeeded', 'failed', 'canceled', 'aborted'];
 
 const toDate = (s: string | null | undefined) => (s ? new Date(s) : null);
 
@@ -80,7 +79,7 @@ export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapsh
     const oldLogs = before?.logs ?? '';
     const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
     if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
-    if (TERMINAL.includes(s.status)) {
+    if (isTerminalStatus(s.status)) {
       if (s.status === 'succeeded' && s.output != null && !(await hasEvent(tx, s.id, 'output'))) {
         events.push({ event: 'output', data: typeof s.output === 'string' ? s.output : JSON.stringify(s.output) });
       }

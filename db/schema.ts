@@ -111,6 +111,10 @@ export const modelVersions = pgTable(
 export const predictionStatuses = ['starting', 'processing', 'succeeded', 'failed', 'canceled', 'aborted'] as const;
 export type PredictionStatus = (typeof predictionStatuses)[number];
 
+/** The statuses a prediction never leaves. */
+export const terminalStatuses: readonly PredictionStatus[] = ['succeeded', 'failed', 'canceled', 'aborted'];
+export const isTerminalStatus = (status: string): boolean => (terminalStatuses as readonly string[]).includes(status);
+
 /** The read model of a prediction, written only by the prediction workflow's activities. */
 export const predictions = pgTable(
   'predictions',

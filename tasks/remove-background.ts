@@ -21,17 +21,3 @@ export const removeBackgroundInput = z.strictObject({
 export const removeBackgroundOutput = z.string().describe('URL of the transparent PNG');
 
 export type RemoveBackgroundInput = z.output<typeof removeBackgroundInput>;
-
-/** What the engine gets: the image already fetched (or decoded from its data URI), as bytes. */
-export interface FetchedImage {
-  bytes: Buffer;
-  /** From the response's Content-Type or the data URI, when known; the engine sniffs the bytes anyway. */
-  contentType?: string;
-}
-
-/** The bytes of a data URI image, or undefined when `image` is a URL to fetch. */
-export function imageFromDataUri(image: string): FetchedImage | undefined {
-  const match = IMAGE_DATA_URI.exec(image);
-  if (!match) return undefined;
-  return { bytes: Buffer.from(match[1], 'base64'), contentType: image.slice(5, image.search(/[;,]/)) };
-}

@@ -11,7 +11,6 @@ export type KilnFailureType =
   | 'ModelTooLarge'
   | 'ModelFileCorrupt'
   | 'ModelLoadFailed'
-  | 'NoEngineNode'
   | 'OverCapacity';
 
 export const NON_RETRYABLE_TYPES: KilnFailureType[] = [

@@ -10,8 +10,8 @@ import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
-import { predictionJson, TERMINAL_STATUSES, type UrlContext } from '../prediction-json';
-import { webhookEvents } from '../../db/schema';
+import { predictionJson, type UrlContext } from '../prediction-json';
+import { isTerminalStatus, webhookEvents } from '../../db/schema';
 import { parseOr422 } from '../validation';
 
 const inputSchema = z.record(z.string(), z.unknown());
@@ -164,7 +164,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const account = currentAccount(res);
     const row = await getPrediction(db, account.id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
-    if (!TERMINAL_STATUSES.has(row.status)) {
+    if (!isTerminalStatus(row.status)) {
       try {
         await temporal.workflow.getHandle(predictionWorkflowId(row.id)).cancel();
       } catch (err) {

@@ -6,7 +6,8 @@ import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../
 import { webhookWorkflowId, type WebhookDelivery } from '../../workflows/types';
 import { currentAccount } from '../auth';
 import { ApiError, NotFoundError } from '../errors';
-import { rowToSnapshot, TERMINAL_STATUSES } from '../prediction-json';
+import { rowToSnapshot } from '../prediction-json';
+import { isTerminalStatus } from '../../db/schema';
 
 export function webhookRoutes(deps: { db: Db; temporal: Client; controlQueue: string }): Router {
   const router = Router();
@@ -47,7 +48,7 @@ export function webhookRoutes(deps: { db: Db; temporal: Client; controlQueue: st
     const row = await getPrediction(deps.db, currentAccount(res).id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
     if (!row.webhook) throw new ApiError(409, 'Conflict', 'This prediction has no webhook');
-    if (!TERMINAL_STATUSES.has(row.status)) throw new ApiError(409, 'Conflict', 'The prediction has not finished yet');
+    if (!isTerminalStatus(row.status)) throw new ApiError(409, 'Conflict', 'The prediction has not finished yet');
     const webhookId = webhookWorkflowId(row.id, 'completed', 1);
     const delivery: WebhookDelivery = {
       webhookId,

@@ -4,7 +4,8 @@ import { preferWaitSeconds } from '../../api/routes/predictions';
 import { decodeCursor, encodeCursor } from '../../db/predictions';
 import { parseConfig } from '../../lib/config';
 import { idFromKey, newId } from '../../lib/ids';
-import { imageFromDataUri, removeBackgroundInput } from '../../tasks/remove-background';
+import { removeBackgroundInput } from '../../tasks/remove-background';
+import { fetchInput, type FetchInputDeps } from '../../lib/fetch-input';
 import { textGenerationInput } from '../../tasks/text-generation';
 import { withoutNul } from '../../db/sanitize';
 
@@ -58,9 +59,11 @@ describe('remove-background input', () => {
     expect(removeBackgroundInput.safeParse({ image: 'https://example.com/a.png', format: 'webp' }).success).toBe(false);
   });
 
-  test('a data URI carries its bytes; a URL has to be fetched', () => {
-    expect(imageFromDataUri('data:image/png;base64,aGVsbG8=')).toEqual({ bytes: Buffer.from('hello'), contentType: 'image/png' });
-    expect(imageFromDataUri('https://example.com/a.png')).toBeUndefined();
+  test('a data URI carries its bytes, within the size limit', async () => {
+    // The data URI path reads nothing from storage or the network.
+    const deps = { storage: undefined, signer: undefined, allowPrivate: false, maxBytes: 8, timeoutMs: 1000 } as unknown as FetchInputDeps;
+    await expect(fetchInput('data:image/png;base64,aGVsbG8=', deps)).resolves.toEqual({ bytes: Buffer.from('hello'), contentType: 'image/png' });
+    await expect(fetchInput(`data:image/png;base64,${Buffer.from('more than eight').toString('base64')}`, deps)).rejects.toThrow(/limit 8/);
   });
 });
 
