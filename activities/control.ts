@@ -1,6 +1,9 @@
 /** Cheap activities run by the control worker: admission, placement and projection. */
 import { log } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import type { Db } from '../db/client';
+import { replicaLimits } from '../db/deployments';
 import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
 import { admit, release } from '../db/admissions';
@@ -11,14 +14,79 @@ import { eq } from 'drizzle-orm';
 import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
 
-import type { Placement } from '../workflows/types';
+import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
 
 export interface ControlDeps {
   db: Db;
+  /** Reads task queue backlogs for replica scaling; without it, no replica is added for a backlog. */
+  temporal?: Client;
+  replicas?: ReplicaSettings;
 }
 
-export function createControlActivities({ db }: ControlDeps) {
+export interface ReplicaSettings {
+  /** Tasks waiting per replica before another one is added. */
+  backlogPerReplica: number;
+  /** Replicas of a version no deployment bounds. */
+  maxReplicas: number;
+}
+
+const DEFAULT_REPLICAS: ReplicaSettings = { backlogPerReplica: 8, maxReplicas: 4 };
+
+export function createControlActivities({ db, temporal: client, replicas = DEFAULT_REPLICAS }: ControlDeps) {
+  /** Predictions waiting on the version's queue, by Temporal's own count (approximate, and cheap). */
+  async function backlog(versionId: string): Promise<number> {
+    if (!client) return 0;
+    const res = await client.workflowService.describeTaskQueue({
+      namespace: client.options.namespace,
+      taskQueue: { name: modelQueue(versionId), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+      reportStats: true,
+    });
+    return Number(res.stats?.approximateBacklogCount ?? 0);
+  }
+
   return {
+    /**
+     * The replica scaler's look at every served version: one more replica where the backlog per
+     * replica passed the threshold (up to max_instances, or the default cap), and replicas back
+     * up to min_instances where a node holding one went away. Only nodes with room are used:
+     * a replica for throughput is not worth evicting another model. At most one load per
+     * version is under way at a time, so a burst does not grab every node at once.
+     */
+    async planReplicas({ loading }: { loading: ReplicaLoad[] }): Promise<ReplicaLoad[]> {
+      const [live, limits] = await Promise.all([liveNodes(db), replicaLimits(db)]);
+      const free = new Map(live.map((n) => [n.id, n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0)]));
+      const holders = new Map<string, Set<string>>();
+      for (const n of live) for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
+      const busy = new Set(loading.map((l) => l.versionId));
+      const plan: ReplicaLoad[] = [];
+      const versions = new Set([...holders.keys(), ...[...limits].filter(([, l]) => l.min > 0).map(([v]) => v)]);
+      for (const versionId of versions) {
+        if (busy.has(versionId)) continue;
+        const on = holders.get(versionId) ?? new Set<string>();
+        const { min, max } = limits.get(versionId) ?? { min: 0, max: replicas.maxReplicas };
+        let reason: string | undefined;
+        if (on.size < min) reason = `min_instances ${min}`;
+        else if (on.size > 0 && on.size < max) {
+          const waiting = await backlog(versionId);
+          if (waiting >= replicas.backlogPerReplica * on.size) reason = `backlog ${waiting} on ${on.size} replica(s)`;
+        }
+        if (!reason) continue;
+        const version = await getVersion(db, versionId);
+        if (!version) continue;
+        // Best fit, as in placement: the fullest node that still has room.
+        const node = live
+          .filter((n) => !on.has(n.id) && (free.get(n.id) ?? 0) >= version.memoryBytes)
+          .sort((a, b) => (free.get(a.id) ?? 0) - (free.get(b.id) ?? 0))[0];
+        if (!node) continue;
+        free.set(node.id, (free.get(node.id) ?? 0) - version.memoryBytes);
+        log.info('adding a replica', { versionId, nodeId: node.id, reason, replicas: on.size });
+        plan.push({ versionId, nodeId: node.id });
+      }
+      return plan;
+    },
+
+
     async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
       const applied = await writePredictionSnapshot(db, snapshot);
       // Counted once: a retried or late write of the same transition is not applied again.

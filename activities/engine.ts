@@ -20,6 +20,7 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 type EchoFixtureInput = import('zod').output<typeof import('../workers/engines/echo-fixture').echoFixtureInput>;
 import { OutputStream } from './output-stream';
+import { createBatchChunkActivities } from './batch-chunk';
 import { OutputWebhooks } from './output-webhooks';
 import { kilnFailure } from '../workflows/failures';
 import {
@@ -53,10 +54,18 @@ export interface EngineDeps {
   node: NodeHooks;
   /** Where webhook delivery workflows run. */
   controlQueue: string;
+  /** Where batch inputs are read and their results written. */
+  storage?: Storage;
   /** Present only where fixtures are enabled (tests, benchmarks). */
   echoFixture?: EchoFixtureEngine;
   /** ONNX Runtime, with what its tasks need: inputs to fetch and output files to store. */
   onnx?: { engine: OnnxEngine; storage: Storage; signer: UrlSigner; fetch: FetchInputDeps };
+}
+
+/** How one input runs: as a prediction of its own (`live`), or as an item of a batch. */
+export interface RunMode {
+  live: boolean;
+  heartbeat: (details: unknown) => void;
 }
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
@@ -65,7 +74,7 @@ const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
 const idleTtlOf = (settings: Record<string, unknown> | undefined) =>
   typeof settings?.idleTtlSeconds === 'number' ? settings.idleTtlSeconds : undefined;
 
-export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture, onnx }: EngineDeps) {
+export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture, onnx, storage }: EngineDeps) {
   const isLoaded = (versionId: string) =>
     llama.isLoaded(versionId) || echoFixture?.isLoaded(versionId) === true || onnx?.engine.isLoaded(versionId) === true;
 
@@ -119,19 +128,27 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     };
   }
 
+  /**
+   * Runs one input. A prediction (`live`) signals its workflow when it starts, streams its output
+   * and sends output webhooks; a batch item does none of that, and its heartbeats go through the
+   * batch, which adds its own progress to them.
+   */
   async function runPrediction(
     req: PredictRequest,
     ctx: Context,
     startedAt: string,
     queueSeconds: number,
+    mode: RunMode = { live: true, heartbeat: (d) => ctx.heartbeat(d) },
   ): Promise<PredictResult> {
     {
-      const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
-      // Best effort: the workflow learns the start time from the result anyway.
-      ctx.client.workflow
-        .getHandle(predictionWorkflowId(req.predictionId))
-        .signal(PREDICTION_STARTED_SIGNAL, started)
-        .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
+      if (mode.live) {
+        const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
+        // Best effort: the workflow learns the start time from the result anyway.
+        ctx.client.workflow
+          .getHandle(predictionWorkflowId(req.predictionId))
+          .signal(PREDICTION_STARTED_SIGNAL, started)
+          .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
+      }
 
       if (!isTaskName(req.task)) throw kilnFailure('InvalidInput', `task ${req.task} is not served here`);
       const parsed = tasks[req.task].input.safeParse(req.input);
@@ -139,12 +156,12 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       if (req.task === 'echo-fixture') {
         if (!echoFixture) throw kilnFailure('InvalidInput', 'fixtures are not enabled on this node');
         const t0 = performance.now();
-        const r = await echoFixture.run(parsed.data as EchoFixtureInput, ctx.cancellationSignal);
-        if (r.aborted && !ctx.cancellationDetails?.cancelRequested) throw new Error(`interrupted on node ${node.nodeId}`);
+        const r = await echoFixture.run(parsed.data as EchoFixtureInput, ctx.cancellationSignal, req.predictionId);
+        if (r.aborted && !ctx.cancellationDetails?.cancelRequested) throw kilnFailure('EngineInterrupted', `interrupted on node ${node.nodeId}`);
         const seconds = (performance.now() - t0) / 1000;
         return {
           output: r.output,
-          logs: [`echo fixture: slept ${(seconds * 1000).toFixed(0)} ms`],
+          logs: [`echo fixture: slept ${(seconds * 1000).toFixed(0)} ms on node ${node.nodeId}`],
           metrics: { predict_time: round(seconds), queue_time: round(queueSeconds) },
           startedAt,
           aborted: r.aborted,
@@ -153,7 +170,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       }
       if (req.task === 'remove-background') {
         if (!onnx) throw kilnFailure('InvalidInput', 'ONNX Runtime is not available on this node');
-        return removeBackground(req, parsed.data as RemoveBackgroundInput, ctx, startedAt, queueSeconds, onnx);
+        return removeBackground(req, parsed.data as RemoveBackgroundInput, ctx, startedAt, queueSeconds, onnx, mode.heartbeat);
       }
       if (!(tasks[req.task].engines as readonly string[]).includes('llama.cpp')) {
         throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
@@ -175,28 +192,28 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       const input = parsed.data as TextGenerationInput;
 
       let tokens = 0;
-      const beat = setInterval(() => ctx.heartbeat({ tokens }), 1000);
-      const stream = new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }));
+      const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
+      const stream = mode.live ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message })) : undefined;
       const output: string[] = [];
-      const webhooks = new OutputWebhooks(ctx.client, controlQueue, req.snapshot, (err) =>
-        log.warn('could not start an output webhook', { error: err.message }),
-      );
+      const webhooks = mode.live
+        ? new OutputWebhooks(ctx.client, controlQueue, req.snapshot, (err) => log.warn('could not start an output webhook', { error: err.message }))
+        : undefined;
       try {
         const g = await llama.generate(req.versionId, input, {
           signal: ctx.cancellationSignal,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
-            ctx.heartbeat({ tokens });
+            mode.heartbeat({ tokens });
             output.push(chunk);
-            stream.push(chunk);
-            webhooks.outputChanged(output);
+            stream?.push(chunk);
+            webhooks?.outputChanged(output);
           },
         });
-        webhooks.stop();
-        await stream.close();
+        webhooks?.stop();
+        await stream?.close();
         // Anything but a cancel request (shutdown, lost heartbeat) is a fault: let Temporal retry.
         if (g.aborted && !ctx.cancellationDetails?.cancelRequested) {
-          throw new Error(`generation interrupted on node ${node.nodeId}`);
+          throw kilnFailure('EngineInterrupted', `generation interrupted on node ${node.nodeId}`);
         }
         const tokensPerSecond = g.outputTokens / Math.max(g.predictSeconds, 1e-6);
         const logs = [`Using seed: ${g.seed}`];
@@ -216,7 +233,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
         return { output: g.chunks, logs, metrics, startedAt, aborted: g.aborted, hardware: node.hardware };
       } finally {
         clearInterval(beat);
-        webhooks.stop();
+        webhooks?.stop();
       }
     }
   }
@@ -229,6 +246,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     startedAt: string,
     queueSeconds: number,
     deps: NonNullable<EngineDeps['onnx']>,
+    heartbeat: RunMode['heartbeat'],
   ): Promise<PredictResult> {
     const t0 = performance.now();
     let image;
@@ -239,7 +257,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       throw err;
     }
     const fetchSeconds = (performance.now() - t0) / 1000;
-    ctx.heartbeat({ phase: 'inference' });
+    heartbeat({ phase: 'inference' });
     const out = await deps.engine.removeBackground(req.versionId, image.bytes, ctx.cancellationSignal);
     const id = newId();
     await deps.storage.putStream(fileKey(id), Readable.from([out.png]));
@@ -267,6 +285,19 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
   }
 
   return {
+    ...createBatchChunkActivities({
+      storage,
+      nodeId: node.nodeId,
+      async runItem(req, ctx, heartbeat) {
+        const done = node.begin(req.versionId);
+        try {
+          return await runPrediction(req, ctx, new Date().toISOString(), 0, { live: false, heartbeat });
+        } finally {
+          done();
+        }
+      },
+    }),
+
     /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
     async loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
       // A version being unloaded (idle, evicted) is loaded again from scratch once that is done.

@@ -1,6 +1,7 @@
 /** The HTTP API as an express app; `api/index.ts` listens, tests may mount it directly. */
 import type { Client } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
+import path from 'node:path';
 import express, { type Request } from 'express';
 import type { Db } from '../db/client';
 import type { Logger } from '../lib/logger';
@@ -10,9 +11,11 @@ import { requireAuth } from './auth';
 import { openApiDocument, REFERENCE_HTML } from './openapi';
 import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
+import { requestLog } from './request-log';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
+import { batchRoutes } from './routes/batches';
 import { deploymentRoutes } from './routes/deployments';
 import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
@@ -33,6 +36,11 @@ export interface AppDeps {
   maxBlobBytes?: number;
   maxUploadBytes?: number;
   publicUrl?: string;
+  /** Where the playground links each run: the Temporal UI and the namespace predictions run in. */
+  temporalUi?: { url: string; namespace: string };
+  /** How the API fetches a batch's `input_url`. */
+  fetch?: { allowPrivate: boolean; maxBytes: number; timeoutMs: number };
+  batches?: { parallelism: number; chunksPerRun: number };
 }
 
 export function createApp(deps: AppDeps): express.Express {
@@ -44,6 +52,7 @@ export function createApp(deps: AppDeps): express.Express {
     signer: deps.signer,
   });
 
+  app.use(requestLog(deps.logger));
   app.use((req, res, next) => {
     const end = httpRequests.startTimer({ method: req.method });
     // The route pattern, not the path: ids would make a metric per prediction.
@@ -59,6 +68,19 @@ export function createApp(deps: AppDeps): express.Express {
   });
   app.get('/docs', (_req, res) => {
     res.type('html').send(REFERENCE_HTML);
+  });
+
+  // The playground is static files over the public API; the page asks for a token itself.
+  app.get('/playground/config.json', (_req, res) => {
+    res.json({
+      temporal_ui_url: (deps.temporalUi?.url ?? 'http://127.0.0.1:8233').replace(/\/$/, ''),
+      temporal_namespace: deps.temporalUi?.namespace ?? 'default',
+    });
+  });
+  const playground = path.join(__dirname, 'playground');
+  app.use('/playground', express.static(playground, { index: false, fallthrough: true }));
+  app.get('/', (_req, res) => {
+    res.sendFile(path.join(playground, 'index.html'));
   });
 
   app.get('/healthz', async (_req, res) => {
@@ -98,6 +120,18 @@ export function createApp(deps: AppDeps): express.Express {
       temporal: deps.temporal,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      urls,
+    }),
+  );
+  v1.use(
+    batchRoutes({
+      db: deps.db,
+      temporal: deps.temporal,
+      storage: deps.storage,
+      controlQueue: deps.controlQueue,
+      fetch: { storage: deps.storage, signer: deps.signer, ...(deps.fetch ?? { allowPrivate: false, maxBytes: 50 * 2 ** 20, timeoutMs: 30_000 }) },
+      parallelism: deps.batches?.parallelism ?? 2,
+      chunksPerRun: deps.batches?.chunksPerRun ?? 500,
       urls,
     }),
   );

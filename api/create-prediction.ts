@@ -75,6 +75,7 @@ export async function createPrediction(
       fairnessWeight: account.fairnessWeight,
       priorityKey: PRIORITY_KEYS[opts.priority ?? 'default'],
     },
+    retry: resolved.version.retry ?? undefined,
   };
   try {
     await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {

@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { closeDb, createDb } from '../db/client';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
 import { announceReady } from '../lib/ready';
 import { UrlSigner } from '../lib/signing';
 import { Storage } from '../lib/storage';
@@ -12,6 +13,7 @@ import { EventHub } from './event-hub';
 async function main() {
   const c = config();
   const logger = createLogger('api', c.LOG_LEVEL);
+  surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE });
@@ -27,6 +29,9 @@ async function main() {
     allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
     storage: Storage.fromConfig(c),
     publicUrl: c.KILN_PUBLIC_URL,
+    temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },
+    fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
+    batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN },
   });
   const server = app.listen(c.PORT, c.HOST, () => {
     logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening');

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import type { Model, ModelVersion } from '../db/models';
 import { isTaskName, tasks } from '../tasks';
+import { DEFAULT_RETRY_POLICY } from '../workflows/types';
 
 export function versionSchemas(task: string) {
   if (!isTaskName(task)) return {};
@@ -22,6 +23,8 @@ export function versionJson(v: ModelVersion) {
     files: v.files,
     memory_bytes: v.memoryBytes,
     settings: v.settings,
+    /** The policy failed attempts follow: Kiln's default unless the version set one. */
+    retry: v.retry ?? DEFAULT_RETRY_POLICY,
     openapi_schema: { components: { schemas: versionSchemas(v.task) } },
   };
 }

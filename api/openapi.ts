@@ -10,6 +10,8 @@ import { createDeploymentBody, updateDeploymentBody } from './routes/deployments
 import { createModelBody, createVersionBody } from './routes/models';
 import { chatBody, completionBody, embeddingsBody } from './routes/openai';
 import { createBody, modelCreateBody } from './routes/predictions';
+import { createBatchBody } from './routes/batches';
+import { batchStatuses } from '../db/schema';
 
 const schema = (s: z.ZodType) => {
   const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
@@ -35,6 +37,32 @@ const prediction = {
       type: 'object',
       properties: { get: { type: 'string' }, cancel: { type: 'string' }, stream: { type: 'string', description: 'SSE: output, logs, error, done' } },
     },
+  },
+};
+
+const batch = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    status: { enum: [...batchStatuses] },
+    model: { type: 'string', description: 'owner/name' },
+    version: { type: 'string' },
+    total: { type: 'integer' },
+    completed: { type: 'integer', description: 'Inputs with an output line' },
+    failed: { type: 'integer', description: 'Inputs with an error line' },
+    chunk_size: { type: 'integer' },
+    source: { type: 'string', description: 'inline, file:<id> or the input URL' },
+    error: { type: ['string', 'null'], description: 'Which chunk failed, on which node, and why' },
+    logs: { type: 'string' },
+    created_at: { type: 'string', format: 'date-time' },
+    started_at: { type: ['string', 'null'], format: 'date-time' },
+    completed_at: { type: ['string', 'null'], format: 'date-time' },
+    output_file: {
+      type: ['object', 'null'],
+      description: 'JSONL, one line per input in input order: {index, output} or {index, error}',
+      properties: { id: { type: 'string' }, size: { type: 'integer' }, content_type: { type: 'string' }, urls: { type: 'object', properties: { get: { type: 'string' } } } },
+    },
+    urls: { type: 'object', properties: { get: { type: 'string' }, cancel: { type: 'string' }, output: { type: ['string', 'null'] } } },
   },
 };
 
@@ -88,10 +116,27 @@ export function openApiDocument(baseUrl: string) {
         },
       },
       '/v1/predictions/{id}': { get: { summary: 'A prediction', parameters: [pathParam('id')], responses: { '200': json(ref('Prediction')), ...errors } } },
+      '/v1/predictions/{id}/setup': {
+        get: {
+          summary: "A starting prediction's warm-up: phase (queued, download, load, or null once started), file, bytes, total",
+          parameters: [pathParam('id')],
+          responses: { '200': { description: 'Warm-up progress', content: { 'application/json': { schema: { type: 'object' } } } }, ...errors },
+        },
+      },
       '/v1/predictions/{id}/cancel': { post: { summary: 'Cancel', parameters: [pathParam('id')], responses: { '200': json(ref('Prediction')), ...errors } } },
       '/v1/predictions/{id}/stream': { get: { summary: 'Server-sent events of a prediction (use urls.stream)', parameters: [pathParam('id')], responses: { '200': { description: 'text/event-stream' } } } },
       '/v1/predictions/{id}/webhooks': { get: { summary: 'Webhook delivery log', parameters: [pathParam('id')], responses: { '200': { description: 'Attempts' } } } },
       '/v1/predictions/{id}/webhooks/redeliver': { post: { summary: 'Send the completed event again', parameters: [pathParam('id')], responses: { '202': { description: 'Started' } } } },
+      '/v1/batches': {
+        post: { summary: 'Run many inputs on one model (inline, an uploaded JSONL file, or a JSONL URL)', requestBody: json(schema(createBatchBody)), responses: { '201': { description: 'Created', ...json(ref('Batch')) }, ...errors } },
+        get: {
+          summary: 'Your batches, newest first',
+          parameters: [{ name: 'cursor', in: 'query', schema: { type: 'string' } }, { name: 'page_size', in: 'query', schema: { type: 'integer' } }],
+          responses: { '200': { description: 'A page', ...json({ type: 'object', properties: { next: {}, previous: {}, results: { type: 'array', items: ref('Batch') } } }) } },
+        },
+      },
+      '/v1/batches/{id}': { get: { summary: 'A batch and its progress', parameters: [pathParam('id')], responses: { '200': json(ref('Batch')), ...errors } } },
+      '/v1/batches/{id}/cancel': { post: { summary: 'Cancel; the output keeps the inputs finished before', parameters: [pathParam('id')], responses: { '200': json(ref('Batch')), ...errors } } },
       '/v1/models': {
         get: { summary: 'Models you can use', responses: { '200': { description: 'A page' } } },
         post: { summary: 'Create a model', requestBody: json(schema(createModelBody)), responses: { '201': { description: 'Created' }, ...errors } },
@@ -137,6 +182,7 @@ export function openApiDocument(baseUrl: string) {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       schemas: {
         Prediction: prediction,
+        Batch: batch,
         Error: error,
         ...Object.fromEntries(
           taskNames.flatMap((t) => [

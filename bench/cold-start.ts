@@ -6,13 +6,14 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { config } from '../lib/config';
 import { blobKey, Storage } from '../lib/storage';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { writeLlamaGguf } from '../workers/engines/gguf-writer';
+import { ModelCache } from '../workers/model-cache';
 import { apiToken, API_URL, call, DATA_DIR, saveResult, table } from './lib';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -62,6 +63,12 @@ export async function coldStart(opts: { sizes: number[] }) {
     const predict = () =>
       call(token, `/v1/models/${account.username}/${name}/predictions`, { input: { prompt: 'cold', max_tokens: 1 } }, { prefer: 'wait=60' });
 
+    // Truly cold: the engine nodes of this stack (same data dir) must not have the blob on disk
+    // from an earlier run of this benchmark.
+    const caches = path.join(DATA_DIR, 'cache');
+    for (const node of await readdir(caches).catch(() => [] as string[])) {
+      await new ModelCache(path.join(caches, node), storage).forget(digest);
+    }
     const t0 = performance.now();
     const cold = await predict();
     const coldMs = performance.now() - t0;

@@ -4,6 +4,7 @@ import { coldStart } from './cold-start';
 import { fairness } from './fairness';
 import { overhead } from './overhead';
 import { streaming } from './streaming';
+import { sustained } from './sustained';
 import { webhookLatency } from './webhooks';
 
 const int = (v: string) => Number.parseInt(v, 10);
@@ -17,6 +18,14 @@ program
   .action((o) => overhead({ requests: o.requests, concurrency: o.concurrency }));
 
 program
+  .command('sustained')
+  .description('open-loop load at fixed rates on kiln/echo-fixture: the highest rate with p99 < 1 s, and CPU by component')
+  .option('-r, --rates <list>', 'arrival rates per second, tried in order until one is not sustained', (v) => v.split(',').map(int), [5, 10, 20, 40, 60, 100])
+  .option('-d, --seconds <n>', 'seconds at each rate', int, 60)
+  .option('-s, --sleep-ms <n>', 'fixture work per prediction', int, 0)
+  .action((o) => sustained({ rates: o.rates, seconds: o.seconds, sleepMs: o.sleepMs }));
+
+program
   .command('webhooks')
   .description('completed_at → completed webhook received, p50/p99')
   .option('-n, --requests <n>', 'predictions', int, 50)
@@ -28,7 +37,8 @@ program
   .description('time to first streamed token and tokens/s through SSE, next to node-llama-cpp directly')
   .option('-r, --runs <n>', 'streams', int, 10)
   .option('-t, --tokens <n>', 'tokens per stream', int, 256)
-  .action((o) => streaming({ runs: o.runs, tokens: o.tokens }));
+  .option('-c, --concurrency <list>', 'concurrent streams for the batching table', (v) => v.split(',').map(int), [1, 4])
+  .action((o) => streaming({ runs: o.runs, tokens: o.tokens, concurrency: o.concurrency }));
 
 program
   .command('fairness')

@@ -30,7 +30,7 @@ async function sseOnce(token: string, tokens: number) {
   return { ttft: first! - t0, total: last - t0, tokensPerSecond: tokens / ((last - first!) / 1000) };
 }
 
-export async function streaming(opts: { runs: number; tokens: number }) {
+export async function streaming(opts: { runs: number; tokens: number; concurrency: number[] }) {
   const token = await apiToken();
   await call(token, '/v1/models/kiln/tiny-llama/predictions', { input: { prompt: 'warm', max_tokens: 2 } }, { prefer: 'wait' });
   const api = [];
@@ -64,5 +64,29 @@ export async function streaming(opts: { runs: number; tokens: number }) {
   });
   const rows = [row('API: create + SSE (end to end)', api), row('node-llama-cpp direct', direct)];
   table(`Streaming: ${opts.tokens} tokens from kiln/tiny-llama`, rows);
-  console.log(`saved ${await saveResult('streaming', rows)}`);
+
+  // Continuous batching: N streams at once share one loaded model (N sequences of one context).
+  // Aggregate tokens/s = all tokens of a round / (first token of any → last token of all).
+  const batching = [];
+  let single: number | undefined;
+  for (const n of opts.concurrency) {
+    const rounds = [];
+    for (let r = 0; r < Math.max(3, Math.ceil(opts.runs / 2)); r++) {
+      const t0 = performance.now();
+      const streams = await Promise.all(Array.from({ length: n }, () => sseOnce(token, opts.tokens)));
+      const firstAt = Math.min(...streams.map((x) => x.ttft));
+      const lastAt = Math.max(...streams.map((x) => x.total));
+      rounds.push({ aggregate: (n * opts.tokens) / ((lastAt - firstAt) / 1000), wall: performance.now() - t0 });
+    }
+    const aggregate = percentile(rounds.map((x) => x.aggregate), 50);
+    single ??= n === 1 ? aggregate : undefined;
+    batching.push({
+      'concurrent streams': n,
+      rounds: rounds.length,
+      'aggregate tokens/s p50': Number(aggregate.toFixed(0)),
+      'vs 1 stream': single ? `${(aggregate / single).toFixed(2)}×` : '-',
+    });
+  }
+  table(`Batching: aggregate tokens/s of concurrent SSE streams, ${opts.tokens} tokens each`, batching);
+  console.log(`saved ${await saveResult('streaming', { single: rows, batching })}`);
 }

@@ -7,6 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isTerminalStatus } from '../db/schema';
 import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
+import { showWarmUp } from './warm-up';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
 
@@ -49,13 +50,15 @@ function printPrediction(p: Json): void {
 }
 
 /** Follows the prediction's stream: output as it comes, logs to stderr, until done. */
-async function follow(ctx: ApiContext, p: Json, quiet: boolean): Promise<void> {
+async function follow(ctx: ApiContext, p: Json, quiet: boolean, onFirstEvent?: () => Promise<void>): Promise<void> {
   const res = await fetch(p.urls.stream, { headers: { accept: 'text/event-stream' } });
   if (!res.ok || !res.body) return;
   const { EventSourceParserStream } = await import('eventsource-parser/stream');
   const reader = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
   for (;;) {
     const { value, done } = await reader.read();
+    if (onFirstEvent) await onFirstEvent();
+    onFirstEvent = undefined;
     if (done || value.event === 'done') break;
     if (quiet) continue;
     if (value.event === 'output') process.stdout.write(value.data);
@@ -104,8 +107,10 @@ export function registerCommands(program: Command): void {
         json: version ? { version: model, input } : { input },
       });
       if (!json()) console.error(`${p.id} ${p.status}: ${ctx.url}/v1/predictions/${p.id}`);
-      if (o.stream) await follow(ctx, p, json());
+      const warmUp = showWarmUp(ctx, p.id, json());
+      if (o.stream) await follow(ctx, p, json(), () => warmUp.stop());
       const done = await finalState(ctx, p.id);
+      await warmUp.stop();
       out(done, () => (o.stream ? done.status !== 'succeeded' && printPrediction(done) : printPrediction(done)));
       if (done.status !== 'succeeded') process.exitCode = 1;
     });

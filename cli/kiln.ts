@@ -13,7 +13,10 @@ program
   .option('--visibility <v>', 'public or private, when creating', 'private')
   .option('--sequences <n>', 'predictions one loaded copy runs at once', (v) => Number.parseInt(v, 10))
   .option('--idle-ttl <seconds>', 'unload after this long without predictions (scale to zero)', (v) => Number.parseInt(v, 10))
-  .action(async (model: string, files: string[], o: { task?: string; visibility: string; sequences?: number; idleTtl?: number }) => {
+  .option('--max-attempts <n>', 'attempts a failing prediction gets, the first included (1: no retry)', (v) => Number.parseInt(v, 10))
+  .option('--retry-interval <seconds>', 'wait before the second attempt', Number)
+  .option('--retry-backoff <factor>', 'each later wait is the previous one times this', Number)
+  .action(async (model: string, files: string[], o: { task?: string; visibility: string; sequences?: number; idleTtl?: number; maxAttempts?: number; retryInterval?: number; retryBackoff?: number }) => {
     const ctx = apiContext();
     const json = program.opts().json as boolean | undefined;
     if (!/^[^/]+\/[^/]+$/.test(model)) throw new CliError(`model must be owner/name, not ${model}`);
@@ -24,7 +27,12 @@ program
       });
     }
     const settings = o.sequences || o.idleTtl ? { sequences: o.sequences, idleTtlSeconds: o.idleTtl } : undefined;
-    const version = await push(ctx, model, files, { quiet: Boolean(json), settings });
+    const retry =
+      o.maxAttempts !== undefined
+        ? { max_attempts: o.maxAttempts, ...(o.retryInterval !== undefined ? { initial_interval_s: o.retryInterval } : {}), ...(o.retryBackoff !== undefined ? { backoff: o.retryBackoff } : {}) }
+        : undefined;
+    if (!retry && (o.retryInterval !== undefined || o.retryBackoff !== undefined)) throw new CliError('--retry-interval and --retry-backoff need --max-attempts');
+    const version = await push(ctx, model, files, { quiet: Boolean(json), settings, retry });
     if (json) console.log(JSON.stringify(version));
     else console.log(`pushed ${model}:${version.id}\nrun it: curl -X POST ${ctx.url}/v1/models/${model}/predictions -H "Authorization: Bearer $KILN_API_TOKEN" -d '{"input": {...}}'`);
   });

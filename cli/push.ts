@@ -3,7 +3,6 @@
  * with a progress bar), and creates a version. A GGUF file's memory need is estimated from its
  * metadata, so placement can pack nodes well.
  */
-import { SingleBar, Presets } from 'cli-progress';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -13,21 +12,7 @@ import { byteMeter } from '../lib/byte-meter';
 import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
 import { loadNodeLlamaCpp } from '../workers/engines/llama-engine';
 import { request, type ApiContext } from './client';
-
-const bar = (label: string, total: number, quiet: boolean) => {
-  const b = new SingleBar(
-    { format: `${label.padEnd(9)} {bar} {percentage}% | {value_mb}/{total_mb} MB | {speed} MB/s`, hideCursor: true, noTTYOutput: !quiet, notTTYSchedule: 2000 },
-    Presets.shades_classic,
-  );
-  const started = Date.now();
-  const mb = (n: number) => (n / 2 ** 20).toFixed(1);
-  if (!quiet) b.start(total, 0, { value_mb: '0.0', total_mb: mb(total), speed: '0' });
-  return {
-    update: (n: number) =>
-      !quiet && b.update(n, { value_mb: mb(n), speed: (n / 2 ** 20 / Math.max(0.001, (Date.now() - started) / 1000)).toFixed(0) }),
-    stop: () => !quiet && b.stop(),
-  };
-};
+import { byteBar as bar } from './progress-bar';
 
 async function sha256Of(file: string, size: number, quiet: boolean): Promise<string> {
   const hash = createHash('sha256');
@@ -65,7 +50,7 @@ export async function push(
   ctx: ApiContext,
   ref: string,
   files: string[],
-  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number } },
+  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number }; retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number } },
 ) {
   const manifest = [];
   let memory = 0;
@@ -94,6 +79,6 @@ export async function push(
   }
   return request<{ id: string; memory_bytes: number }>(ctx, `/v1/models/${ref}/versions`, {
     method: 'POST',
-    json: { files: manifest, ...(estimated ? { memory_bytes: memory } : {}), ...(opts.settings ? { settings: opts.settings } : {}) },
+    json: { files: manifest, ...(estimated ? { memory_bytes: memory } : {}), ...(opts.settings ? { settings: opts.settings } : {}), ...(opts.retry ? { retry: opts.retry } : {}) },
   });
 }

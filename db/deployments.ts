@@ -1,4 +1,4 @@
-import { and, eq, gt, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { newId } from '../lib/ids';
 import type { Db } from './client';
 import { deployments } from './schema';
@@ -32,8 +32,22 @@ export async function updateDeployment(
   return row;
 }
 
-/** Versions that deployments keep warm: engine nodes never scale these to zero. */
-export async function pinnedVersions(db: Db): Promise<Set<string>> {
-  const rows = await db.select({ versionId: deployments.versionId }).from(deployments).where(gt(deployments.minInstances, 0));
-  return new Set(rows.map((r) => r.versionId));
+export interface ReplicaLimits {
+  /** Replicas kept loaded at all times (the largest min_instances of the version's deployments). */
+  min: number;
+  /** The most replicas the version may have (the largest max_instances of its deployments). */
+  max: number;
+}
+
+/**
+ * Replica bounds of the versions that deployments name. A version called both through a
+ * deployment and directly shares one queue and one set of replicas, so the deployment's bounds
+ * are the version's; with two deployments of one version, the more generous one wins.
+ */
+export async function replicaLimits(db: Db): Promise<Map<string, ReplicaLimits>> {
+  const rows = await db
+    .select({ versionId: deployments.versionId, min: sql<number>`max(${deployments.minInstances})::int`, max: sql<number>`max(${deployments.maxInstances})::int` })
+    .from(deployments)
+    .groupBy(deployments.versionId);
+  return new Map(rows.map((r) => [r.versionId, { min: r.min, max: r.max }]));
 }

@@ -1,7 +1,7 @@
 import { and, desc, eq, or, sql } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
 import type { Db } from './client';
-import { modelVersions, models, type EngineName, type VersionFile } from './schema';
+import { modelVersions, models, type EngineName, type VersionFile, type VersionRetryPolicy } from './schema';
 
 export type Model = typeof models.$inferSelect;
 export type ModelVersion = typeof modelVersions.$inferSelect;
@@ -12,6 +12,7 @@ export interface VersionManifest {
   files: VersionFile[];
   memoryBytes: number;
   settings?: Record<string, unknown>;
+  retry?: VersionRetryPolicy | null;
 }
 
 /**
@@ -26,6 +27,8 @@ export function versionIdFor(modelId: string, manifest: VersionManifest): string
     engine: manifest.engine,
     files: manifest.files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size })),
     settings: manifest.settings ?? {},
+    // Only when set, so that versions pushed before retry policies existed keep their ids.
+    ...(manifest.retry ? { retry: manifest.retry } : {}),
   });
   return sha256Hex(canonical);
 }
@@ -49,7 +52,7 @@ export async function addVersion(db: Db, model: Model, manifest: VersionManifest
   const id = versionIdFor(model.id, manifest);
   await db
     .insert(modelVersions)
-    .values({ id, modelId: model.id, ...manifest, settings: manifest.settings ?? {} })
+    .values({ id, modelId: model.id, ...manifest, settings: manifest.settings ?? {}, retry: manifest.retry ?? null })
     .onConflictDoNothing();
   await db.update(models).set({ latestVersionId: id }).where(eq(models.id, model.id));
   const row = await db.query.modelVersions.findFirst({ where: eq(modelVersions.id, id) });

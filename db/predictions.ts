@@ -1,5 +1,6 @@
-import { and, desc, eq, lt, or } from 'drizzle-orm';
+import { and, desc, eq } from 'drizzle-orm';
 import type { Db } from './client';
+import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent } from './events';
 import { withoutNul } from './sanitize';
 import { isTerminalStatus, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
@@ -56,7 +57,7 @@ export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
 
 /**
  * Writes a snapshot unless a later one is already there (activities may be retried and run
- * late: the revision keeps the newest transition), and appends to the prediction's stream what
+ * late: the revision keeps the newest transition; an equal one replaces it), and appends to the prediction's stream what
  * the transition adds: new log lines, and at the end the output (if the engine did not stream
  * it) and done or error. Both happen in one transaction, so a retry never duplicates an event.
  */
@@ -70,11 +71,15 @@ export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapsh
       .from(predictions)
       .where(eq(predictions.id, s.id))
       .for('update');
-    if (before && before.revision >= s.revision) return false;
+    if (before && before.revision > s.revision) return false;
     await tx
       .insert(predictions)
       .values(values)
       .onConflictDoUpdate({ target: predictions.id, set: changes });
+    // The same revision again: the workflow task that wrote it failed after its local activities
+    // ran (a signal arrived as it completed, say) and ran once more, with its own clock. History
+    // keeps the last run, so its values win; the stream already has this transition's events.
+    if (before && before.revision === s.revision) return true;
     const events: Array<{ event: StreamEvent; data: string }> = [];
     const oldLogs = before?.logs ?? '';
     const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
@@ -95,47 +100,17 @@ export async function getPrediction(db: Db, accountId: string, id: string): Prom
   return db.query.predictions.findFirst({ where: and(eq(predictions.id, id), eq(predictions.accountId, accountId)) });
 }
 
-export interface PageCursor {
-  createdAt: string;
-  id: string;
-}
-
-export function encodeCursor(c: PageCursor): string {
-  return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString('base64url');
-}
-
-export function decodeCursor(raw: string): PageCursor | undefined {
-  try {
-    const [createdAt, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-    if (typeof createdAt !== 'string' || typeof id !== 'string' || Number.isNaN(Date.parse(createdAt))) return undefined;
-    return { createdAt, id };
-  } catch {
-    return undefined;
-  }
-}
-
-/** Newest first; the cursor is the last row of the previous page, so inserts never shift a page. */
+/** Newest first, in cursor pages (db/paging.ts). */
 export async function listPredictions(
   db: Db,
   accountId: string,
   opts: { limit: number; cursor?: PageCursor },
 ): Promise<{ rows: PredictionRow[]; next?: PageCursor }> {
-  const after = opts.cursor
-    ? or(
-        lt(predictions.createdAt, new Date(opts.cursor.createdAt)),
-        and(eq(predictions.createdAt, new Date(opts.cursor.createdAt)), lt(predictions.id, opts.cursor.id)),
-      )
-    : undefined;
   const rows = await db
     .select()
     .from(predictions)
-    .where(and(eq(predictions.accountId, accountId), after))
+    .where(and(eq(predictions.accountId, accountId), afterCursor(predictions.createdAt, predictions.id, opts.cursor)))
     .orderBy(desc(predictions.createdAt), desc(predictions.id))
     .limit(opts.limit + 1);
-  const page = rows.slice(0, opts.limit);
-  const last = page[page.length - 1];
-  return {
-    rows: page,
-    next: rows.length > opts.limit && last ? { createdAt: last.createdAt.toISOString(), id: last.id } : undefined,
-  };
+  return pageOf(rows, opts.limit);
 }

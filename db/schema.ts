@@ -103,10 +103,18 @@ export const modelVersions = pgTable(
     memoryBytes: bigint('memory_bytes', { mode: 'number' }).notNull(),
     /** Engine settings such as context size and sequences. */
     settings: jsonb('settings').$type<Record<string, unknown>>().notNull().default({}),
+    /** How failed attempts are retried; null: Kiln's default policy. */
+    retry: jsonb('retry').$type<VersionRetryPolicy>(),
     createdAt: createdAt(),
   },
   (t) => [index('model_versions_model_idx').on(t.modelId, t.createdAt)],
 );
+
+export interface VersionRetryPolicy {
+  max_attempts: number;
+  initial_interval_s: number;
+  backoff: number;
+}
 
 export const predictionStatuses = ['starting', 'processing', 'succeeded', 'failed', 'canceled', 'aborted'] as const;
 export type PredictionStatus = (typeof predictionStatuses)[number];
@@ -295,3 +303,37 @@ export interface LoadedVersion {
   lastUsedAt: string;
 }
 
+
+export const batchStatuses = ['starting', 'processing', 'succeeded', 'failed', 'canceled'] as const;
+export type BatchStatus = (typeof batchStatuses)[number];
+
+/**
+ * The read model of a batch, written only by its workflow's activities (the API writes the first
+ * row). Inputs, per-chunk results and the output live in object storage under `batches/<id>/`.
+ */
+export const batches = pgTable(
+  'batches',
+  {
+    id: text('id').primaryKey(),
+    accountId: accountColumn('account_id'),
+    model: text('model').notNull(),
+    versionId: text('version_id').notNull(),
+    status: text('status', { enum: batchStatuses }).notNull(),
+    total: integer('total').notNull(),
+    completed: integer('completed').notNull().default(0),
+    failed: integer('failed').notNull().default(0),
+    chunkSize: integer('chunk_size').notNull(),
+    /** Where the inputs came from: `inline`, `file:<id>` or the URL. */
+    source: text('source').notNull(),
+    error: text('error'),
+    /** What happened along the way: failed attempts, resumptions, the output written. */
+    logs: text('logs').notNull().default(''),
+    outputFileId: text('output_file_id'),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    startedAt: timestamp('started_at', { withTimezone: true, mode: 'date' }),
+    completedAt: timestamp('completed_at', { withTimezone: true, mode: 'date' }),
+    /** Position of this row in the workflow's sequence of writes: older writes never win. */
+    revision: integer('revision').notNull().default(0),
+  },
+  (t) => [index('batches_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
+);

@@ -15,6 +15,10 @@ KILN_CACHE="${KILN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}"
 TEMPORAL_BIN="$KILN_CACHE/bin/temporal-$TEMPORAL_CLI_VERSION/temporal"
 MINIO_BIN="$KILN_CACHE/bin/minio-$MINIO_VERSION/minio"
 export TEMPORAL_BIN MINIO_BIN
+# The full Temporal server (production path, opt-in): the release the CLI above embeds.
+TEMPORAL_SERVER_VERSION="v1.29.1"
+TEMPORAL_SERVER_BIN="$KILN_CACHE/bin/temporal-server-$TEMPORAL_SERVER_VERSION/temporal-server"
+TEMPORAL_SQL_TOOL_BIN="$KILN_CACHE/bin/temporal-sql-tool-$TEMPORAL_SERVER_VERSION/temporal-sql-tool"
 
 DATA="$KILN_ROOT/.data"
 # Tests run their own API and workers under .data/test; services are shared.
@@ -23,6 +27,15 @@ mkdir -p "$DATA/logs" "$DATA/pids" "$RUN_DIR/logs" "$RUN_DIR/pids"
 
 TEMPORAL_PORT=7233
 TEMPORAL_UI_PORT=8233
+# KILN_TEMPORAL=server runs Kiln on the full Temporal server on Postgres (infra/temporal-server.sh)
+# instead of the dev server; its frontend listens beside the dev server's, so both can be up.
+KILN_TEMPORAL="${KILN_TEMPORAL:-dev}"
+TEMPORAL_SERVER_PORT=7243
+case "$KILN_TEMPORAL" in
+  dev) ;;
+  server) export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:$TEMPORAL_SERVER_PORT}" ;;
+  *) echo "kiln: KILN_TEMPORAL must be dev or server (got '$KILN_TEMPORAL')" >&2; exit 1 ;;
+esac
 MINIO_PORT=9000
 MINIO_CONSOLE_PORT=9001
 

@@ -19,14 +19,14 @@ install_npm() {
 }
 
 go_install() {
-  local bin=$1 module=$2
+  local bin=$1 module=$2 built=${3:-}
   [ -x "$bin" ] && return 0
   command -v go >/dev/null || die "Go is needed to build $module (looked in PATH and /usr/local/go/bin)"
   log "building $module with go install (first run only: a few minutes)"
   mkdir -p "$(dirname "$bin")"
   local tmp; tmp=$(mktemp -d "$(dirname "$bin")/.build.XXXX")
   GOBIN="$tmp" go install "$module" || { rm -rf "$tmp"; die "go install $module failed"; }
-  mv "$tmp/$(basename "$bin")" "$bin"
+  mv "$tmp/${built:-$(basename "$bin")}" "$bin"
   rm -rf "$tmp"
 }
 
@@ -42,6 +42,29 @@ install_postgres() {
   done
 }
 
+# The playground's end-to-end test drives Debian's Chromium (playwright-core brings no browser).
+install_chromium() {
+  [ -x /usr/bin/chromium ] && return 0
+  command -v apt-get >/dev/null || die "the tests need Chromium at /usr/bin/chromium (or KILN_CHROMIUM=/path) and apt-get is not available"
+  log "installing Chromium with apt (for the playground's browser test)"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }; } \
+    || die "apt-get install chromium failed"
+}
+
+# The full Temporal server and its schema tool, for the production path only
+# (infra/temporal-server.sh); npm start and npm test use the CLI's dev server.
+# One after the other: the second build reuses the first one's compiled packages.
+install_temporal_server() {
+  go_install "$TEMPORAL_SERVER_BIN" "go.temporal.io/server/cmd/server@$TEMPORAL_SERVER_VERSION" server
+  go_install "$TEMPORAL_SQL_TOOL_BIN" "go.temporal.io/server/cmd/tools/sql@$TEMPORAL_SERVER_VERSION" sql
+}
+
+if [ "${1:-}" = temporal-server ]; then
+  install_temporal_server
+  exit 0
+fi
+
 install_npm &
 npm_pid=$!
 go_install "$TEMPORAL_BIN" "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_VERSION" &
@@ -49,6 +72,7 @@ temporal_pid=$!
 go_install "$MINIO_BIN" "github.com/minio/minio@$MINIO_VERSION" &
 minio_pid=$!
 install_postgres
+if [ "${1:-}" = "--with-browser" ] && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
 wait $npm_pid || die "npm install failed"
 wait $temporal_pid || die "building the Temporal CLI failed"
 wait $minio_pid || die "building MinIO failed"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts Temporal (dev server), MinIO and Postgres if they are not up, and waits until each is
-# healthy. Running it again while everything is up changes nothing.
+# Starts Temporal (the dev server, or with KILN_TEMPORAL=server the full server on Postgres),
+# MinIO and Postgres if they are not up, and waits until each is healthy. Running it again
+# while everything is up changes nothing.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -54,10 +55,16 @@ start_postgres() {
 
 start_postgres &
 pg=$!
-start_temporal &
-tp=$!
 start_minio &
 mn=$!
-wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
-wait $tp || die "Temporal did not start (log: $DATA/logs/temporal.log)"
+if [ "$KILN_TEMPORAL" = server ]; then
+  # The full server keeps its state in Postgres, so it starts once Postgres is up.
+  wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
+  bash "$KILN_ROOT/infra/temporal-server.sh" start || die "Temporal did not start (log: $DATA/logs/temporal-server.log)"
+else
+  start_temporal &
+  tp=$!
+  wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
+  wait $tp || die "Temporal did not start (log: $DATA/logs/temporal.log)"
+fi
 wait $mn || die "MinIO did not start (log: $DATA/logs/minio.log)"

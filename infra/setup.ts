@@ -30,6 +30,23 @@ async function ensureDatabase(url: string): Promise<void> {
   }
 }
 
+// The full Temporal server serves a new namespace, and the search attributes just added to one,
+// only once its namespace cache has refreshed (every 2 s), so setup waits for both.
+const cacheRefreshDeadlineMs = 30_000;
+const pause = () => new Promise((resolve) => setTimeout(resolve, 250));
+
+async function missingSearchAttributes(connection: Connection, namespace: string, deadline: number) {
+  for (;;) {
+    try {
+      const existing = await connection.operatorService.listSearchAttributes({ namespace });
+      return searchAttributeKeys.filter((k) => !(k.name in (existing.customAttributes ?? {})));
+    } catch (err) {
+      if (!/not found/i.test((err as Error).message) || Date.now() > deadline) throw err;
+    }
+    await pause();
+  }
+}
+
 async function ensureNamespace(address: string, namespace: string): Promise<void> {
   const connection = await Connection.connect({ address });
   try {
@@ -41,13 +58,18 @@ async function ensureNamespace(address: string, namespace: string): Promise<void
     } catch (err) {
       if (!/already exists/i.test((err as Error).message)) throw err;
     }
-    const existing = await connection.operatorService.listSearchAttributes({ namespace });
-    const missing = searchAttributeKeys.filter((k) => !(k.name in (existing.customAttributes ?? {})));
+    const deadline = Date.now() + cacheRefreshDeadlineMs;
+    const missing = await missingSearchAttributes(connection, namespace, deadline);
     if (missing.length > 0) {
       await connection.operatorService.addSearchAttributes({
         namespace,
         searchAttributes: Object.fromEntries(missing.map((k) => [k.name, 2 /* INDEXED_VALUE_TYPE_KEYWORD */])),
       });
+      // Predictions started before the frontend sees the attributes would be refused.
+      while ((await missingSearchAttributes(connection, namespace, deadline)).length > 0) {
+        if (Date.now() > deadline) throw new Error(`Temporal does not show the search attributes of ${namespace}`);
+        await pause();
+      }
     }
   } finally {
     await connection.close();

@@ -16,12 +16,15 @@ export KILN_FETCH_ALLOW_PRIVATE="${KILN_FETCH_ALLOW_PRIVATE:-true}"
 start_kiln
 
 token=$(cat "$DATA/api-token")
+temporal_line="Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows"
+[ "$KILN_TEMPORAL" = server ] && temporal_line="Temporal     $TEMPORAL_ADDRESS (full server on Postgres; no UI)"
 cat <<INFO
 
   Kiln is running ($((SECONDS - started)) s).
 
-  API          http://127.0.0.1:$PORT
-  Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows
+  API          http://127.0.0.1:$PORT          (reference: http://127.0.0.1:$PORT/docs)
+  Playground   http://127.0.0.1:$PORT/#token=$token
+  $temporal_line
   API token    $token   (also in .data/api-token)
 
   Try it:

@@ -4,11 +4,12 @@
 # touches a running development stack; services it had to start are stopped again at the end.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-bash "$KILN_ROOT/infra/install.sh"
+bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck and lint"
 (cd "$KILN_ROOT" && tsc --noEmit && eslint .) || die "typecheck or lint failed"
 ours=()
-for svc in temporal minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done
+temporal_svc=temporal; [ "$KILN_TEMPORAL" = server ] && temporal_svc=temporal-server
+for svc in $temporal_svc minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done
 bash "$KILN_ROOT/infra/services.sh"
 # Only those that were not up before and that this clone now runs.
 stop_list=()
@@ -16,13 +17,20 @@ for svc in "${ours[@]}"; do pid_alive "$DATA/pids/$svc.pid" && stop_list+=("$svc
 
 export KILN_ENV=test
 export KILN_RUN_DIR="$DATA/test" KILN_DATA_DIR="$DATA/test"
-export PORT="${KILN_TEST_PORT:-8081}"
+# KILN_TEST_SLOT=N (N ≥ 1) gives a checkout its own port, database, namespace, bucket and task
+# queues, so that two worktrees can run their suites against the same services at once.
+slot="${KILN_TEST_SLOT:-0}"
+[[ "$slot" =~ ^[0-9]$ ]] || die "KILN_TEST_SLOT must be one digit (got '$slot')"
+suffix=""; [ "$slot" = 0 ] || suffix="-$slot"
+export PORT="${KILN_TEST_PORT:-$((8081 + slot * 10))}"
 export KILN_API_URL="http://127.0.0.1:$PORT"
-export KILN_CONTROL_METRICS_PORT=9474 KILN_ENGINE_METRICS_PORT=9475
-export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_test}"
-export TEMPORAL_NAMESPACE=kiln-test S3_BUCKET=kiln-test KILN_NODE_ID=test-node-1
+export KILN_CONTROL_METRICS_PORT=$((9474 + slot * 10)) KILN_ENGINE_METRICS_PORT=$((9475 + slot * 10))
+export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_test${suffix//-/_}}"
+export TEMPORAL_NAMESPACE="kiln-test$suffix" S3_BUCKET="kiln-test$suffix" KILN_NODE_ID="test-node-1$suffix"
 export LOG_LEVEL=warn
 # Receivers in the suite listen on loopback; retries come fast so a down receiver is tested in seconds.
+# Batches continue as new every 4 chunks, so the suite's batches exercise it.
+export KILN_BATCH_CHUNKS_PER_RUN=4
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
 . "$KILN_ROOT/infra/app.sh"
 

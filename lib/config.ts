@@ -67,6 +67,20 @@ export const configSchema = z.object({
   KILN_FETCH_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   /** Scale to zero: a model version idle this long is unloaded (a version's settings may say otherwise). */
   KILN_MODEL_IDLE_TTL_SECONDS: z.coerce.number().int().min(1).default(600),
+  /** Model files bigger than this come down in parts, several ranged GETs at once. */
+  KILN_MODEL_RANGED_MIN_MB: z.coerce.number().int().min(1).default(64),
+  /** Ranged GETs at once for one big model file (1: one stream, as for small files). */
+  KILN_MODEL_DOWNLOAD_STREAMS: z.coerce.number().int().min(1).max(32).default(4),
+  /** Predictions waiting per replica on a version's queue before the scaler adds a replica. */
+  KILN_REPLICA_BACKLOG: z.coerce.number().int().min(1).default(8),
+  /** Replicas of a version no deployment bounds (a deployment's max_instances bounds its own). */
+  KILN_MAX_REPLICAS: z.coerce.number().int().min(1).max(64).default(4),
+  /** How often the replica scaler looks at the backlogs. */
+  KILN_REPLICA_CHECK_MS: z.coerce.number().int().min(200).default(2_000),
+  /** Chunks of one batch run at once (each takes one of the model's sequences while it runs). */
+  KILN_BATCH_PARALLELISM: z.coerce.number().int().min(1).max(64).default(2),
+  /** Chunks one run of a batch workflow starts before it continues as new (keeps each history short). */
+  KILN_BATCH_CHUNKS_PER_RUN: z.coerce.number().int().min(1).max(5000).default(500),
   /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */
   KILN_ENABLE_FIXTURES: bool.default(false),
   KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),

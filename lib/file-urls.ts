@@ -21,15 +21,18 @@ export function fileRef(signer: UrlSigner, id: string): string {
   return `${FILE_REF_PREFIX}${id}.${signer.sign(`ref:${id}`)}`;
 }
 
-/** Every genuine `kiln-file:` reference in a value, turned into a signed URL; anything else is left as it is. */
-export function renderFileRefs<T>(value: T, baseUrl: string, signer: UrlSigner): T {
+/**
+ * Every genuine `kiln-file:` reference in a value, turned into a URL (signed, unless `link` says
+ * otherwise: a stored batch output outlives any signature); anything else is left as it is.
+ */
+export function renderFileRefs<T>(value: T, baseUrl: string, signer: UrlSigner, link = (id: string) => signedFileUrl(baseUrl, signer, id)): T {
   if (typeof value === 'string') {
     const m = value.startsWith(FILE_REF_PREFIX) ? /^kiln-file:([a-z2-7]{26})\.([\w-]+)$/.exec(value) : null;
-    return (m && signer.verify(`ref:${m[1]}`, m[2]) ? signedFileUrl(baseUrl, signer, m[1]) : value) as T;
+    return (m && signer.verify(`ref:${m[1]}`, m[2]) ? link(m[1]) : value) as T;
   }
-  if (Array.isArray(value)) return value.map((v) => renderFileRefs(v, baseUrl, signer)) as T;
+  if (Array.isArray(value)) return value.map((v) => renderFileRefs(v, baseUrl, signer, link)) as T;
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderFileRefs(v, baseUrl, signer)])) as T;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderFileRefs(v, baseUrl, signer, link)])) as T;
   }
   return value;
 }

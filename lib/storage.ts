@@ -82,12 +82,13 @@ export class Storage {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
   }
 
-  /** The object's bytes from `start` on; a ranged GET is what lets a download resume. */
-  async read(key: string, opts: { start?: number; signal?: AbortSignal } = {}): Promise<Readable> {
-    const res = await this.client.send(
-      new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: opts.start ? `bytes=${opts.start}-` : undefined }),
-      { abortSignal: opts.signal },
-    );
+  /**
+   * The object's bytes from `start` on (up to `end`, exclusive); a ranged GET is what lets a
+   * download resume, and a batch read just its chunk of a large input.
+   */
+  async read(key: string, opts: { start?: number; end?: number; signal?: AbortSignal } = {}): Promise<Readable> {
+    const range = opts.start || opts.end !== undefined ? `bytes=${opts.start ?? 0}-${opts.end !== undefined ? opts.end - 1 : ''}` : undefined;
+    const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range }), { abortSignal: opts.signal });
     return res.Body as Readable;
   }
 }

@@ -1,22 +1,31 @@
 /** Entry point of the control worker: prediction workflows and the cheap activities. */
+import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
 import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
+import { createBatchControlActivities } from '../activities/batch-control';
+import { Storage } from '../lib/storage';
 import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
 import { predictionJson } from '../api/prediction-json';
 import { snapshotToRow } from '../db/predictions';
 import { UrlSigner } from '../lib/signing';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
+import { temporalLogger } from './temporal-logger';
 import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
+import { REPLICA_SCALER_ID } from '../workflows/types';
 
 async function main() {
   const c = config();
   const logger = createLogger('control-worker', c.LOG_LEVEL);
-  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  surviveRestartsOfPostgres(logger);
+  Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
+  const clientConnection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
+  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: c.KILN_PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`, signer: new UrlSigner(c.KILN_URL_SIGNING_KEY) };
   const worker = await Worker.create({
@@ -30,7 +39,12 @@ async function main() {
     maxConcurrentLocalActivityExecutions: c.KILN_CONTROL_CONCURRENCY,
     maxConcurrentActivityTaskExecutions: c.KILN_CONTROL_CONCURRENCY * 4,
     activities: {
-      ...createControlActivities({ db }),
+      ...createControlActivities({
+        db,
+        temporal,
+        replicas: { backlogPerReplica: c.KILN_REPLICA_BACKLOG, maxReplicas: c.KILN_MAX_REPLICAS },
+      }),
+      ...createBatchControlActivities({ db, storage: Storage.fromConfig(c), baseUrl: urls.baseUrl, signer: urls.signer }),
       ...createWebhookActivities({
         db,
         allowPrivate: c.KILN_WEBHOOK_ALLOW_PRIVATE,
@@ -40,9 +54,18 @@ async function main() {
       }),
     },
   });
+  const running = worker.run();
+  // The newest control worker's code runs the scaler: a run left by an older one is replaced.
+  await temporal.workflow.start('replicaScalerWorkflow', {
+    workflowId: REPLICA_SCALER_ID,
+    taskQueue: c.KILN_CONTROL_QUEUE,
+    args: [{ intervalMs: c.KILN_REPLICA_CHECK_MS }],
+    workflowIdConflictPolicy: 'TERMINATE_EXISTING',
+  });
   logger.info({ taskQueue: c.KILN_CONTROL_QUEUE, namespace: c.TEMPORAL_NAMESPACE }, 'control worker up');
   announceReady();
-  await worker.run();
+  await running;
+  await clientConnection.close();
   metrics?.close();
   await connection.close();
   await closeDb(db);

@@ -5,8 +5,8 @@
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Db } from '../db/client';
-import { heartbeatNode, registerNode, removeNode } from '../db/nodes';
-import { pinnedVersions } from '../db/deployments';
+import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
+import { replicaLimits } from '../db/deployments';
 import type { LoadedVersion } from '../db/schema';
 import type { Logger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
@@ -15,6 +15,7 @@ import type { EchoFixtureEngine } from './engines/echo-fixture';
 import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';
+import { kilnFailure } from '../workflows/failures';
 
 const HEARTBEAT_MS = 5_000;
 /** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
@@ -44,7 +45,7 @@ export class EngineNode implements NodeHooks {
   readonly nodeId: string;
   hardware = 'cpu';
   private served = new Map<string, Served>();
-  /** Versions deployments keep warm (min_instances): never unloaded for idleness or eviction. */
+  /** Replicas deployments keep warm (min_instances) that are this node's: never unloaded for idleness or eviction. */
   private pinned = new Set<string>();
   /** Unloads under way: a load of the same version waits for them, so it never races one. */
   private unloading = new Map<string, Promise<void>>();
@@ -62,6 +63,7 @@ export class EngineNode implements NodeHooks {
       logger: Logger;
       echoFixture?: EchoFixtureEngine;
       onnx?: EngineDeps['onnx'];
+      storage?: EngineDeps['storage'];
     },
   ) {
     this.nodeId = opts.nodeId;
@@ -73,6 +75,7 @@ export class EngineNode implements NodeHooks {
       controlQueue: opts.controlQueue,
       echoFixture: deps.echoFixture,
       onnx: deps.onnx,
+      storage: deps.storage,
     });
   }
 
@@ -109,7 +112,18 @@ export class EngineNode implements NodeHooks {
 
   async heartbeat(): Promise<void> {
     await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions());
-    this.pinned = await pinnedVersions(this.deps.db);
+    const [limits, live] = await Promise.all([replicaLimits(this.deps.db), liveNodes(this.deps.db)]);
+    // Of the nodes holding a version, those first by id keep its min_instances: every node
+    // ranks them alike without talking to the others, and replicas beyond the minimum (added
+    // for a backlog) still scale to zero when idle.
+    const pinned = new Set<string>();
+    for (const [versionId, { min }] of limits) {
+      if (min === 0 || !this.served.has(versionId)) continue;
+      const holders = live.filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id).sort();
+      const rank = holders.indexOf(this.nodeId);
+      if (rank >= 0 && rank < min) pinned.add(versionId);
+    }
+    this.pinned = pinned;
   }
 
   async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void> {
@@ -119,8 +133,8 @@ export class EngineNode implements NodeHooks {
       connection: this.deps.connection,
       namespace: this.opts.namespace,
       taskQueue: modelQueue(versionId),
-      activities: { predict: this.activities.predict },
-      // As many predictions as the context has sequences; the rest wait in the fair queue.
+      activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
+      // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
       maxConcurrentActivityTaskExecutions: concurrency ?? this.opts.sequences,
       // Cancellation reaches an activity through its heartbeat: keep that path short.
       maxHeartbeatThrottleInterval: '500 ms',
@@ -159,7 +173,7 @@ export class EngineNode implements NodeHooks {
     while (used() + bytes > this.opts.memoryBytes) {
       const idle = [...this.served].filter(([id, s]) => !s.draining && s.active === 0 && !this.pinned.has(id)).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
       if (idle.length === 0) {
-        throw new Error(`node ${this.nodeId} has ${used()} of ${this.opts.memoryBytes} bytes in use by busy models`);
+        throw kilnFailure('NodeBusy', `node ${this.nodeId} has ${used()} of ${this.opts.memoryBytes} bytes in use by busy models`);
       }
       this.deps.logger.info({ versionId: idle[0][0], forBytes: bytes }, 'evicting the least recently used model');
       await this.unload(idle[0][0], 0);

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { closeDb, createDb } from '../db/client';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
+import { temporalLogger } from './temporal-logger';
 import { serveMetrics } from '../lib/metrics';
 import { Storage } from '../lib/storage';
 import { EngineNode } from './engine-node';
@@ -16,13 +18,17 @@ import { ModelCache } from './model-cache';
 async function main() {
   const c = config();
   const logger = createLogger('engine-worker', c.LOG_LEVEL);
-  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  surviveRestartsOfPostgres(logger);
+  Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL, { max: 4 });
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS });
   const storage = Storage.fromConfig(c);
-  const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage);
+  const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage, {
+    rangedMinBytes: c.KILN_MODEL_RANGED_MIN_MB * 2 ** 20,
+    streams: c.KILN_MODEL_DOWNLOAD_STREAMS,
+  });
   const node = new EngineNode(
     { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES },
     {
@@ -31,6 +37,7 @@ async function main() {
       llama,
       cache,
       logger,
+      storage,
       echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined,
       onnx: {
         engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),

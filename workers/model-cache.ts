@@ -1,10 +1,11 @@
 /**
  * The engine node's local, content-addressed copy of model weights. A file lands under its
- * sha256 only after its digest was checked; a partial download resumes with a ranged GET.
+ * sha256 only after its digest was checked; a partial download resumes with ranged GETs. Big
+ * files come down in parts, several ranged GETs at once, each written at its offset.
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { VersionFile } from '../db/schema';
@@ -23,6 +24,31 @@ export interface CachedFile {
   downloadedBytes: number;
 }
 
+export interface ModelCacheOptions {
+  /** Files bigger than this are fetched in parts (one GET stream cannot fill the link). */
+  rangedMinBytes: number;
+  /** Ranged GETs in flight at once for one file. */
+  streams: number;
+  /**
+   * Size of one part. Small enough that a crash loses little (at most `streams` parts), big
+   * enough that a request's own cost is lost in its transfer time.
+   */
+  partBytes?: number;
+}
+
+type EnsureOptions = { signal?: AbortSignal; onProgress?: (p: CacheProgress) => void };
+
+/** What a parted download has finished, beside the partial file, so that a restart skips it. */
+interface PartsRecord {
+  size: number;
+  partBytes: number;
+  done: number[];
+}
+
+const DEFAULT_PART_BYTES = 32 * 2 ** 20;
+const HASH_READ_BYTES = 4 * 2 ** 20;
+const WRITE_BYTES = 2 ** 20;
+
 async function sizeOf(file: string): Promise<number | undefined> {
   try {
     return (await stat(file)).size;
@@ -35,16 +61,40 @@ async function hashInto(hash: Hash, file: string): Promise<void> {
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
 }
 
+async function readParts(file: string): Promise<PartsRecord | undefined> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as PartsRecord;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The record is replaced whole (write, then rename), so a crash never leaves half of one. */
+async function writeParts(file: string, record: PartsRecord): Promise<void> {
+  await writeFile(`${file}.tmp`, JSON.stringify(record));
+  await rename(`${file}.tmp`, file);
+}
+
 export class ModelCache {
   private inFlight = new Map<string, Promise<CachedFile>>();
+  private opts: Required<ModelCacheOptions>;
 
   constructor(
     readonly dir: string,
     private storage: Storage,
-  ) {}
+    opts: ModelCacheOptions = { rangedMinBytes: Number.POSITIVE_INFINITY, streams: 1 },
+  ) {
+    this.opts = { partBytes: DEFAULT_PART_BYTES, ...opts };
+  }
 
   pathFor(sha256: string): string {
     return path.join(this.dir, 'sha256', sha256);
+  }
+
+  /** Drops a blob from this cache, finished or partial, so the next ensure downloads it again. */
+  async forget(sha256: string): Promise<void> {
+    await unlink(this.pathFor(sha256)).catch(() => undefined);
+    await this.discard(`${this.pathFor(sha256)}.partial`);
   }
 
   async has(file: VersionFile): Promise<boolean> {
@@ -52,7 +102,7 @@ export class ModelCache {
   }
 
   /** The local path of the file, downloading it first if needed. Concurrent calls share one download. */
-  ensure(file: VersionFile, opts: { signal?: AbortSignal; onProgress?: (p: CacheProgress) => void } = {}): Promise<CachedFile> {
+  ensure(file: VersionFile, opts: EnsureOptions = {}): Promise<CachedFile> {
     let pending = this.inFlight.get(file.sha256);
     if (!pending) {
       pending = this.fetch(file, opts).finally(() => this.inFlight.delete(file.sha256));
@@ -61,14 +111,14 @@ export class ModelCache {
     return pending;
   }
 
-  private async fetch(
-    file: VersionFile,
-    opts: { signal?: AbortSignal; onProgress?: (p: CacheProgress) => void },
-  ): Promise<CachedFile> {
+  private async fetch(file: VersionFile, opts: EnsureOptions): Promise<CachedFile> {
     const target = this.pathFor(file.sha256);
     if (await this.has(file)) return { path: target, downloadedBytes: 0 };
     await mkdir(path.dirname(target), { recursive: true });
+    if (file.size > this.opts.rangedMinBytes && this.opts.streams > 1) return this.fetchInParts(file, target, opts);
     const partial = `${target}.partial`;
+    // A parted download's file has holes: only its own record says what is there.
+    if (await readParts(`${partial}.parts.json`)) await this.discard(partial);
     let start = (await sizeOf(partial)) ?? 0;
     if (start > file.size) {
       await unlink(partial);
@@ -86,15 +136,142 @@ export class ModelCache {
       });
       await pipeline(body, meter, createWriteStream(partial, { flags: start > 0 ? 'a' : 'w' }), { signal: opts.signal });
     }
-    const digest = hash.digest('hex');
-    if (digest !== file.sha256 || bytes !== file.size) {
-      await unlink(partial).catch(() => {});
-      const detail = `${file.path}: expected sha256 ${file.sha256} (${file.size} B), got ${digest} (${bytes} B)`;
-      // A resumed download may have kept a bad prefix: start over. A fresh one means the blob is bad.
-      if (start > 0) throw new Error(`${detail}; retrying from scratch`);
-      throw kilnFailure('ModelFileCorrupt', detail);
-    }
+    await this.verify(file, partial, hash.digest('hex'), bytes, start > 0);
     await rename(partial, target);
     return { path: target, downloadedBytes: bytes - start };
+  }
+
+  /**
+   * `streams` ranged GETs at once, each writing its part at its offset. The hash runs alongside:
+   * parts are read back in order as soon as the ones before them are done, so the digest is
+   * ready moments after the last byte. Finished parts are recorded beside the file.
+   */
+  private async fetchInParts(file: VersionFile, target: string, opts: EnsureOptions): Promise<CachedFile> {
+    const partial = `${target}.partial`;
+    const recordFile = `${partial}.parts.json`;
+    const { partBytes, streams } = this.opts;
+    const count = Math.ceil(file.size / partBytes);
+    const bounds = (i: number) => ({ start: i * partBytes, end: Math.min(file.size, (i + 1) * partBytes) });
+
+    const done = new Set<number>();
+    const record = await readParts(recordFile);
+    const partialSize = await sizeOf(partial);
+    if (partialSize !== undefined && record?.size === file.size && record.partBytes === partBytes) {
+      for (const i of record.done) if (i >= 0 && i < count) done.add(i);
+    } else if (partialSize !== undefined && !record && partialSize <= file.size) {
+      // Left by a one-stream download: a plain prefix, so every part inside it is there.
+      for (let i = 0; i < count && bounds(i).end <= partialSize; i++) done.add(i);
+    }
+    const resumed = done.size > 0;
+    const save = () => writeParts(recordFile, { size: file.size, partBytes, done: [...done].sort((a, b) => a - b) });
+    // The record exists before the first positioned write: a partial without one is always a prefix.
+    await save();
+    // Read as well as written: the hash reads finished parts back.
+    const fh = await open(partial, resumed ? 'r+' : 'w+');
+
+    const abort = new AbortController();
+    const stop = () => abort.abort(opts.signal?.reason);
+    if (opts.signal?.aborted) stop();
+    opts.signal?.addEventListener('abort', stop, { once: true });
+
+    let received = [...done].reduce((n, i) => n + bounds(i).end - bounds(i).start, 0);
+    let downloaded = 0;
+    const hash = createHash('sha256');
+    let hashedParts = 0;
+    let hashing = Promise.resolve();
+    const hashReady = async () => {
+      while (hashedParts < count && done.has(hashedParts)) {
+        await hashPart(fh, hash, bounds(hashedParts));
+        hashedParts++;
+      }
+    };
+    let saving = Promise.resolve();
+    const todo = Array.from({ length: count }, (_, i) => i).filter((i) => !done.has(i));
+    let next = 0;
+
+    const fetchPart = async (i: number) => {
+      const { start, end } = bounds(i);
+      const body = await this.storage.read(blobKey(file.sha256), { start, end, signal: abort.signal });
+      let at = start;
+      // Chunks arrive at socket size (tens of KiB): gathered into one write of about a MiB, the
+      // thread pool does far fewer round trips.
+      let pending: Buffer[] = [];
+      let pendingBytes = 0;
+      const flush = async () => {
+        await fh.writev(pending, at);
+        at += pendingBytes;
+        received += pendingBytes;
+        downloaded += pendingBytes;
+        pending = [];
+        pendingBytes = 0;
+        opts.onProgress?.({ file: file.path, bytes: received, total: file.size });
+      };
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        abort.signal.throwIfAborted();
+        if (at + pendingBytes + chunk.length > end) throw new Error(`${file.path}: part ${i} is longer than asked for`);
+        pending.push(chunk);
+        pendingBytes += chunk.length;
+        if (pendingBytes >= WRITE_BYTES) await flush();
+      }
+      if (pendingBytes > 0) await flush();
+      if (at !== end) throw new Error(`${file.path}: part ${i} ended at ${at}, not ${end}`);
+      done.add(i);
+      saving = saving.then(save);
+      await saving;
+      hashing = hashing.then(hashReady);
+    };
+    const worker = async () => {
+      while (next < todo.length) await fetchPart(todo[next++]);
+    };
+
+    hashing = hashing.then(hashReady);
+    const results = await Promise.allSettled(
+      Array.from({ length: Math.min(streams, todo.length) }, () =>
+        worker().catch((err: unknown) => {
+          // One part failing stops the others; what they finished stays recorded.
+          abort.abort(err);
+          throw err;
+        }),
+      ),
+    );
+    opts.signal?.removeEventListener('abort', stop);
+    await saving.catch(() => undefined);
+    const hashed = await hashing.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await fh.close();
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw opts.signal?.aborted ? (opts.signal.reason ?? failed.reason) : failed.reason;
+    if (hashed) throw hashed;
+
+    await this.verify(file, partial, hashedParts === count ? hash.digest('hex') : 'incomplete', received, resumed);
+    await rename(partial, target);
+    await unlink(recordFile).catch(() => undefined);
+    return { path: target, downloadedBytes: downloaded };
+  }
+
+  private async verify(file: VersionFile, partial: string, digest: string, bytes: number, resumed: boolean): Promise<void> {
+    if (digest === file.sha256 && bytes === file.size) return;
+    await this.discard(partial);
+    const detail = `${file.path}: expected sha256 ${file.sha256} (${file.size} B), got ${digest} (${bytes} B)`;
+    // A resumed download may have kept bad bytes: start over. A fresh one means the blob is bad.
+    if (resumed) throw new Error(`${detail}; retrying from scratch`);
+    throw kilnFailure('ModelFileCorrupt', detail);
+  }
+
+  private async discard(partial: string): Promise<void> {
+    await unlink(partial).catch(() => undefined);
+    await unlink(`${partial}.parts.json`).catch(() => undefined);
+  }
+}
+
+async function hashPart(fh: FileHandle, hash: Hash, { start, end }: { start: number; end: number }): Promise<void> {
+  const buf = Buffer.allocUnsafe(Math.min(HASH_READ_BYTES, end - start));
+  for (let at = start; at < end; ) {
+    const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, end - at), at);
+    if (bytesRead === 0) throw new Error(`the partial file ends at ${at}, before ${end}`);
+    hash.update(buf.subarray(0, bytesRead));
+    at += bytesRead;
   }
 }

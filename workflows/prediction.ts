@@ -5,8 +5,6 @@
  */
 import {
   ActivityCancellationType,
-  ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
   condition,
   defineQuery,
@@ -19,7 +17,6 @@ import {
   setHandler,
   sleep,
   startChild,
-  TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
@@ -27,14 +24,13 @@ import type { createEngineActivities } from '../activities/engine';
 import type { PredictionSnapshot } from '../db/predictions';
 import type { WebhookEvent } from '../db/schema';
 import { NON_RETRYABLE_TYPES } from './failures';
+import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
 import { KilnStatus } from './search-attributes';
 import {
   modelQueue,
-  nodeQueue,
   PREDICTION_STARTED_SIGNAL,
   WEBHOOK_THROTTLE_MS,
   webhookWorkflowId,
-  type LoadResult,
   type PredictionArgs,
   type PredictionStartedSignal,
   type PredictionStatus,
@@ -48,9 +44,6 @@ type EngineActivities = ReturnType<typeof createEngineActivities>;
 export const predictionStartedSignal = defineSignal<[PredictionStartedSignal]>(PREDICTION_STARTED_SIGNAL);
 export const predictionQuery = defineQuery<PredictionSnapshot>('prediction');
 
-/** How many times a prediction goes back to placement when no node picks up its work. */
-const MAX_PLACEMENTS = 3;
-
 // The cheap control steps (projection, admission, placement, usage) are local activities: they
 // run in the control worker next to the workflow, with no task-queue round trip each, which is
 // most of what orchestration would otherwise cost. They are still recorded and retried.
@@ -59,23 +52,6 @@ const control = proxyLocalActivities<ControlActivities>({
   // Projection and admission must eventually happen, even across a long Postgres outage.
   retry: { initialInterval: '200 ms', backoffCoefficient: 2, maximumInterval: '10 seconds' },
 });
-
-const placement = proxyLocalActivities<ControlActivities>({
-  startToCloseTimeout: '10 seconds',
-  scheduleToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '500 ms', backoffCoefficient: 1.5, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
-});
-
-function engineOn(taskQueue: string) {
-  return proxyActivities<EngineActivities>({
-    taskQueue,
-    // A node that has died never starts the task: go back to placement instead of waiting.
-    scheduleToStartTimeout: '30 seconds',
-    startToCloseTimeout: '30 minutes',
-    heartbeatTimeout: '30 seconds',
-    retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
-  });
-}
 
 const admission = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '10 seconds',
@@ -97,16 +73,6 @@ function predictOn(versionId: string, priority: PredictionArgs['priority']) {
     retry: { maximumAttempts: 1 },
     priority,
   });
-}
-
-/**
- * A failure worth another node: a timeout (the node died, or never took the work) or any fault
- * that was not a deliberate, final business failure.
- */
-function isRetryableFault(err: unknown): boolean {
-  if (!(err instanceof ActivityFailure)) return false;
-  if (err.cause instanceof TimeoutFailure) return true;
-  return !(err.cause instanceof ApplicationFailure && err.cause.nonRetryable);
 }
 
 const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
@@ -167,10 +133,14 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     started ??= s;
   });
 
-  await project();
+  // The API wrote this row already unless it died first: the write goes on beside admission
+  // rather than before it, one local-activity round trip fewer on every prediction.
+  const firstProjection = project();
   await webhook('start');
 
   let result: PredictResult | undefined;
+  /** What the last attempt's failure was, and where: the prediction's `error` when it fails. */
+  let finalFailure: string | undefined;
   let deadlinePassed = false;
   const work = new CancellationScope();
   if (args.deadline) {
@@ -187,25 +157,16 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
 
   try {
     await work.run(async () => {
-      await admission.admitPrediction({ predictionId: args.id, accountId: args.accountId, versionId: args.versionId });
+      await Promise.all([admission.admitPrediction({ predictionId: args.id, accountId: args.accountId, versionId: args.versionId }), firstProjection]);
       let setupSeconds = 0;
+      const retry = retryPolicyOf(args.retry);
       // Nodes where an attempt failed (died, or never took the work): placement avoids them.
       const excludeNodes: string[] = [];
       for (let attempt = 1; !result; attempt++) {
-        const place = await placement.placeModel({ versionId: args.versionId, excludeNodes });
+        const place = await placeModel(args.versionId, excludeNodes);
         let node = place.nodeId;
         try {
-          if (!place.warm) {
-            logLine(`Warming up ${args.model} on node ${place.nodeId}`);
-            const load: LoadResult = await engineOn(nodeQueue(place.nodeId)).loadModel({ versionId: args.versionId });
-            if (!load.alreadyLoaded) {
-              setupSeconds += load.downloadSeconds + load.loadSeconds;
-              if (load.downloadedBytes > 0) {
-                logLine(`Downloaded ${(load.downloadedBytes / 2 ** 20).toFixed(1)} MiB in ${load.downloadSeconds.toFixed(2)} s`);
-              }
-              logLine(`Loaded in ${load.loadSeconds.toFixed(2)} s`);
-            }
-          }
+          setupSeconds += await warmUp(place, args.model, args.versionId, logLine);
           if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
           // The engine signals when it really starts; until then the prediction waits in the fair queue.
           started = undefined;
@@ -220,7 +181,9 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
             await condition(() => startSignal() !== undefined || result !== undefined);
             const signal = startSignal();
             if (signal) node = signal.nodeId;
-            if (signal && state.status === 'starting') {
+            // A prediction that already finished goes straight to its final state: no
+            // `processing` write to be overwritten a moment later.
+            if (signal && state.status === 'starting' && result === undefined) {
               state.startedAt = signal.startedAt;
               setStatus('processing');
               await project();
@@ -230,10 +193,18 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
           result = await running;
           await markStarted;
         } catch (err) {
-          if (isCancellation(err) || !isRetryableFault(err) || attempt >= MAX_PLACEMENTS) throw err;
+          if (isCancellation(err)) throw err;
+          const outcome = `Attempt ${attempt} failed on node ${node}: ${describeFailure(err)}`;
+          if (!isRetryableFault(err) || attempt >= retry.max_attempts) {
+            finalFailure = outcome;
+            logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
+            throw err;
+          }
           excludeNodes.push(node);
+          const delay = retryDelayMs(retry, attempt);
           log.warn('attempt failed, placing again', { attempt, node, error: describeFailure(err) });
-          logLine(`Attempt ${attempt} failed on node ${node}: ${describeFailure(err)}; placing the model again`);
+          logLine(`${outcome}; placing the model again${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
+          if (delay > 0) await sleep(delay);
         }
       }
     });
@@ -254,8 +225,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
       setStatus('canceled');
     } else {
       setStatus('failed');
-      state.error = describeFailure(err);
-      logLine(`Error: ${state.error}`);
+      state.error = finalFailure ?? describeFailure(err);
+      if (!finalFailure) logLine(`Error: ${state.error}`);
     }
   }
   state.completedAt = new Date(Date.now()).toISOString();
@@ -263,29 +234,26 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
   // The final write, the slot, usage and the completed webhook must happen even when canceled.
   await CancellationScope.nonCancellable(async () => {
-    await control.releaseAdmission({ predictionId: args.id });
-    await project();
-    await control.recordUsage({
-      predictionId: args.id,
-      accountId: args.accountId,
-      model: args.model,
-      versionId: args.versionId,
-      task: args.task,
-      status: state.status,
-      hardware: result?.hardware ?? 'none',
-      predictSeconds: state.metrics.predict_time ?? 0,
-      inputTokens: state.metrics.input_token_count ?? 0,
-      outputTokens: state.metrics.output_token_count ?? 0,
-      images: state.metrics.image_count ?? 0,
-    });
+    // Independent writes, so side by side: one round trip instead of three.
+    await Promise.all([
+      control.releaseAdmission({ predictionId: args.id }),
+      project(),
+      control.recordUsage({
+        predictionId: args.id,
+        accountId: args.accountId,
+        model: args.model,
+        versionId: args.versionId,
+        task: args.task,
+        status: state.status,
+        hardware: result?.hardware ?? 'none',
+        predictSeconds: state.metrics.predict_time ?? 0,
+        inputTokens: state.metrics.input_token_count ?? 0,
+        outputTokens: state.metrics.output_token_count ?? 0,
+        images: state.metrics.image_count ?? 0,
+      }),
+    ]);
     await webhook('completed');
   });
   return state;
 }
 
-/** The innermost message: an activity failure wraps the error that caused it. */
-function describeFailure(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
-}

@@ -17,7 +17,21 @@ export interface PredictionArgs {
   deadline: string | null;
   /** Temporal task priority of the predict activity: the fair queue's key, weight and level. */
   priority: PredictionPriority;
+  /** The version's retry policy; absent in workflows started before versions had one. */
+  retry?: RetryPolicy;
 }
+
+/** How often and how soon a failed attempt is tried again (set per model version). */
+export interface RetryPolicy {
+  /** Attempts in all, the first included: 1 means no retry. */
+  max_attempts: number;
+  /** Wait before the second attempt, in seconds. */
+  initial_interval_s: number;
+  /** Each later wait is the previous one times this. */
+  backoff: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { max_attempts: 3, initial_interval_s: 1, backoff: 2 };
 
 export interface PredictionPriority {
   fairnessKey: string;
@@ -32,6 +46,15 @@ export interface Placement {
   nodeId: string;
   /** The version is already loaded there and its queue is polled. */
   warm: boolean;
+}
+
+/** The one replica scaler of a namespace (workflows/replica-scaler.ts). */
+export const REPLICA_SCALER_ID = 'kiln-replica-scaler';
+
+/** A replica the scaler loads: the version on that node. */
+export interface ReplicaLoad {
+  versionId: string;
+  nodeId: string;
 }
 
 export interface LoadResult {

@@ -17,6 +17,7 @@ import { ApiError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import { parseOr422 } from '../validation';
 import { modelCreateBody, parseCancelAfter, parsePriority, preferWaitSeconds } from './predictions';
+import { notePrediction } from '../request-log';
 
 const scaling = {
   hardware: z.string().min(1).max(50).optional().describe("Accepted for Replicate's clients; placement decides"),
@@ -137,6 +138,7 @@ export function deploymentRoutes(deps: CreateDeps & { temporal: Client; urls: (r
     setRateLimitHeaders(res, rateLimit);
     const seconds = preferWaitSeconds(req.get('prefer'));
     const final = seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row;
+    notePrediction(res, final.id);
     res.status(201).json(predictionJson(final, deps.urls(req)));
   });
 

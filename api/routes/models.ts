@@ -43,6 +43,14 @@ export const createVersionBody = z.strictObject({
       idleTtlSeconds: z.number().int().min(1).optional().describe('Unloaded after this long without predictions'),
     })
     .optional(),
+  retry: z
+    .strictObject({
+      max_attempts: z.number().int().min(1).max(10).describe('Attempts in all, the first included; 1: never retry'),
+      initial_interval_s: z.number().min(0).max(3600).default(1).describe('Wait before the second attempt, in seconds'),
+      backoff: z.number().min(1).max(10).default(2).describe('Each later wait is the previous one times this'),
+    })
+    .optional()
+    .describe('How failed attempts of a prediction (or a batch chunk) are retried'),
 });
 
 export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Request) => string; maxBlobBytes: number }): Router {
@@ -131,6 +139,7 @@ export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Req
       // Without an estimate from the pusher (kiln push reads GGUF metadata), weights plus a fifth.
       memoryBytes: body.memory_bytes ?? Math.ceil(total * 1.2) + 64 * 2 ** 20,
       settings: body.settings ?? {},
+      retry: body.retry,
     });
     res.status(201).json(versionJson(version));
   });

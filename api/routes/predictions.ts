@@ -1,8 +1,10 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { resolveModelVersion, resolveVersionId, type ResolvedVersion } from '../../db/models';
-import { decodeCursor, encodeCursor, getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
+import { resolveModelVersion } from '../../db/models';
+import { resolveVersionRef } from '../resolve-version';
+import { decodeCursor, encodeCursor } from '../../db/paging';
+import { getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
 import type { Account } from '../../db/accounts';
 import { predictionWorkflowId, PRIORITY_KEYS } from '../../workflows/types';
 import { setRateLimitHeaders } from '../admission-limits';
@@ -13,6 +15,8 @@ import { BadRequestError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import { isTerminalStatus, webhookEvents } from '../../db/schema';
 import { parseOr422 } from '../validation';
+import { notePrediction } from '../request-log';
+import { setupProgress } from '../setup-progress';
 
 const inputSchema = z.record(z.string(), z.unknown());
 
@@ -35,9 +39,6 @@ const listQuery = z.object({
   cursor: z.string().optional(),
   page_size: z.coerce.number().int().min(1).max(100).default(100),
 });
-
-const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;
-const VERSION_ID = /^[a-f0-9]{64}$/;
 
 /** `Cancel-After`: seconds, or a duration like `90s`, `5m`, `1h30m` (at least 5 s, at most 24 h). */
 export function parseCancelAfter(header: string | undefined): number | undefined {
@@ -82,16 +83,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   const router = Router();
   const { db, temporal } = deps;
 
-  async function resolveVersionField(account: Account, version: string): Promise<ResolvedVersion> {
-    let resolved: ResolvedVersion | undefined;
-    const ref = MODEL_REF.exec(version);
-    if (ref) resolved = await resolveModelVersion(db, account.id, { owner: ref[1], name: ref[2], versionId: ref[3] });
-    else if (VERSION_ID.test(version)) resolved = await resolveVersionId(db, account.id, version);
-    if (!resolved) {
-      throw new ValidationError([{ field: 'version', description: `no model version ${version} that you can use` }]);
-    }
-    return resolved;
-  }
+  const resolveVersionField = (account: Account, version: string) => resolveVersionRef(db, account.id, version);
 
   /** Holds the answer until the prediction finishes or `Prefer: wait` runs out. */
   async function waitFor(row: PredictionRow, req: Request): Promise<PredictionRow> {
@@ -101,6 +93,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
 
   async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow) {
     const final = await waitFor(row, req);
+    notePrediction(res, final.id);
     res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.urls(req)));
   }
 
@@ -158,6 +151,17 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const row = await getPrediction(db, currentAccount(res).id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
     res.json(predictionJson(row, deps.urls(req)));
+  });
+
+  // Warm-up progress of a starting prediction (what `kiln run` draws its progress bar from).
+  router.get('/predictions/:id/setup', async (req, res) => {
+    const row = await getPrediction(db, currentAccount(res).id, req.params.id);
+    if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
+    if (row.status !== 'starting') {
+      res.json({ phase: null, status: row.status });
+      return;
+    }
+    res.json({ ...(await setupProgress(deps.temporal, row.id)), status: row.status });
   });
 
   router.post('/predictions/:id/cancel', async (req, res) => {

@@ -2,10 +2,8 @@
  * A second engine node, killed with SIGKILL in the middle of a generation: the prediction is
  * placed again on the surviving node and succeeds, and the logs say what happened.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { startEngineNode } from '../processes';
+import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
@@ -30,24 +28,9 @@ afterAll(async () => {
   await closeDb(db);
 });
 
-function startEngineNode(): ChildProcess {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'kiln-node2-'));
-  const ready = path.join(dir, 'ready');
-  const log = openSync(path.join(dir, 'engine.log'), 'w');
-  const child = spawn('node', ['--import', 'tsx', 'workers/engine-worker.ts'], {
-    cwd: path.resolve(__dirname, '../..'),
-    // A smaller memory budget than the first node: best-fit placement puts new models here.
-    env: { ...process.env, KILN_NODE_ID: NODE2, KILN_NODE_MEMORY_MB: '1500', KILN_READY_FILE: ready, KILN_DATA_DIR: dir },
-    stdio: ['ignore', log, log],
-  });
-  (child as ChildProcess & { ready: string }).ready = ready;
-  return child;
-}
 
 test('kill -9 of the engine node during inference: the prediction fails over and succeeds', async () => {
-  node2 = startEngineNode();
-  const ready = (node2 as ChildProcess & { ready: string }).ready;
-  await poll(async () => existsSync(ready), (ok) => ok, { timeoutMs: 60_000, intervalMs: 200 });
+  node2 = await startEngineNode(NODE2);
 
   // A fresh model, so a fresh version to place, on the usual test weights.
   const version = await ensureTestModel(db, `failover-${Date.now()}`, SLOW_LLAMA);

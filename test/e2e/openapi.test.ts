@@ -7,7 +7,7 @@ test('the document describes the routes with the request schemas in force', asyn
   const doc = r.body;
   expect(doc.openapi).toBe('3.1.0');
   expect(doc.servers[0].url).toBe(API_URL);
-  for (const path of ['/v1/predictions', '/v1/predictions/{id}/cancel', '/v1/models/{owner}/{name}/versions', '/v1/files', '/openai/v1/chat/completions']) {
+  for (const path of ['/v1/predictions', '/v1/predictions/{id}/cancel', '/v1/models/{owner}/{name}/versions', '/v1/files', '/v1/batches', '/v1/batches/{id}/cancel', '/openai/v1/chat/completions']) {
     expect(Object.keys(doc.paths)).toContain(path);
   }
   const create = doc.paths['/v1/predictions'].post.requestBody.content['application/json'].schema;
@@ -18,6 +18,10 @@ test('the document describes the routes with the request schemas in force', asyn
   const input = doc.components.schemas['text-generation-input'];
   expect(input.properties.max_tokens).toMatchObject({ type: 'integer', maximum: 8192, default: 128 });
   expect(doc.components.schemas['remove-background-input'].properties.image.type).toBe('string');
+  const batch = doc.paths['/v1/batches'].post.requestBody.content['application/json'].schema;
+  expect(Object.keys(batch.properties)).toEqual(expect.arrayContaining(['version', 'inputs', 'input_file', 'input_url', 'chunk_size']));
+  const version = doc.paths['/v1/models/{owner}/{name}/versions'].post.requestBody.content['application/json'].schema;
+  expect(Object.keys(version.properties.retry.properties)).toEqual(['max_attempts', 'initial_interval_s', 'backoff']);
   expect(doc.paths['/v1/predictions'].post.responses['422'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
 });
 

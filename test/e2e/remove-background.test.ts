@@ -4,7 +4,7 @@
 /** kiln/remove-background end to end: ONNX Runtime on the engine node, a transparent PNG out. */
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../workers/engines/onnx-engine';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(180_000);
 
@@ -64,4 +64,22 @@ test('not an image: the prediction fails with a clear error, and a bad URL is re
   const bad = await cutout('ftp://example.com/x.png');
   expect(bad.status).toBe(422);
   expect(bad.body.invalid_fields[0].field).toBe('input.image');
+});
+
+test('a batch of images: the output JSONL links each PNG (with the token: a stored file outlives signatures)', async () => {
+  const inputs = [{ image: `data:image/png;base64,${disc.toString('base64')}` }, { image: `data:image/png;base64,${Buffer.from('nope').toString('base64')}` }];
+  const created = await api('/v1/batches', { token, body: { version: 'kiln/remove-background', inputs } });
+  expect(created.status).toBe(201);
+  const done = await poll(() => api(`/v1/batches/${created.body.id}`, { token }), (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), {
+    timeoutMs: 150_000,
+    intervalMs: 500,
+  }).then((r) => r.body);
+  expect(done).toMatchObject({ status: 'succeeded', completed: 1, failed: 1 });
+  const lines = (await (await fetch(done.output_file.urls.get)).text()).trimEnd().split('\n').map((l) => JSON.parse(l));
+  expect(lines[0].output).toMatch(new RegExp(`^${API_URL}/v1/files/[a-z2-7]{26}/content$`));
+  expect(lines[1]).toEqual({ index: 1, error: expect.stringMatching(/^InvalidInput: .*could not be decoded/) });
+  expect((await fetch(lines[0].output)).status).toBe(401);
+  const png = await fetch(lines[0].output, { headers: { authorization: `Bearer ${token}` } });
+  expect(png.status).toBe(200);
+  expect(png.headers.get('content-type')).toBe('image/png');
 });

@@ -55,6 +55,16 @@ test('new log lines, output and done go to the stream once, even when a write is
   ]);
 });
 
+test('the same revision written again (a re-run workflow task) takes the new values and adds no event', async () => {
+  const s = snapshot({});
+  const first = { ...s, status: 'succeeded' as const, output: ['x'], completedAt: '2026-01-01T00:00:00.600Z', revision: 2 };
+  await writePredictionSnapshot(db, first);
+  expect(await writePredictionSnapshot(db, { ...first, completedAt: '2026-01-01T00:00:00.882Z' })).toBe(true);
+  expect((await getPrediction(db, accountId, s.id))!.completedAt!.toISOString()).toBe('2026-01-01T00:00:00.882Z');
+  const events = (await eventsAfter(db, s.id, 0)).map((e) => e.event);
+  expect(events).toEqual(['output', 'done']);
+});
+
 test('a failed prediction streams its error, then done with the reason', async () => {
   const s = snapshot({});
   await writePredictionSnapshot(db, { ...s, status: 'failed', error: 'boom', revision: 2 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../../api/errors';
 import { preferWaitSeconds } from '../../api/routes/predictions';
-import { decodeCursor, encodeCursor } from '../../db/predictions';
+import { decodeCursor, encodeCursor } from '../../db/paging';
 import { parseConfig } from '../../lib/config';
 import { idFromKey, newId } from '../../lib/ids';
 import { removeBackgroundInput } from '../../tasks/remove-background';

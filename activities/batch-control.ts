@@ -1,0 +1,90 @@
+/** The batch workflow's control steps: its projection, and the output assembled from the chunks' parts. */
+import { Context } from '@temporalio/activity';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { batchPartKey, upsertOutputFile, writeBatchSnapshot, type BatchSnapshot } from '../db/batches';
+import type { Db } from '../db/client';
+import { FILE_REF_PREFIX, fileKey } from '../db/files';
+import { renderFileRefs } from '../lib/file-urls';
+import type { UrlSigner } from '../lib/signing';
+import { idFromKey } from '../lib/ids';
+import type { Storage } from '../lib/storage';
+
+export interface BatchControlDeps {
+  db: Db;
+  storage: Storage;
+  /** Output files of a batch's items (remove-background's PNGs) become links under this API base. */
+  baseUrl: string;
+  signer: UrlSigner;
+}
+
+export interface AssembleRequest {
+  batchId: string;
+  accountId: string;
+  /** Parts in input order: every chunk below `chunksBelow`, then `extraChunks` (a canceled batch's partial ones). */
+  chunksBelow: number;
+  extraChunks: number[];
+}
+
+export interface AssembleResult {
+  fileId: string;
+  size: number;
+  lines: number;
+}
+
+/** The output file's id: the same for every attempt, so a retried assembly replaces its file. */
+export const batchOutputFileId = (accountId: string, batchId: string): string => idFromKey(accountId, `batch-output:${batchId}`);
+
+export function createBatchControlActivities({ db, storage, baseUrl, signer }: BatchControlDeps) {
+  /**
+   * A part's lines with file references made links that need the account's token, not a
+   * signature: the output file is kept, and a signed URL in it would expire.
+   */
+  const withFileLinks = (part: Buffer): Buffer => {
+    if (!part.includes(FILE_REF_PREFIX)) return part;
+    const lines = part.toString('utf8').split('\n');
+    const linked = lines.map((l) =>
+      l.includes(FILE_REF_PREFIX) ? JSON.stringify(renderFileRefs(JSON.parse(l), baseUrl, signer, (id) => `${baseUrl}/v1/files/${id}/content`)) : l,
+    );
+    return Buffer.from(linked.join('\n'));
+  };
+
+  return {
+    async projectBatch(snapshot: BatchSnapshot): Promise<void> {
+      await writeBatchSnapshot(db, snapshot);
+    },
+
+    /** Concatenates the parts, in chunk order, into one JSONL file of the batch's account. */
+    async assembleBatchOutput(req: AssembleRequest): Promise<AssembleResult> {
+      const ctx = Context.current();
+      const fileId = batchOutputFileId(req.accountId, req.batchId);
+      const hash = createHash('sha256');
+      let size = 0;
+      let lines = 0;
+      const order = [...Array.from({ length: req.chunksBelow }, (_, i) => i), ...[...req.extraChunks].sort((a, b) => a - b)];
+      async function* parts() {
+        for (const [n, chunk] of order.entries()) {
+          // A part holds one chunk's lines: small enough to read whole.
+          const pieces: Buffer[] = [];
+          for await (const piece of await storage.read(batchPartKey(req.batchId, chunk), { signal: ctx.cancellationSignal })) pieces.push(piece as Buffer);
+          const b = withFileLinks(Buffer.concat(pieces));
+          hash.update(b);
+          size += b.length;
+          for (const byte of b) if (byte === 10) lines += 1;
+          ctx.heartbeat({ parts_done: n + 1, parts: order.length });
+          yield b;
+        }
+      }
+      await storage.putStream(fileKey(fileId), Readable.from(parts()));
+      await upsertOutputFile(db, {
+        id: fileId,
+        accountId: req.accountId,
+        name: `batch-${req.batchId}.jsonl`,
+        contentType: 'application/jsonl',
+        size,
+        sha256: hash.digest('hex'),
+      });
+      return { fileId, size, lines };
+    },
+  };
+}

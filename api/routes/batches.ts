@@ -1,0 +1,170 @@
+/**
+ * Batches: many inputs for one model, run as one durable workflow (`batch-<id>`) in chunks at
+ * batch priority, with results as a JSONL file (one line per input, in input order).
+ */
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { Router, type Request } from 'express';
+import { z } from 'zod';
+import { getBatch, listBatches, writeBatchSnapshot, type BatchRow } from '../../db/batches';
+import type { Db } from '../../db/client';
+import { getFile } from '../../db/files';
+import { decodeCursor, encodeCursor } from '../../db/paging';
+import type { FetchInputDeps } from '../../lib/fetch-input';
+import { newId } from '../../lib/ids';
+import type { Storage } from '../../lib/storage';
+import { taskInputSchema } from '../../tasks';
+import type { batchWorkflow } from '../../workflows/batch';
+import { batchWorkflowId, type BatchArgs } from '../../workflows/batch-types';
+import { KilnAccount, KilnModel, KilnStatus } from '../../workflows/search-attributes';
+import { PRIORITY_KEYS } from '../../workflows/types';
+import { currentAccount } from '../auth';
+import { loadBatchInputs, MAX_BATCH_INPUTS, storeBatchInputs, type BatchSource } from '../batch-inputs';
+import { batchJson } from '../batch-json';
+import { NotFoundError, ValidationError } from '../errors';
+import type { UrlContext } from '../prediction-json';
+import { resolveVersionRef } from '../resolve-version';
+import { parseOr422 } from '../validation';
+
+export const createBatchBody = z
+  .strictObject({
+    version: z.string().min(1).describe('A version id, `owner/name` or `owner/name:version`'),
+    inputs: z.array(z.unknown()).min(1).max(MAX_BATCH_INPUTS).optional().describe('The inputs, each an object of the model input'),
+    input_file: z
+      .string()
+      .regex(/^[a-z2-7]{26}$/, 'a file id from POST /v1/files')
+      .optional()
+      .describe('A JSONL file uploaded with POST /v1/files: one input object per line'),
+    input_url: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('A JSONL file at this URL'),
+    // A chunk's checkpoint (its result lines so far) travels in heartbeat details, which Temporal caps in size.
+    chunk_size: z.number().int().min(1).max(100).default(10).describe('Inputs per chunk: the unit of progress, retry and parallelism'),
+  })
+  .refine((b) => [b.inputs, b.input_file, b.input_url].filter((x) => x !== undefined).length === 1, {
+    message: 'give exactly one of inputs, input_file or input_url',
+    path: ['inputs'],
+  });
+
+const listQuery = z.object({
+  cursor: z.string().optional(),
+  page_size: z.coerce.number().int().min(1).max(100).default(100),
+});
+
+const TERMINAL = ['succeeded', 'failed', 'canceled'];
+
+export interface BatchRouteDeps {
+  db: Db;
+  temporal: Client;
+  storage: Storage;
+  controlQueue: string;
+  fetch: FetchInputDeps;
+  parallelism: number;
+  chunksPerRun: number;
+  urls: (req: Request) => UrlContext;
+}
+
+export function batchRoutes(deps: BatchRouteDeps): Router {
+  const router = Router();
+  const { db } = deps;
+
+  const render = async (row: BatchRow, req: Request) => {
+    const file = row.outputFileId ? await getFile(db, row.outputFileId) : undefined;
+    return batchJson(row, deps.urls(req), file?.size);
+  };
+
+  router.post('/batches', async (req, res) => {
+    const account = currentAccount(res);
+    const body = parseOr422(createBatchBody, req.body ?? {});
+    const resolved = await resolveVersionRef(db, account.id, body.version);
+    const source: BatchSource =
+      body.inputs !== undefined ? { inputs: body.inputs } : body.input_file !== undefined ? { input_file: body.input_file } : { input_url: body.input_url! };
+    const loaded = await loadBatchInputs(source, taskInputSchema(resolved.version.task), account.id, deps);
+    const id = newId();
+    await storeBatchInputs(deps.storage, id, loaded.inputs, body.chunk_size);
+    const model = `${resolved.model.owner}/${resolved.model.name}`;
+    const args: BatchArgs = {
+      id,
+      accountId: account.id,
+      model,
+      versionId: resolved.version.id,
+      task: resolved.version.task,
+      total: loaded.inputs.length,
+      chunkSize: body.chunk_size,
+      source: loaded.source,
+      createdAt: new Date().toISOString(),
+      // Below interactive and default work of every account in the model's fair queue.
+      priority: { fairnessKey: account.fairnessGroup ?? account.id, fairnessWeight: account.fairnessWeight, priorityKey: PRIORITY_KEYS.batch },
+      retry: resolved.version.retry ?? undefined,
+      parallelism: deps.parallelism,
+      chunksPerRun: deps.chunksPerRun,
+    };
+    await deps.temporal.workflow.start<typeof batchWorkflow>('batchWorkflow', {
+      workflowId: batchWorkflowId(id),
+      taskQueue: deps.controlQueue,
+      args: [args],
+      typedSearchAttributes: [
+        { key: KilnAccount, value: account.username },
+        { key: KilnModel, value: model },
+        { key: KilnStatus, value: 'starting' },
+      ],
+      memo: { kind: 'batch', total: args.total, chunk_size: args.chunkSize, source: args.source, completed: 0, failed: 0 },
+      staticSummary: `batch of ${args.total} on ${model} for ${account.username}`,
+      priority: args.priority,
+    });
+    // Revision 0: any write from the workflow itself takes precedence.
+    await writeBatchSnapshot(db, {
+      id,
+      accountId: account.id,
+      model,
+      versionId: args.versionId,
+      status: 'starting',
+      total: args.total,
+      completed: 0,
+      failed: 0,
+      chunkSize: args.chunkSize,
+      source: args.source,
+      error: null,
+      logs: '',
+      outputFileId: null,
+      createdAt: args.createdAt,
+      startedAt: null,
+      completedAt: null,
+      revision: 0,
+    });
+    const row = (await getBatch(db, account.id, id))!;
+    res.status(201).location(`/v1/batches/${id}`).json(await render(row, req));
+  });
+
+  router.get('/batches', async (req, res) => {
+    const account = currentAccount(res);
+    const query = parseOr422(listQuery, req.query);
+    const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+    if (query.cursor !== undefined && !cursor) throw new ValidationError([{ field: 'cursor', description: 'is not a cursor this API returned' }]);
+    const page = await listBatches(db, account.id, { limit: query.page_size, cursor });
+    const base = deps.urls(req).baseUrl;
+    const next = page.next
+      ? `${base}/v1/batches?${new URLSearchParams({ cursor: encodeCursor(page.next), ...(req.query.page_size ? { page_size: String(query.page_size) } : {}) })}`
+      : null;
+    res.json({ previous: null, next, results: await Promise.all(page.rows.map((r) => render(r, req))) });
+  });
+
+  router.get('/batches/:id', async (req, res) => {
+    const row = await getBatch(db, currentAccount(res).id, req.params.id);
+    if (!row) throw new NotFoundError(`Batch ${req.params.id} not found`);
+    res.json(await render(row, req));
+  });
+
+  router.post('/batches/:id/cancel', async (req, res) => {
+    const account = currentAccount(res);
+    const row = await getBatch(db, account.id, req.params.id);
+    if (!row) throw new NotFoundError(`Batch ${req.params.id} not found`);
+    if (!TERMINAL.includes(row.status)) {
+      try {
+        await deps.temporal.workflow.getHandle(batchWorkflowId(row.id)).cancel();
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+    }
+    res.json(await render((await getBatch(db, account.id, row.id)) ?? row, req));
+  });
+
+  return router;
+}

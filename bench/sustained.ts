@@ -1,0 +1,149 @@
+/**
+ * Sustained load: open-loop arrivals at fixed rates on kiln/echo-fixture (a test fixture that
+ * sleeps for the asked time instead of inferring, so every millisecond measured is the stack's),
+ * to find the highest rate served with p99 under 1 s, and which process spends the CPU.
+ * Open loop: requests leave on schedule whether or not earlier ones have finished, as real
+ * traffic does, so a stack that falls behind shows it in latency instead of hiding it.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { API_URL, apiToken, DATA_DIR, ms, percentile, saveResult, table } from './lib';
+
+const TICKS = 100; // clock ticks per second on Linux (getconf CLK_TCK)
+
+/** CPU seconds used so far by each process of the stack, by pid, with its component. */
+function cpuByProcess(): Map<number, { component: string; seconds: number }> {
+  const pidOf = (name: string) => {
+    try {
+      return Number(readFileSync(path.join(DATA_DIR, 'pids', `${name}.pid`), 'utf8').trim());
+    } catch {
+      return undefined;
+    }
+  };
+  const known = new Map<number, string>();
+  for (const name of ['api', 'control-worker', 'engine-worker']) {
+    const pid = pidOf(name);
+    if (pid) known.set(pid, name);
+  }
+  const out = new Map<number, { component: string; seconds: number }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    let stat: string;
+    let cmd: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch {
+      continue;
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS; // utime + stime
+    let component = known.get(pid);
+    if (!component) {
+      if (pid === process.pid) component = 'load generator';
+      else if (/temporal server start-dev|temporal-server /.test(cmd)) component = 'temporal';
+      else if (/^postgres/.test(cmd) || /\/postgres /.test(cmd)) component = 'postgres';
+      else if (/\/minio server /.test(cmd)) component = 'minio';
+    }
+    if (component) out.set(pid, { component, seconds });
+  }
+  return out;
+}
+
+/** CPU seconds each component used between two readings (processes that exited meanwhile are missed). */
+function cpuBetween(before: ReturnType<typeof cpuByProcess>, after: ReturnType<typeof cpuByProcess>): Record<string, number> {
+  const totals: Record<string, number> = { api: 0, 'control-worker': 0, 'engine-worker': 0, temporal: 0, postgres: 0, minio: 0, 'load generator': 0 };
+  for (const [pid, a] of after) totals[a.component] += a.seconds - (before.get(pid)?.seconds ?? 0);
+  return totals;
+}
+
+interface Sample {
+  latencyMs: number;
+  ok: boolean;
+}
+
+async function runRate(token: string, rate: number, seconds: number, sleepMs: number) {
+  const total = Math.round(rate * seconds);
+  const samples: Promise<Sample>[] = [];
+  const cpu0 = cpuByProcess();
+  const t0 = performance.now();
+  for (let i = 0; i < total; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const sent = performance.now();
+    samples.push(
+      fetch(`${API_URL}/v1/models/kiln/echo-fixture/predictions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', prefer: 'wait=60' },
+        body: JSON.stringify({ input: { text: `r${rate}-${i}`, sleep_ms: sleepMs } }),
+      }).then(
+        async (res) => {
+          const body = (await res.json()) as { status?: string };
+          return { latencyMs: performance.now() - sent, ok: res.ok && body.status === 'succeeded' };
+        },
+        () => ({ latencyMs: performance.now() - sent, ok: false }),
+      ),
+    );
+  }
+  const sendSeconds = (performance.now() - t0) / 1000;
+  const done = await Promise.all(samples);
+  const wall = (performance.now() - t0) / 1000;
+  const cpu = cpuBetween(cpu0, cpuByProcess());
+  const latencies = done.map((s) => s.latencyMs);
+  const ok = done.filter((s) => s.ok).length;
+  const cores = os.cpus().length;
+  return {
+    rate,
+    offered: Number((total / sendSeconds).toFixed(1)),
+    completed: Number((ok / wall).toFixed(1)),
+    failed: done.length - ok,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpu,
+    // Share of the machine (all cores) each component used while this rate ran.
+    cpuShare: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v / (wall * cores)])),
+  };
+}
+
+export async function sustained(opts: { rates: number[]; seconds: number; sleepMs: number }) {
+  const token = await apiToken();
+  // Warm: the fixture "model" is placed on a node once.
+  await fetch(`${API_URL}/v1/models/kiln/echo-fixture/predictions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', prefer: 'wait=60' },
+    body: JSON.stringify({ input: { text: 'warm', sleep_ms: 0 } }),
+  });
+  const results = [];
+  let best: number | undefined;
+  for (const rate of opts.rates) {
+    const r = await runRate(token, rate, opts.seconds, opts.sleepMs);
+    results.push(r);
+    const held = r.failed === 0 && r.p99 < 1000 && r.completed >= 0.95 * r.offered;
+    console.log(`${rate}/s: completed ${r.completed}/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, failed ${r.failed}${held ? '' : '  ← not sustained'}`);
+    if (held) best = rate;
+    else break;
+  }
+  table(
+    `Sustained open-loop load on kiln/echo-fixture (sleep_ms ${opts.sleepMs}), ${opts.seconds} s per rate`,
+    results.map((r) => ({
+      'rate /s': r.rate,
+      'offered /s': r.offered,
+      'completed /s': r.completed,
+      failed: r.failed,
+      'e2e p50': ms(r.p50),
+      'e2e p99': ms(r.p99),
+    })),
+  );
+  table(
+    'CPU share of the machine by component (100% = all cores busy)',
+    results.map((r) => ({
+      'rate /s': r.rate,
+      ...Object.fromEntries(Object.entries(r.cpuShare).map(([k, v]) => [k, `${(v * 100).toFixed(1)}%`])),
+    })),
+  );
+  console.log(best === undefined ? 'No rate held p99 < 1 s.' : `Highest rate sustained with p99 < 1 s: ${best}/s`);
+  console.log(`saved ${await saveResult('sustained', { best, results })}`);
+}

@@ -1,0 +1,86 @@
+/**
+ * Batches: the projection rows, and where a batch keeps its data in object storage. The inputs
+ * are one JSONL object with an index of where each chunk starts, so a chunk reads only its own
+ * bytes; each chunk writes its results to a part object of its own, so a retried chunk replaces
+ * its part instead of adding lines; the output is assembled from the parts once, at the end.
+ */
+import { and, desc, eq, lte } from 'drizzle-orm';
+import type { Db } from './client';
+import { afterCursor, pageOf, type PageCursor } from './paging';
+import { withoutNul } from './sanitize';
+import { batches, files, type BatchStatus } from './schema';
+
+export type BatchRow = typeof batches.$inferSelect;
+
+export const batchInputKey = (id: string): string => `batches/${id}/input.jsonl`;
+/** Little-endian uint64 byte offsets: where chunk i starts, and (last) the input's length. */
+export const batchIndexKey = (id: string): string => `batches/${id}/index.bin`;
+export const batchPartKey = (id: string, chunk: number): string => `batches/${id}/parts/${String(chunk).padStart(8, '0')}.jsonl`;
+
+/** What the batch workflow knows at one transition; written whole, guarded by its revision. */
+export interface BatchSnapshot {
+  id: string;
+  accountId: string;
+  model: string;
+  versionId: string;
+  status: BatchStatus;
+  total: number;
+  completed: number;
+  failed: number;
+  chunkSize: number;
+  source: string;
+  error: string | null;
+  logs: string;
+  outputFileId: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  revision: number;
+}
+
+const toDate = (s: string | null) => (s ? new Date(s) : null);
+
+/**
+ * Writes the snapshot unless a newer one is there already (a late retry never wins). The same
+ * revision again replaces it: a workflow task re-run after its local activities ran, whose values
+ * are the ones history keeps (as for predictions, db/predictions.ts).
+ */
+export async function writeBatchSnapshot(db: Db, snapshot: BatchSnapshot): Promise<boolean> {
+  const s = withoutNul(snapshot);
+  const values = {
+    ...s,
+    createdAt: new Date(s.createdAt),
+    startedAt: toDate(s.startedAt),
+    completedAt: toDate(s.completedAt),
+  };
+  const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
+  const written = await db
+    .insert(batches)
+    .values(values)
+    .onConflictDoUpdate({ target: batches.id, set: changes, setWhere: lte(batches.revision, s.revision) })
+    .returning({ id: batches.id });
+  return written.length > 0;
+}
+
+export async function getBatch(db: Db, accountId: string, id: string): Promise<BatchRow | undefined> {
+  return db.query.batches.findFirst({ where: and(eq(batches.id, id), eq(batches.accountId, accountId)) });
+}
+
+/** Newest first, cursor-paged like predictions. */
+export async function listBatches(db: Db, accountId: string, opts: { limit: number; cursor?: PageCursor }): Promise<{ rows: BatchRow[]; next?: PageCursor }> {
+  const rows = await db
+    .select()
+    .from(batches)
+    .where(and(eq(batches.accountId, accountId), afterCursor(batches.createdAt, batches.id, opts.cursor)))
+    .orderBy(desc(batches.createdAt), desc(batches.id))
+    .limit(opts.limit + 1);
+  return pageOf(rows, opts.limit);
+}
+
+/** The output's row in `files`: written again as it is when an assembly is retried. */
+export async function upsertOutputFile(db: Db, row: typeof files.$inferInsert): Promise<void> {
+  await db
+    .insert(files)
+    .values(row)
+    .onConflictDoUpdate({ target: files.id, set: { size: row.size, sha256: row.sha256 } });
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The production path: Temporal as the full server (frontend, history, matching and worker
+# services in one process) persisting to Postgres, instead of the CLI's SQLite dev server.
+#   bash infra/temporal-server.sh [start]   builds it if missing, sets up the databases, starts it
+#   bash infra/temporal-server.sh stop
+# Safe to run again: databases, schema and namespaces that are already right are left alone.
+# Its ports sit beside the dev server's (7233), so both can run on one machine.
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+PG_HOST="${KILN_TEMPORAL_PG_HOST:-127.0.0.1}"
+PG_PORT="${KILN_TEMPORAL_PG_PORT:-5432}"
+PG_USER="${KILN_TEMPORAL_PG_USER:-postgres}"
+SERVER_DIR="$DATA/temporal-server"
+PIDFILE="$DATA/pids/temporal-server.pid"
+ADDRESS="127.0.0.1:$TEMPORAL_SERVER_PORT"
+
+server_healthy() { "$TEMPORAL_BIN" operator cluster health --address "$ADDRESS" 2>/dev/null | grep -q SERVING; }
+
+sql_tool() { "$TEMPORAL_SQL_TOOL_BIN" --plugin postgres12 --ep "$PG_HOST" -p "$PG_PORT" -u "$PG_USER" --db "$@"; }
+psql_at() { psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d "$1" -Atqc "$2"; }
+
+# ensure_schema DB NAME: NAME is the schema embedded in temporal-sql-tool (the same files as the
+# module's schema/postgresql/v12/NAME), so the tool and the schema always match the server build.
+ensure_schema() {
+  local db=$1 name=$2 schema_log="$DATA/logs/temporal-schema-$1.log"
+  if [ -z "$(psql_at postgres "select 1 from pg_database where datname = '$db'")" ]; then
+    log "creating Postgres database $db"
+    sql_tool "$db" create-database >>"$schema_log" 2>&1 || die "creating $db failed (log: $schema_log)"
+  fi
+  if [ -z "$(psql_at "$db" "select to_regclass('schema_version')")" ]; then
+    sql_tool "$db" setup-schema -v 0.0 >>"$schema_log" 2>&1 || die "setting up the $db schema failed (log: $schema_log)"
+  fi
+  # Applies only the versions newer than the database's; nothing when it is current.
+  sql_tool "$db" update-schema --schema-name "postgresql/v12/$name" >>"$schema_log" 2>&1 ||
+    die "updating the $db schema failed (log: $schema_log)"
+}
+
+write_config() {
+  mkdir -p "$SERVER_DIR/config"
+  local p=$TEMPORAL_SERVER_PORT
+  # Fair dispatch by fairness key and weight is what admission relies on; it is off by default.
+  cat >"$SERVER_DIR/dynamicconfig.yaml" <<YAML
+matching.enableFairness:
+  - value: ${KILN_TEMPORAL_FAIRNESS:-true}
+limit.maxIDLength:
+  - value: 255
+YAML
+  cat >"$SERVER_DIR/config/kiln.yaml" <<YAML
+log:
+  stdout: true
+  level: ${KILN_TEMPORAL_LOG_LEVEL:-warn}
+persistence:
+  defaultStore: postgres-default
+  visibilityStore: postgres-visibility
+  numHistoryShards: ${KILN_TEMPORAL_HISTORY_SHARDS:-4}
+  datastores:
+    postgres-default:
+      sql:
+        pluginName: postgres12
+        databaseName: temporal
+        connectAddr: "$PG_HOST:$PG_PORT"
+        connectProtocol: tcp
+        user: "$PG_USER"
+        maxConns: 20
+        maxIdleConns: 20
+        maxConnLifetime: 1h
+    postgres-visibility:
+      sql:
+        pluginName: postgres12
+        databaseName: temporal_visibility
+        connectAddr: "$PG_HOST:$PG_PORT"
+        connectProtocol: tcp
+        user: "$PG_USER"
+        maxConns: 10
+        maxConnLifetime: 1h
+        maxIdleConns: 10
+global:
+  membership:
+    maxJoinDuration: 30s
+    broadcastAddress: 127.0.0.1
+  metrics:
+    prometheus:
+      framework: tally
+      timerType: histogram
+      listenAddress: "127.0.0.1:$((p + 17))"
+services:
+  frontend:
+    rpc: { grpcPort: $p, httpPort: $((p + 10)), membershipPort: $((p - 300)), bindOnLocalHost: true }
+  history:
+    rpc: { grpcPort: $((p + 1)), membershipPort: $((p - 299)), bindOnLocalHost: true }
+  matching:
+    rpc: { grpcPort: $((p + 2)), membershipPort: $((p - 298)), bindOnLocalHost: true }
+  worker:
+    rpc: { grpcPort: $((p + 6)), membershipPort: $((p - 294)), bindOnLocalHost: true }
+clusterMetadata:
+  enableGlobalNamespace: false
+  failoverVersionIncrement: 10
+  masterClusterName: active
+  currentClusterName: active
+  clusterInformation:
+    active:
+      enabled: true
+      initialFailoverVersion: 1
+      rpcName: frontend
+      rpcAddress: "127.0.0.1:$p"
+      httpAddress: "127.0.0.1:$((p + 10))"
+dcRedirectionPolicy:
+  policy: noop
+dynamicConfigClient:
+  filepath: "$SERVER_DIR/dynamicconfig.yaml"
+  pollInterval: 10s
+YAML
+}
+
+# The namespaces npm start and npm test use by default, with the search attributes the
+# predictions carry; infra/setup.ts does the same for whichever namespace it is given.
+ensure_namespace() {
+  local ns=$1 existing
+  "$TEMPORAL_BIN" operator namespace describe --address "$ADDRESS" -n "$ns" >/dev/null 2>&1 ||
+    "$TEMPORAL_BIN" operator namespace create --address "$ADDRESS" -n "$ns" --retention 7d >/dev/null
+  # A new namespace reaches the frontend's namespace cache within seconds, not at once.
+  wait_for temporal-server 30 "$TEMPORAL_BIN" operator search-attribute list --address "$ADDRESS" -n "$ns"
+  existing=$("$TEMPORAL_BIN" operator search-attribute list --address "$ADDRESS" -n "$ns")
+  for sa in KilnAccount KilnModel KilnStatus; do
+    grep -qw "$sa" <<<"$existing" ||
+      "$TEMPORAL_BIN" operator search-attribute create --address "$ADDRESS" -n "$ns" --name "$sa" --type Keyword >/dev/null
+  done
+}
+
+start() {
+  if ! server_healthy; then start_server; fi
+  for ns in default kiln-test; do ensure_namespace "$ns"; done
+}
+
+start_server() {
+  bash "$KILN_ROOT/infra/install.sh" temporal-server
+  pg_isready -q -h "$PG_HOST" -p "$PG_PORT" || die "Postgres is not up on $PG_HOST:$PG_PORT (bash infra/services.sh starts it)"
+  ensure_schema temporal temporal
+  ensure_schema temporal_visibility visibility
+  if ! pid_alive "$PIDFILE"; then
+    write_config
+    log "starting Temporal server on Postgres (gRPC :$TEMPORAL_SERVER_PORT)"
+    start_daemon temporal-server "$PIDFILE" "$TEMPORAL_SERVER_BIN" \
+      --root "$SERVER_DIR" --config config --env kiln --allow-no-auth start
+  fi
+  wait_for temporal-server 120 server_healthy
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop_pidfile "$PIDFILE" ;;
+  *) die "usage: infra/temporal-server.sh [start|stop]" ;;
+esac

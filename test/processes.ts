@@ -1,0 +1,39 @@
+/** Kiln processes a test runs beside the suite's own: a second engine node, an API to kill. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, openSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { poll } from './helpers';
+
+/**
+ * Starts `entry` (a Kiln process's TypeScript file) with the suite's environment plus `env`,
+ * its log and ready file in a fresh temp dir, and waits until it says it serves (lib/ready.ts);
+ * fails with the log's place if it exits first.
+ */
+export async function startKilnProcess(entry: string, name: string, env: Record<string, string>): Promise<ChildProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${name}-`));
+  const ready = path.join(dir, 'ready');
+  const log = openSync(path.join(dir, `${name}.log`), 'w');
+  const child = spawn('node', ['--import', 'tsx', entry], {
+    cwd: path.resolve(__dirname, '..'),
+    env: { ...process.env, ...env, KILN_READY_FILE: ready },
+    stdio: ['ignore', log, log],
+  });
+  await poll(async () => existsSync(ready) || child.exitCode !== null, (done) => done, { timeoutMs: 60_000, intervalMs: 100 });
+  if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}; its log is in ${dir}`);
+  return child;
+}
+
+/**
+ * A second engine node `nodeId` with its own cache. Its memory budget is smaller than the suite's
+ * first node's, so best-fit placement puts new models there.
+ */
+export function startEngineNode(nodeId: string, memoryMb = 1500): Promise<ChildProcess> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
+  return startKilnProcess('workers/engine-worker.ts', nodeId, {
+    KILN_NODE_ID: nodeId,
+    KILN_NODE_MEMORY_MB: String(memoryMb),
+    KILN_DATA_DIR: dataDir,
+    KILN_METRICS_PORT: '0',
+  });
+}

@@ -1,0 +1,275 @@
+/**
+ * A batch: many inputs for one model version, run in chunks on the model's queue at batch
+ * priority. The workflow holds the progress: which chunks are done (their results are part
+ * objects in storage) and, for a chunk whose attempt failed, the checkpoint its heartbeats
+ * carried, so the next attempt, placed like a prediction's, resumes there. Large batches
+ * continue as new every `chunksPerRun` chunks so that no run's history grows without bound.
+ */
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  continueAsNew,
+  defineQuery,
+  isCancellation,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  TimeoutFailure,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { createBatchControlActivities } from '../activities/batch-control';
+import type { createControlActivities } from '../activities/control';
+import type { createEngineActivities } from '../activities/engine';
+import type { BatchSnapshot } from '../db/batches';
+import type { BatchStatus } from '../db/schema';
+import { chunkProgressOf, furthest, type BatchArgs, type BatchCarry, type ChunkProgress, type ChunkResult } from './batch-types';
+import { kilnFailure, NON_RETRYABLE_TYPES } from './failures';
+import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
+import { KilnStatus } from './search-attributes';
+import { modelQueue, type Placement } from './types';
+
+type ControlActivities = ReturnType<typeof createControlActivities>;
+type BatchControlActivities = ReturnType<typeof createBatchControlActivities>;
+type EngineActivities = ReturnType<typeof createEngineActivities>;
+
+export const batchQuery = defineQuery<BatchSnapshot>('batch');
+
+/** Schedule-to-start timeouts (no node took a chunk in time) a batch sits through before it gives up. */
+const MAX_QUEUE_TIMEOUTS = 20;
+/** The batch's logs keep their last lines only: a long batch with many failures must not grow its state without bound. */
+const MAX_LOG_CHARS = 32_000;
+
+const control = proxyLocalActivities<ControlActivities & BatchControlActivities>({
+  startToCloseTimeout: '10 seconds',
+  // Projection must eventually happen, even across a long Postgres outage.
+  retry: { initialInterval: '200 ms', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+});
+
+const admission = proxyLocalActivities<ControlActivities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '250 ms', backoffCoefficient: 1.5, maximumInterval: '2 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
+});
+
+/** Reads every part: a real activity on the control queue, heartbeating, since outputs can be large. */
+const assembly = proxyActivities<BatchControlActivities>({
+  startToCloseTimeout: '1 hour',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
+function chunkOn(versionId: string, priority: BatchArgs['priority']) {
+  return proxyActivities<EngineActivities>({
+    taskQueue: modelQueue(versionId),
+    // Batch work waits behind interactive work in the fair queue; past this it is placed again.
+    scheduleToStartTimeout: '2 minutes',
+    startToCloseTimeout: '6 hours',
+    heartbeatTimeout: '10 seconds',
+    // Let a canceled chunk write the items it finished.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    // No retry on the same queue: the workflow places the chunk again, with its checkpoint.
+    retry: { maximumAttempts: 1 },
+    priority,
+  });
+}
+
+/** The checkpoint an attempt left: its last heartbeat (timeouts) or the details of its failure. */
+function progressLeftBy(err: unknown, chunk: number): ChunkProgress | undefined {
+  if (!(err instanceof ActivityFailure)) return undefined;
+  if (err.cause instanceof TimeoutFailure) return chunkProgressOf(err.cause.lastHeartbeatDetails, chunk);
+  if (err.cause instanceof ApplicationFailure) return chunkProgressOf(err.cause.details?.[0], chunk);
+  return undefined;
+}
+
+const isQueueTimeout = (err: unknown) =>
+  err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START';
+
+export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promise<BatchSnapshot> {
+  const chunks = Math.ceil(args.total / args.chunkSize);
+  const state: BatchSnapshot = {
+    id: args.id,
+    accountId: args.accountId,
+    model: args.model,
+    versionId: args.versionId,
+    status: carry ? 'processing' : 'starting',
+    total: args.total,
+    completed: carry?.completed ?? 0,
+    failed: carry?.failed ?? 0,
+    chunkSize: args.chunkSize,
+    source: args.source,
+    error: null,
+    logs: carry?.logs ?? '',
+    outputFileId: null,
+    createdAt: args.createdAt,
+    startedAt: carry?.startedAt ?? null,
+    completedAt: null,
+    revision: carry?.revision ?? 0,
+  };
+  setHandler(batchQuery, () => state);
+  const logLine = (line: string) => {
+    state.logs += `${line}\n`;
+    if (state.logs.length > MAX_LOG_CHARS) state.logs = state.logs.slice(state.logs.indexOf('\n', state.logs.length - MAX_LOG_CHARS) + 1);
+  };
+  const setStatus = (status: BatchStatus) => {
+    state.status = status;
+    upsertSearchAttributes([{ key: KilnStatus, value: status }]);
+  };
+  const project = async () => {
+    state.revision += 1;
+    await control.projectBatch({ ...state });
+  };
+  const showProgress = () => {
+    const done = state.completed + state.failed;
+    setCurrentDetails(`${done} of ${state.total} items done (${state.failed} failed), chunk size ${state.chunkSize}`);
+    upsertMemo({ completed: state.completed, failed: state.failed });
+  };
+  showProgress();
+
+  // Lanes that place a cold model at once share one warm-up (the engine would share the load anyway).
+  const warming = new Map<string, Promise<number>>();
+  const warmOnce = (place: Placement): Promise<number> => {
+    if (place.warm) return Promise.resolve(0);
+    let pending = warming.get(place.nodeId);
+    if (!pending) {
+      pending = warmUp(place, args.model, args.versionId, logLine).finally(() => warming.delete(place.nodeId));
+      warming.set(place.nodeId, pending);
+    }
+    return pending;
+  };
+
+  const retry = retryPolicyOf(args.retry);
+  // Nodes where a chunk failed: placement tries others first, for the rest of this run.
+  const excludeNodes: string[] = [];
+  let queueTimeouts = 0;
+
+  async function runChunk(chunk: number): Promise<ChunkResult> {
+    const first = chunk * args.chunkSize;
+    const count = Math.min(args.chunkSize, args.total - first);
+    let resume: ChunkProgress | undefined;
+    for (let attempt = 1; ; attempt++) {
+      const place = await placeModel(args.versionId, excludeNodes);
+      try {
+        await warmOnce(place);
+        return await chunkOn(args.versionId, args.priority).runBatchChunk({
+          batchId: args.id,
+          accountId: args.accountId,
+          versionId: args.versionId,
+          task: args.task,
+          chunk,
+          first,
+          count,
+          resume,
+        });
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        resume = furthest(resume, progressLeftBy(err, chunk));
+        const node = resume?.node ?? place.nodeId;
+        const outcome = `Chunk ${chunk} (items ${first}–${first + count - 1}) attempt ${attempt} failed on node ${node}: ${describeFailure(err)}`;
+        // Waiting in the queue is not the chunk's fault: it does not use up an attempt.
+        const queueWait = isQueueTimeout(err) && ++queueTimeouts <= MAX_QUEUE_TIMEOUTS;
+        if (queueWait) attempt -= 1;
+        if (!isRetryableFault(err) || attempt >= retry.max_attempts) {
+          logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
+          throw kilnFailure('BatchChunkFailed', outcome);
+        }
+        if (!excludeNodes.includes(node)) excludeNodes.push(node);
+        const delay = queueWait ? 0 : retryDelayMs(retry, attempt);
+        const from = resume ? `resuming from item ${first + resume.lines.length} (${resume.lines.length} of ${count} done)` : 'starting it again';
+        log.warn('batch chunk failed, placing again', { chunk, attempt, node, error: describeFailure(err) });
+        logLine(`${outcome}; ${from}${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
+        await project();
+        if (delay > 0) await sleep(delay);
+      }
+    }
+  }
+
+  const runStart = carry?.nextChunk ?? 0;
+  const runEnd = Math.min(chunks, runStart + args.chunksPerRun);
+  let next = runStart;
+  /** Chunks of this run whose part is written (all of them, or only the finished items of a canceled one). */
+  const written: number[] = [];
+  let failure: unknown;
+  let canceled = false;
+
+  const work = new CancellationScope();
+  try {
+    await work.run(async () => {
+      if (!carry) {
+        // A batch holds one of its account's admission slots while it runs, like a prediction.
+        await admission.admitPrediction({ predictionId: `batch-${args.id}`, accountId: args.accountId, versionId: args.versionId });
+        state.startedAt = new Date(Date.now()).toISOString();
+        setStatus('processing');
+        logLine(`Running ${args.total} inputs in ${chunks} chunks of up to ${args.chunkSize}, ${args.parallelism} at a time`);
+        await project();
+      }
+      const lane = async () => {
+        while (next < runEnd && failure === undefined && !canceled && !workflowInfo().continueAsNewSuggested) {
+          const chunk = next++;
+          try {
+            const r = await runChunk(chunk);
+            written.push(chunk);
+            state.completed += r.completed;
+            state.failed += r.failed;
+            showProgress();
+            if (r.canceled) canceled = true;
+            else await project();
+          } catch (err) {
+            if (isCancellation(err)) canceled = true;
+            else failure ??= err;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.max(1, args.parallelism) }, lane));
+    });
+  } catch (err) {
+    if (isCancellation(err)) canceled = true;
+    else failure ??= err;
+  }
+  canceled ||= work.consideredCancelled;
+
+  if (!canceled && failure === undefined && next < chunks) {
+    await continueAsNew<typeof batchWorkflow>(args, {
+      nextChunk: next,
+      completed: state.completed,
+      failed: state.failed,
+      revision: state.revision,
+      startedAt: state.startedAt,
+      logs: state.logs,
+      runs: (carry?.runs ?? 1) + 1,
+    });
+  }
+
+  // The output, the final write and the slot must happen even when canceled.
+  await CancellationScope.nonCancellable(async () => {
+    const complete = !canceled && failure === undefined;
+    if (written.length > 0 || runStart > 0) {
+      const out = await assembly.assembleBatchOutput({
+        batchId: args.id,
+        accountId: args.accountId,
+        chunksBelow: complete ? chunks : runStart,
+        extraChunks: complete ? [] : written,
+      });
+      state.outputFileId = out.fileId;
+      logLine(`Wrote ${out.lines} result lines (${out.size} bytes) to file ${out.fileId}`);
+    }
+    if (canceled) {
+      logLine(`Canceled after ${state.completed + state.failed} of ${state.total} items`);
+      setStatus('canceled');
+    } else if (failure !== undefined) {
+      state.error = describeFailure(failure);
+      setStatus('failed');
+    } else {
+      setStatus('succeeded');
+    }
+    state.completedAt = new Date(Date.now()).toISOString();
+    await control.releaseAdmission({ predictionId: `batch-${args.id}` });
+    await project();
+  });
+  return state;
+}

@@ -1,0 +1,47 @@
+/**
+ * Adds replicas: every few seconds, asks placement which versions need another node (a backlog
+ * on their queue, or fewer than min_instances) and loads them there; the new node then polls
+ * `model:<versionId>` beside the others and takes its share. Idle replicas still scale to zero
+ * on their own nodes (idle TTL), so this only ever adds.
+ *
+ * Why a loop workflow and not a step of each prediction: a prediction that waits in the queue
+ * would otherwise pay for a load it may not need, and a burst of them would all decide at once.
+ * One singleton, started by the control worker, decides alone, on a steady clock, and survives
+ * control worker restarts like any workflow.
+ */
+import { condition, continueAsNew, log, proxyLocalActivities, sleep } from '@temporalio/workflow';
+import type { createControlActivities } from '../activities/control';
+import { engineOnNode } from './placement';
+import type { ReplicaLoad } from './types';
+
+type ControlActivities = ReturnType<typeof createControlActivities>;
+
+const { planReplicas } = proxyLocalActivities<ControlActivities>({
+  startToCloseTimeout: '10 seconds',
+  // A failed look is simply the next tick's to take.
+  retry: { maximumAttempts: 1 },
+});
+
+/** Ticks per run: the history stays short, then the loop goes on as a new run. */
+const TICKS_PER_RUN = 200;
+
+export async function replicaScalerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
+  const loading = new Map<string, ReplicaLoad>();
+  for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
+    const plan = await planReplicas({ loading: [...loading.values()] }).catch((err: Error) => {
+      log.warn('replica planning failed', { error: err.message });
+      return [];
+    });
+    for (const load of plan) {
+      loading.set(load.versionId, load);
+      // Not again on the same node: the next tick plans afresh with what is live then.
+      const { loadModel } = engineOnNode(load.nodeId, { maximumAttempts: 1 });
+      void loadModel({ versionId: load.versionId })
+        .catch((err: Error) => log.warn('replica load failed', { ...load, error: err.message }))
+        .finally(() => loading.delete(load.versionId));
+    }
+    await sleep(intervalMs);
+  }
+  await condition(() => loading.size === 0);
+  await continueAsNew<typeof replicaScalerWorkflow>({ intervalMs });
+}
