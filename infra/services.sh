@@ -20,8 +20,8 @@ start_temporal() {
     --db-filename "$DATA/temporal.sqlite" \
     --namespace default --namespace kiln-test \
     --dynamic-config-value matching.enableFairness=${KILN_TEMPORAL_FAIRNESS:-true} \
-    --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
-    --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
+    --dynamic-config-value matching.numTaskqueueReadPartitions=${KILN_TEMPORAL_PARTITIONS:-1} \
+    --dynamic-config-value matching.numTaskqueueWritePartitions=${KILN_TEMPORAL_PARTITIONS:-1} \
     --search-attribute KilnAccount=Keyword \
     --search-attribute KilnModel=Keyword \
     --search-attribute KilnStatus=Keyword \

@@ -39,9 +39,15 @@ write_config() {
   mkdir -p "$SERVER_DIR/config"
   local p=$TEMPORAL_SERVER_PORT
   # Fair dispatch by fairness key and weight is what admission relies on; it is off by default.
+  # It orders tasks within one partition, so a laptop-sized queue keeps one (a cluster serving
+  # hundreds of predictions a second raises both counts and accepts approximate fairness).
   cat >"$SERVER_DIR/dynamicconfig.yaml" <<YAML
 matching.enableFairness:
   - value: ${KILN_TEMPORAL_FAIRNESS:-true}
+matching.numTaskqueueReadPartitions:
+  - value: ${KILN_TEMPORAL_PARTITIONS:-1}
+matching.numTaskqueueWritePartitions:
+  - value: ${KILN_TEMPORAL_PARTITIONS:-1}
 limit.maxIDLength:
   - value: 255
 YAML
