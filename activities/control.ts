@@ -1,5 +1,5 @@
 /** Cheap activities run by the control worker: admission, placement and projection. */
-import { log } from '@temporalio/activity';
+import { ApplicationFailure, log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import type { Db } from '../db/client';
@@ -11,6 +11,7 @@ import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predicti
 import { recordUsage, type UsageRecord } from '../db/usage';
 import { accounts, isTerminalStatus } from '../db/schema';
 import { eq } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
 import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
 
@@ -32,7 +33,29 @@ export interface ReplicaSettings {
 
 const DEFAULT_REPLICAS: ReplicaSettings = { backlogPerReplica: 8, maxReplicas: 4 };
 
+/**
+ * Every prediction reads its version and account at admission and placement: a few queries
+ * each, on the hot path. Versions never change once pushed (their id is their content), so they
+ * are kept a while; accounts change by hand (caps, disabling), so only for a second.
+ */
+function lookups(db: Db) {
+  type Version = NonNullable<Awaited<ReturnType<typeof getVersion>>>;
+  type Account = typeof accounts.$inferSelect;
+  const versions = new LRUCache<string, Version>({
+    max: 1000,
+    ttl: 60_000,
+    fetchMethod: async (id) => (await getVersion(db, id)) ?? undefined,
+  });
+  const accountsById = new LRUCache<string, Account>({
+    max: 10_000,
+    ttl: 1_000,
+    fetchMethod: async (id) => (await db.query.accounts.findFirst({ where: eq(accounts.id, id) })) ?? undefined,
+  });
+  return { version: (id: string) => versions.fetch(id), account: (id: string) => accountsById.fetch(id) };
+}
+
 export function createControlActivities({ db, temporal: client, replicas = DEFAULT_REPLICAS }: ControlDeps) {
+  const cached = lookups(db);
   /** Predictions waiting on the version's queue, by Temporal's own count (approximate, and cheap). */
   async function backlog(versionId: string): Promise<number> {
     if (!client) return 0;
@@ -45,7 +68,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
     return Number(res.stats?.approximateBacklogCount ?? 0);
   }
 
-  return {
+  const steps = {
     /**
      * The replica scaler's look at every served version: one more replica where the backlog per
      * replica passed the threshold (up to max_instances, or the default cap), and replicas back
@@ -99,9 +122,9 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * so, fails with OverCapacity.
      */
     async admitPrediction({ predictionId, accountId, versionId }: { predictionId: string; accountId: string; versionId: string }): Promise<void> {
-      const account = await db.query.accounts.findFirst({ where: eq(accounts.id, accountId) });
+      const [account, version] = await Promise.all([cached.account(accountId), cached.version(versionId)]);
       if (!account || account.disabled) throw kilnFailure('AccountDisabled', `account ${accountId} is disabled`);
-      if (!(await getVersion(db, versionId))) {
+      if (!version) {
         throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
       }
       const { admitted, held } = await admit(db, predictionId, accountId, account.maxRunning);
@@ -125,9 +148,8 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * No live node is a retryable fault: one may come up.
      */
     async placeModel({ versionId, excludeNodes = [] }: { versionId: string; excludeNodes?: string[] }): Promise<Placement> {
-      const version = await getVersion(db, versionId);
+      const [version, live] = await Promise.all([cached.version(versionId), liveNodes(db)]);
       if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
-      const live = await liveNodes(db);
       // Nodes that failed this prediction are a last resort, not a first choice.
       const others = live.filter((n) => !excludeNodes.includes(n.id));
       const candidates = others.length > 0 ? others : live;
@@ -145,6 +167,33 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       }
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: free(best) });
       return { nodeId: best.id, warm: false };
+    },
+  };
+
+  return {
+    ...steps,
+
+    /**
+     * A prediction's first steps in one local activity (one workflow activation instead of
+     * three): its row, an admission slot (or a wait, retried, or OverCapacity), and a node. The
+     * row is written first so the prediction is visible while it waits; writing it again on a
+     * retry changes nothing. No node yet is not a failure here: the workflow places the model
+     * itself, under placement's own time limit.
+     */
+    async beginPrediction({ snapshot }: { snapshot: PredictionSnapshot }): Promise<{ placement?: Placement }> {
+      await steps.projectPrediction(snapshot);
+      await steps.admitPrediction({ predictionId: snapshot.id, accountId: snapshot.accountId, versionId: snapshot.versionId });
+      try {
+        return { placement: await steps.placeModel({ versionId: snapshot.versionId }) };
+      } catch (err) {
+        if (err instanceof ApplicationFailure && err.nonRetryable) throw err;
+        return {};
+      }
+    },
+
+    /** A prediction's last writes, side by side in one local activity: the slot, the row, the usage. */
+    async finishPrediction({ snapshot, usage }: { snapshot: PredictionSnapshot; usage: UsageRecord }): Promise<void> {
+      await Promise.all([steps.releaseAdmission({ predictionId: snapshot.id }), steps.projectPrediction(snapshot), steps.recordUsage(usage)]);
     },
   };
 }

@@ -68,6 +68,9 @@ export interface RunMode {
   heartbeat: (details: unknown) => void;
 }
 
+/** How long a prediction runs before its workflow hears that it started (see `predict`). */
+export const START_ANNOUNCE_DELAY_MS = 100;
+
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
 const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
   typeof settings?.sequences === 'number' ? settings.sequences : undefined;
@@ -129,7 +132,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
   }
 
   /**
-   * Runs one input. A prediction (`live`) signals its workflow when it starts, streams its output
+   * Runs one input. A prediction (`live`) streams its output
    * and sends output webhooks; a batch item does none of that, and its heartbeats go through the
    * batch, which adds its own progress to them.
    */
@@ -141,15 +144,6 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     mode: RunMode = { live: true, heartbeat: (d) => ctx.heartbeat(d) },
   ): Promise<PredictResult> {
     {
-      if (mode.live) {
-        const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
-        // Best effort: the workflow learns the start time from the result anyway.
-        ctx.client.workflow
-          .getHandle(predictionWorkflowId(req.predictionId))
-          .signal(PREDICTION_STARTED_SIGNAL, started)
-          .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
-      }
-
       if (!isTaskName(req.task)) throw kilnFailure('InvalidInput', `task ${req.task} is not served here`);
       const parsed = tasks[req.task].input.safeParse(req.input);
       if (!parsed.success) throw kilnFailure('InvalidInput', parsed.error.message);
@@ -321,9 +315,20 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       // Time in the model's fair queue: from this attempt's scheduling to an engine taking it.
       const queueSeconds = Math.max(0, Date.now() - ctx.info.currentAttemptScheduledTimestampMs) / 1000;
       const done = node.begin(req.versionId);
+      // Only a prediction still running after a moment tells its workflow it started: a short
+      // one goes straight to its final state, which spares the workflow a task, a search
+      // attribute update and a projection write. Best effort: the result carries the start too.
+      const announce = setTimeout(() => {
+        const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
+        ctx.client.workflow
+          .getHandle(predictionWorkflowId(req.predictionId))
+          .signal(PREDICTION_STARTED_SIGNAL, started)
+          .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
+      }, START_ANNOUNCE_DELAY_MS);
       try {
         return await runPrediction(req, ctx, startedAt, queueSeconds);
       } finally {
+        clearTimeout(announce);
         done();
       }
     },

@@ -18,6 +18,7 @@ start_temporal() {
   start_daemon temporal "$DATA/pids/temporal.pid" "$TEMPORAL_BIN" server start-dev \
     --ip 127.0.0.1 --port $TEMPORAL_PORT --ui-port $TEMPORAL_UI_PORT \
     --db-filename "$DATA/temporal.sqlite" \
+    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
     --namespace default --namespace kiln-test \
     --dynamic-config-value matching.enableFairness=${KILN_TEMPORAL_FAIRNESS:-true} \
     --dynamic-config-value matching.numTaskqueueReadPartitions=${KILN_TEMPORAL_PARTITIONS:-1} \

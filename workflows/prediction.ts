@@ -133,10 +133,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     started ??= s;
   });
 
-  // The API wrote this row already unless it died first: the write goes on beside admission
-  // rather than before it, one local-activity round trip fewer on every prediction.
-  const firstProjection = project();
-  await webhook('start');
+  // Goes on beside the first steps: starting the delivery takes a workflow task of its own.
+  const startWebhook = webhook('start');
 
   let result: PredictResult | undefined;
   /** What the last attempt's failure was, and where: the prediction's `error` when it fails. */
@@ -157,13 +155,18 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
 
   try {
     await work.run(async () => {
-      await Promise.all([admission.admitPrediction({ predictionId: args.id, accountId: args.accountId, versionId: args.versionId }), firstProjection]);
+      // The row (the API wrote it already unless it died first), admission and a first placement
+      // in one local activity: each one more would cost the workflow another activation.
+      state.revision += 1;
+      const [begun] = await Promise.all([admission.beginPrediction({ snapshot: { ...state } }), startWebhook]);
+      let firstPlace = begun.placement;
       let setupSeconds = 0;
       const retry = retryPolicyOf(args.retry);
       // Nodes where an attempt failed (died, or never took the work): placement avoids them.
       const excludeNodes: string[] = [];
       for (let attempt = 1; !result; attempt++) {
-        const place = await placeModel(args.versionId, excludeNodes);
+        const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes));
+        firstPlace = undefined;
         let node = place.nodeId;
         try {
           setupSeconds += await warmUp(place, args.model, args.versionId, logLine);
@@ -234,11 +237,11 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
   // The final write, the slot, usage and the completed webhook must happen even when canceled.
   await CancellationScope.nonCancellable(async () => {
-    // Independent writes, so side by side: one round trip instead of three.
-    await Promise.all([
-      control.releaseAdmission({ predictionId: args.id }),
-      project(),
-      control.recordUsage({
+    // Independent writes, side by side in one local activity.
+    state.revision += 1;
+    await control.finishPrediction({
+      snapshot: { ...state },
+      usage: {
         predictionId: args.id,
         accountId: args.accountId,
         model: args.model,
@@ -250,8 +253,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
         inputTokens: state.metrics.input_token_count ?? 0,
         outputTokens: state.metrics.output_token_count ?? 0,
         images: state.metrics.image_count ?? 0,
-      }),
-    ]);
+      },
+    });
     await webhook('completed');
   });
   return state;
