@@ -150,7 +150,9 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       if (req.task === 'echo-fixture') {
         if (!echoFixture) throw kilnFailure('InvalidInput', 'fixtures are not enabled on this node');
         const t0 = performance.now();
-        const r = await echoFixture.run(parsed.data as EchoFixtureInput, ctx.cancellationSignal, req.predictionId);
+        // Heartbeats carry cancellation to the activity, and keep a long sleep alive.
+        const beat = setInterval(() => mode.heartbeat({}), 1000);
+        const r = await echoFixture.run(parsed.data as EchoFixtureInput, ctx.cancellationSignal, req.predictionId).finally(() => clearInterval(beat));
         if (r.aborted && !ctx.cancellationDetails?.cancelRequested) throw kilnFailure('EngineInterrupted', `interrupted on node ${node.nodeId}`);
         const seconds = (performance.now() - t0) / 1000;
         return {

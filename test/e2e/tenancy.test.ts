@@ -3,6 +3,7 @@
  * them), admission caps, sharing of private models, usage, and fair queuing under a flood.
  */
 import { Client, Connection } from '@temporalio/client';
+import { temporal as temporalProto } from '@temporalio/proto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
@@ -12,6 +13,7 @@ import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
 import { createLogger } from '../../lib/logger';
 import { UrlSigner } from '../../lib/signing';
+import { predictionWorkflowId } from '../../workflows/types';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
@@ -218,55 +220,87 @@ describe('usage', () => {
 });
 
 describe('fair queuing', () => {
-  type Done = { started_at: string; metrics: { queue_time: number } };
-  // When a prediction entered the model's queue: queue_time is measured by the engine from the
-  // predict activity's scheduling, so this does not depend on how fast the control plane was.
-  const enqueuedAt = (p: Done) => Date.parse(p.started_at) - p.metrics.queue_time * 1000;
+  type Done = { id: string; started_at: string; metrics: { queue_time: number } };
+  let temporal: Client;
+  beforeAll(async () => {
+    const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
+    temporal = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' });
+  });
+  afterAll(() => temporal.connection.close());
+
+  /** The prediction's predict task waits in the model's queue (Temporal's own view of it). */
+  const inModelQueue = async (id: string) => {
+    const d = await temporal.workflow.getHandle(predictionWorkflowId(id)).describe();
+    return (d.raw.pendingActivities ?? []).some(
+      (a) => a.activityType?.name === 'predict' && a.state === temporalProto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED,
+    );
+  };
+  const allQueued = (ids: string[]) =>
+    poll(() => Promise.all(ids.map(inModelQueue)), (q) => q.every(Boolean), { timeoutMs: 60_000, intervalMs: 250 });
+
+  /**
+   * The fixture's 8 slots are taken by long predictions of `blockerToken`; `flood` then waits in
+   * the model's queue, and `late` joins it last. Once every one of them is queued, the blockers
+   * are canceled and the slots free up at once: the queue's order alone decides who goes first,
+   * however slow the control plane was to get them there.
+   */
+  const race = async (blockerToken: string, flood: () => Promise<string[]>, late: () => Promise<{ token: string; id: string }>) => {
+    const blockers = await Promise.all(Array.from({ length: 8 }, () => echo(blockerToken, { sleep_ms: 120_000 })));
+    await poll(
+      () => Promise.all(blockers.map((b) => get(blockerToken, b.body.id))),
+      (rs) => rs.every((r) => r.body.status === 'processing'),
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const floodIds = await flood();
+    await allQueued(floodIds);
+    const last = await late();
+    await allQueued([last.id]);
+    for (const b of blockers) await api(`/v1/predictions/${b.body.id}/cancel`, { token: blockerToken, method: 'POST' });
+    const lastDone: Done = await finished(last.token, last.id);
+    return { lastDone, floodIds };
+  };
   const startedAt = (p: Done) => Date.parse(p.started_at);
-  /** Of the flood still waiting in the queue when `p` joined it, the ones served before `p`. */
+  // When a prediction joined the model's queue: the engine measures queue_time from the predict
+  // task's scheduling.
+  const enqueuedAt = (p: Done) => startedAt(p) - p.metrics.queue_time * 1000;
+  /** Of the flood still waiting when `p` joined the queue, how many there were and how many went first. */
   const overtaking = (p: Done, flood: Done[]) => {
     const waiting = flood.filter((f) => enqueuedAt(f) <= enqueuedAt(p) && startedAt(f) > enqueuedAt(p));
     return { waiting: waiting.length, ahead: waiting.filter((f) => startedAt(f) < startedAt(p)).length };
-  };
-  const flood = async (token: string, n: number, headers: Record<string, string> = {}) => {
-    const created = await Promise.all(Array.from({ length: n }, (_, i) => echo(token, { text: `n${i}`, sleep_ms: 3000 }, headers)));
-    // The engine's 8 slots are all taken: what comes next waits in the model's queue.
-    await poll(
-      () => Promise.all(created.map((c) => get(token, c.body.id))),
-      (rs) => rs.filter((r) => r.body.status === 'processing' || TERMINAL.includes(r.body.status)).length >= 8,
-      { intervalMs: 250 },
-    );
-    return created.map((c) => c.body.id as string);
   };
 
   test('a quiet account is not served last under a flood', async () => {
     const noisy = await newAccount(db, 'noisy');
     const quiet = await newAccount(db, 'quiet');
-    // 24 s of work for the fixture's 8 slots (64: the default max_running), fed to the engine's
-    // queue faster than it drains, so the quiet call meets a backlog.
-    const ids = await flood(noisy.token, 64);
-    const q = await echo(quiet.token, { text: 'quiet', sleep_ms: 2000 });
-    const quietDone: Done = await finished(quiet.token, q.body.id);
-    const noisyDone: Done[] = await Promise.all(ids.map((id) => finished(noisy.token, id)));
-    const { waiting, ahead } = overtaking(quietDone, noisyDone);
-    // On a loaded machine the control plane feeds the engine's queue slowly, so the backlog the
-    // quiet call meets may be short, but never empty.
-    expect(waiting).toBeGreaterThanOrEqual(4);
-    // First-in-first-out would serve every one of them first; fairness serves the quiet account
-    // at the next free slot.
-    expect(ahead).toBeLessThan(waiting / 2);
-    expect(quietDone.metrics.queue_time).toBeLessThan(Math.max(...noisyDone.map((p) => p.metrics.queue_time)) / 2);
+    const { lastDone, floodIds } = await race(
+      noisy.token,
+      async () => (await Promise.all(Array.from({ length: 30 }, (_, i) => echo(noisy.token, { text: `n${i}`, sleep_ms: 200 })))).map((r) => r.body.id),
+      async () => ({ token: quiet.token, id: (await echo(quiet.token, { text: 'quiet', sleep_ms: 200 })).body.id }),
+    );
+    const flood: Done[] = await Promise.all(floodIds.map((id) => finished(noisy.token, id)));
+    // First-in-first-out would serve all 30 first; fair queuing serves the quiet account as soon
+    // as a slot frees (the 8 slots free within moments of each other, so a few may still go first).
+    const { waiting, ahead } = overtaking(lastDone, flood);
+    expect(waiting).toBe(30);
+    expect(ahead).toBeLessThan(8);
+    expect(lastDone.metrics.queue_time).toBeLessThan(Math.max(...flood.map((p) => p.metrics.queue_time)));
   });
 
   test('an interactive call goes ahead of batch work of the same account', async () => {
     const { token } = await newAccount(db, 'prio');
-    const ids = await flood(token, 60, { 'kiln-priority': 'batch' });
-    const urgent = await echo(token, { text: 'now', sleep_ms: 2000 }, { 'kiln-priority': 'interactive' });
-    const u: Done = await finished(token, urgent.body.id);
-    const rest: Done[] = await Promise.all(ids.map((id) => finished(token, id)));
-    const { waiting, ahead } = overtaking(u, rest);
-    expect(waiting).toBeGreaterThanOrEqual(4);
-    expect(ahead).toBeLessThan(waiting / 2);
+    const { lastDone, floodIds } = await race(
+      token,
+      async () =>
+        (await Promise.all(Array.from({ length: 30 }, (_, i) => echo(token, { text: `b${i}`, sleep_ms: 200 }, { 'kiln-priority': 'batch' })))).map(
+          (r) => r.body.id,
+        ),
+      async () => ({ token, id: (await echo(token, { text: 'now', sleep_ms: 200 }, { 'kiln-priority': 'interactive' })).body.id }),
+    );
+    const batch: Done[] = await Promise.all(floodIds.map((id) => finished(token, id)));
+    // Priority is strict: it takes the first slot that frees.
+    const { waiting, ahead } = overtaking(lastDone, batch);
+    expect(waiting).toBe(30);
+    expect(ahead).toBeLessThan(8);
     expect((await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: {} }, headers: { 'kiln-priority': 'urgent' } })).status).toBe(422);
   });
 });
