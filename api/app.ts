@@ -106,6 +106,7 @@ export function createApp(deps: AppDeps): express.Express {
     predictionRoutes({
       db: deps.db,
       temporal: deps.temporal,
+      hub: deps.hub,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       urls,
@@ -118,6 +119,7 @@ export function createApp(deps: AppDeps): express.Express {
     deploymentRoutes({
       db: deps.db,
       temporal: deps.temporal,
+      hub: deps.hub,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       urls,

@@ -2,6 +2,11 @@ import type { Request, RequestHandler, Response } from 'express';
 import { accountForToken, touchApiToken, type Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { UnauthorizedError } from './errors';
+import { LRUCache } from 'lru-cache';
+
+// last_used_at is kept to the minute: a token this process marked used within the minute
+// needs no write (not even one that changes nothing) on every request.
+const touched = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 });
 
 /** The token of `Authorization: Bearer <token>` (or Replicate's older `Token <token>`). */
 export function bearerToken(req: Request): string | undefined {
@@ -22,7 +27,10 @@ export function requireAuth(db: Db): RequestHandler {
     const account = await optionalAccount(db, req);
     if (!account) throw new UnauthorizedError();
     res.locals.account = account;
-    void touchApiToken(db, token).catch(() => undefined);
+    if (!touched.has(token)) {
+      touched.set(token, true);
+      void touchApiToken(db, token).catch(() => undefined);
+    }
     next();
   };
 }
