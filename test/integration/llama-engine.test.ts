@@ -78,6 +78,17 @@ test('two sequences generate concurrently on one context', async () => {
   expect(b.outputTokens).toBe(30);
 });
 
+test('more predictions than sequences queue for them, and a released sequence is reused at once', async () => {
+  // Each waiter asks for a sequence the moment another is released, while the context still
+  // reclaims it: that must neither fail ("No sequences left") nor lose the slot for good.
+  const runs = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => engine.generate('v1', input({ max_tokens: 3, min_tokens: 3, seed: i }))),
+  );
+  expect(runs.map((r) => r.outputTokens)).toEqual(Array(12).fill(3));
+  const after = await Promise.all([0, 1].map((i) => engine.generate('v1', input({ max_tokens: 3, min_tokens: 3, seed: 100 + i }))));
+  expect(after.map((r) => r.outputTokens)).toEqual([3, 3]);
+});
+
 test('a version that is not loaded is an error, not a crash', async () => {
   await expect(engine.generate('nope', input({}))).rejects.toThrow(/not loaded/);
 });

@@ -3,6 +3,7 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { open } from 'node:fs/promises';
 import type {
   ChatHistoryItem,
@@ -77,6 +78,9 @@ export async function validateGguf(file: string): Promise<{ architecture: string
   return { architecture, trainContextSize: arch.context_length as number | undefined };
 }
 
+const RECLAIM_POLL_MS = 2;
+const RECLAIM_WAIT_MS = 10_000;
+
 /** A counting semaphore over the context's sequences. */
 class SequencePool {
   private waiters: Array<() => void> = [];
@@ -95,7 +99,24 @@ class SequencePool {
       await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
     this.free -= 1;
-    return this.context.getSequence();
+    try {
+      // A disposed sequence goes back to the context asynchronously (under the context's lock,
+      // which a running batch holds): right after a release, the context may not have it back.
+      for (let waited = 0; ; waited += RECLAIM_POLL_MS) {
+        try {
+          return this.context.getSequence();
+        } catch (err) {
+          if (!/No sequences left/.test(String(err)) || waited >= RECLAIM_WAIT_MS) throw err;
+          signal?.throwIfAborted();
+          await sleep(RECLAIM_POLL_MS);
+        }
+      }
+    } catch (err) {
+      // The slot was never taken: give it back, or the pool shrinks for good.
+      this.free += 1;
+      this.waiters.shift()?.();
+      throw err;
+    }
   }
 
   release(sequence: LlamaContextSequence): void {
