@@ -70,6 +70,8 @@ export interface RunMode {
 
 /** How long a prediction runs before its workflow hears that it started (see `predict`). */
 export const START_ANNOUNCE_DELAY_MS = 100;
+/** How often a generating prediction heartbeats at most (tokens may come every millisecond). */
+const HEARTBEAT_EVERY_MS = 100;
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
 const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
@@ -188,6 +190,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       const input = parsed.data as TextGenerationInput;
 
       let tokens = 0;
+      let lastBeat = 0;
       const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
       const stream = mode.live ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message })) : undefined;
       const output: string[] = [];
@@ -199,7 +202,13 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           signal: ctx.cancellationSignal,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
-            mode.heartbeat({ tokens });
+            // Every heartbeat call converts its details for the SDK even when it sends nothing;
+            // a few a second carry cancellation soon enough.
+            const now = performance.now();
+            if (now - lastBeat >= HEARTBEAT_EVERY_MS) {
+              lastBeat = now;
+              mode.heartbeat({ tokens });
+            }
             output.push(chunk);
             stream?.push(chunk);
             webhooks?.outputChanged(output);

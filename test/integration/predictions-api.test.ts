@@ -97,7 +97,12 @@ describe('creating and reading predictions', () => {
   test('the workflow is in Temporal, searchable by Kiln’s attributes', async () => {
     const r = await create({ prompt: 'find me', max_tokens: 4 }, { headers: { prefer: 'wait' } });
     const handle = temporal.client.workflow.getHandle(`prediction-${r.body.id}`);
-    const description = await handle.describe();
+    // The answer leaves once the final projection is written, a moment before the workflow
+    // returns.
+    const description = await poll(
+      () => handle.describe(),
+      (d) => d.status.name !== 'RUNNING',
+    );
     expect(description.type).toBe('predictionWorkflow');
     expect(description.status.name).toBe('COMPLETED');
     const attrs = description.typedSearchAttributes;
