@@ -104,9 +104,10 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     state.status = status;
     upsertSearchAttributes([{ key: KilnStatus, value: status }]);
   };
-  const project = async () => {
+  /** The state as the projection's next revision: every write carries a newer one. */
+  const nextSnapshot = (): PredictionSnapshot => {
     state.revision += 1;
-    await control.projectPrediction({ ...state });
+    return { ...state };
   };
 
   const webhooksSent: Partial<Record<WebhookEvent, { n: number; at: number }>> = {};
@@ -157,8 +158,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     await work.run(async () => {
       // The row (the API wrote it already unless it died first), admission and a first placement
       // in one local activity: each one more would cost the workflow another activation.
-      state.revision += 1;
-      const [begun] = await Promise.all([admission.beginPrediction({ snapshot: { ...state } }), startWebhook]);
+      const [begun] = await Promise.all([admission.beginPrediction({ snapshot: nextSnapshot() }), startWebhook]);
       let firstPlace = begun.placement;
       let setupSeconds = 0;
       const retry = retryPolicyOf(args.retry);
@@ -189,7 +189,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
             if (signal && state.status === 'starting' && result === undefined) {
               state.startedAt = signal.startedAt;
               setStatus('processing');
-              await project();
+              await control.projectPrediction(nextSnapshot());
               await webhook('logs');
             }
           })();
@@ -238,9 +238,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   // The final write, the slot, usage and the completed webhook must happen even when canceled.
   await CancellationScope.nonCancellable(async () => {
     // Independent writes, side by side in one local activity.
-    state.revision += 1;
     await control.finishPrediction({
-      snapshot: { ...state },
+      snapshot: nextSnapshot(),
       usage: {
         predictionId: args.id,
         accountId: args.accountId,
