@@ -19,13 +19,10 @@ import type { RateLimitResult } from '../db/rate-limits';
 import { ValidationError } from './errors';
 import { webhookEvents, type WebhookEvent } from '../db/schema';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
-import type { EventHub } from './event-hub';
 
 export interface CreateDeps {
   db: Db;
   temporal: Client;
-  /** Lets a waiting request hear of the final projection from Postgres (see awaitPrediction). */
-  hub?: EventHub;
   controlQueue: string;
   allowPrivateWebhooks: boolean;
 }

@@ -12,6 +12,7 @@ import { eq } from 'drizzle-orm';
 import { currentAccount } from '../auth';
 import { setRateLimitHeaders } from '../admission-limits';
 import { awaitPrediction } from '../await-prediction';
+import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../prediction-json';
@@ -36,7 +37,7 @@ export const createDeploymentBody = z
 
 export const updateDeploymentBody = z.strictObject({ version: z.string().regex(/^[a-f0-9]{64}$/).optional(), ...scaling });
 
-export function deploymentRoutes(deps: CreateDeps & { temporal: Client; urls: (req: Request) => UrlContext }): Router {
+export function deploymentRoutes(deps: CreateDeps & { temporal: Client; hub: EventHub; urls: (req: Request) => UrlContext }): Router {
   const router = Router();
   const { db } = deps;
 

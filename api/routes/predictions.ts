@@ -10,6 +10,7 @@ import { predictionWorkflowId, PRIORITY_KEYS } from '../../workflows/types';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
+import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../prediction-json';
@@ -77,6 +78,8 @@ export function preferWaitSeconds(header: string | undefined): number {
 
 export interface PredictionRoutesDeps extends CreateDeps {
   urls: (req: Request) => UrlContext;
+  /** `Prefer: wait` hears of the final projection through it (see awaitPrediction). */
+  hub: EventHub;
 }
 
 export function predictionRoutes(deps: PredictionRoutesDeps): Router {
