@@ -8,7 +8,7 @@ import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
 import { admit, release } from '../db/admissions';
 import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
-import { recordUsage, type UsageRecord } from '../db/usage';
+import { recordUsage, usageOf, type UsageRecord } from '../db/usage';
 import { accounts, isTerminalStatus } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
@@ -192,8 +192,12 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
     },
 
     /** A prediction's last writes, side by side in one local activity: the slot, the row, the usage. */
-    async finishPrediction({ snapshot, usage }: { snapshot: PredictionSnapshot; usage: UsageRecord }): Promise<void> {
-      await Promise.all([steps.releaseAdmission({ predictionId: snapshot.id }), steps.projectPrediction(snapshot), steps.recordUsage(usage)]);
+    async finishPrediction({ snapshot, task, hardware }: { snapshot: PredictionSnapshot; task: string; hardware: string }): Promise<void> {
+      await Promise.all([
+        steps.releaseAdmission({ predictionId: snapshot.id }),
+        steps.projectPrediction(snapshot),
+        steps.recordUsage(usageOf(snapshot, task, hardware)),
+      ]);
     },
   };
 }

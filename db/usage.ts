@@ -1,8 +1,26 @@
 import { and, eq, gte, lt, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import { usageRecords } from './schema';
+import type { PredictionSnapshot } from './predictions';
 
 export type UsageRecord = typeof usageRecords.$inferInsert;
+
+/** What a finished prediction used, from its final snapshot. */
+export function usageOf(s: PredictionSnapshot, task: string, hardware: string): UsageRecord {
+  return {
+    predictionId: s.id,
+    accountId: s.accountId,
+    model: s.model,
+    versionId: s.versionId,
+    task,
+    status: s.status,
+    hardware,
+    predictSeconds: s.metrics.predict_time ?? 0,
+    inputTokens: s.metrics.input_token_count ?? 0,
+    outputTokens: s.metrics.output_token_count ?? 0,
+    images: s.metrics.image_count ?? 0,
+  };
+}
 
 /** Once per prediction: a retried write changes nothing. */
 export async function recordUsage(db: Db, record: UsageRecord): Promise<void> {

@@ -238,22 +238,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   // The final write, the slot, usage and the completed webhook must happen even when canceled.
   await CancellationScope.nonCancellable(async () => {
     // Independent writes, side by side in one local activity.
-    await control.finishPrediction({
-      snapshot: nextSnapshot(),
-      usage: {
-        predictionId: args.id,
-        accountId: args.accountId,
-        model: args.model,
-        versionId: args.versionId,
-        task: args.task,
-        status: state.status,
-        hardware: result?.hardware ?? 'none',
-        predictSeconds: state.metrics.predict_time ?? 0,
-        inputTokens: state.metrics.input_token_count ?? 0,
-        outputTokens: state.metrics.output_token_count ?? 0,
-        images: state.metrics.image_count ?? 0,
-      },
-    });
+    await control.finishPrediction({ snapshot: nextSnapshot(), task: args.task, hardware: result?.hardware ?? 'none' });
     await webhook('completed');
   });
   return state;
