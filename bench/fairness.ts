@@ -6,14 +6,24 @@
  *   - Jain's index of throughput across 4 equal-weight accounts flooding at once;
  *   - throughput shares of two accounts with weights 2:1.
  * "wait" is started_at − created_at (everything before the engine starts it); "queue" is the
- * engine-measured time in the model's task queue (metrics.queue_time).
+ * engine-measured time in the model's task queue (metrics.queue_time). A second table splits the
+ * quiet account's wait by stage, read from each prediction's workflow history, next to how busy
+ * the machine's CPU was meanwhile: the stages are queues of tasks (fair-ordered) and the processes
+ * that run them (shared by every account).
  */
 import { createAccount, createApiToken, updateAccount } from '../db/accounts';
 import { closeDb, createDb, type Db } from '../db/client';
 import { isTerminalStatus, predictions } from '../db/schema';
 import { inArray } from 'drizzle-orm';
 import { newId } from '../lib/ids';
+import { Client, Connection } from '@temporalio/client';
+import { tsToMs } from '@temporalio/common/lib/time';
+import { temporal } from '@temporalio/proto';
+import { predictionWorkflowId } from '../workflows/types';
+import { busyShare, machineCpu } from './cpu';
 import { API_URL, call, ms, percentile, saveResult, table } from './lib';
+
+const EventType = temporal.api.enums.v1.EventType;
 
 const ECHO = '/v1/models/kiln/echo-fixture/predictions';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -61,19 +71,54 @@ async function burst(token: string, n: number, sleepMs: number): Promise<string[
   return ids;
 }
 
-async function spaced(token: string, n: number, gapMs: number, sleepMs: number): Promise<string[]> {
+/** The quiet account's calls, and how busy the machine's CPU was while they were made. */
+async function spaced(token: string, n: number, gapMs: number, sleepMs: number): Promise<{ ids: string[]; busy: number }> {
   const ids: string[] = [];
+  const cpu0 = machineCpu();
   for (let i = 0; i < n; i++) {
     ids.push((await call(token, ECHO, { input: { text: 'quiet', sleep_ms: sleepMs } })).id);
     await sleep(gapMs);
   }
-  return ids;
+  return { ids, busy: busyShare(cpu0, machineCpu()) };
 }
 
 const waits = (d: Done[]) => d.map((x) => x.started - x.created);
 
+interface Stages {
+  /** The first workflow task's time in the control task queue. */
+  controlQueue: number;
+  /** The first workflow task itself: admission, placement and scheduling the predict activity. */
+  firstTask: number;
+  /** The predict activity's time in the model's task queue. */
+  modelQueue: number;
+}
+
+async function stagesOf(client: Client, ids: string[]): Promise<Stages[]> {
+  return Promise.all(
+    ids.map(async (id) => {
+      const events = (await client.workflow.getHandle(predictionWorkflowId(id)).fetchHistory()).events ?? [];
+      const at = (type: number, match: (e: temporal.api.history.v1.IHistoryEvent) => boolean = () => true) => {
+        const e = events.find((x) => x.eventType === type && match(x));
+        if (!e) throw new Error(`prediction ${id}: no ${EventType[type]} in its history`);
+        return { id: Number(e.eventId), ms: tsToMs(e.eventTime) };
+      };
+      const scheduled = at(EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED);
+      const started = at(EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED);
+      const completed = at(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED);
+      const predict = at(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'predict');
+      const predictStarted = at(
+        EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+        (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === predict.id,
+      );
+      return { controlQueue: started.ms - scheduled.ms, firstTask: completed.ms - started.ms, modelQueue: predictStarted.ms - predict.ms };
+    }),
+  );
+}
+
 export async function fairness(opts: { flood: number; quiet: number; sleepMs: number }) {
   const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 2 });
+  const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
+  const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' });
   const run = newId().slice(0, 6);
   const account = async (name: string, settings: Parameters<typeof updateAccount>[2] = {}) => {
     const a = await createAccount(db, `bench-${name}-${run}`);
@@ -86,7 +131,8 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     await call(warm, ECHO, { input: { text: 'warm' } }, { prefer: 'wait' });
 
     const quietSolo = await account('quiet-solo');
-    const solo = await finishAll(db, await spaced(quietSolo, opts.quiet, 300, opts.sleepMs));
+    const soloCalls = await spaced(quietSolo, opts.quiet, 300, opts.sleepMs);
+    const solo = { done: await finishAll(db, soloCalls.ids), ids: soloCalls.ids, busy: soloCalls.busy };
 
     const underFlood = async (sameGroup: boolean) => {
       const group = sameGroup ? `bench-fifo-${run}-${newId().slice(0, 4)}` : null;
@@ -94,16 +140,16 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       const quiet = await account(sameGroup ? 'quiet-fifo' : 'quiet-fair', { fairnessGroup: group });
       const flood = burst(noisy, opts.flood, opts.sleepMs);
       await sleep(500);
-      const quietIds = await spaced(quiet, opts.quiet, 300, opts.sleepMs);
+      const calls = await spaced(quiet, opts.quiet, 300, opts.sleepMs);
       const noisyIds = await flood;
-      const q = await finishAll(db, quietIds);
+      const q = await finishAll(db, calls.ids);
       await finishAll(db, noisyIds);
-      return q;
+      return { done: q, ids: calls.ids, busy: calls.busy };
     };
     const fair = await underFlood(false);
     const fifo = await underFlood(true);
 
-    const row = (name: string, d: Done[]) => ({
+    const row = (name: string, { done: d }: { done: Done[] }) => ({
       scenario: name,
       'wait p50': ms(percentile(waits(d), 50)),
       'wait p99': ms(percentile(waits(d), 99)),
@@ -116,9 +162,23 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       row(`quiet under the flood, fairness off (one FIFO)`, fifo),
     ];
     table(`Quiet account (${opts.quiet} predictions 300 ms apart, each ${opts.sleepMs} ms of fixture work, 8 engine slots)`, quietRows);
-    const ratio = percentile(waits(fair), 99) / percentile(waits(solo), 99);
-    const ratioOff = percentile(waits(fifo), 99) / percentile(waits(solo), 99);
+    const ratio = percentile(waits(fair.done), 99) / percentile(waits(solo.done), 99);
+    const ratioOff = percentile(waits(fifo.done), 99) / percentile(waits(solo.done), 99);
     console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
+
+    const stageRow = async (name: string, run: { ids: string[]; busy: number }) => {
+      const stages = await stagesOf(client, run.ids);
+      const both = (pick: (s: Stages) => number) => `${percentile(stages.map(pick), 50).toFixed(0)} / ${percentile(stages.map(pick), 99).toFixed(0)} ms`;
+      return {
+        scenario: name,
+        'control queue p50 / p99': both((s) => s.controlQueue),
+        'first workflow task': both((s) => s.firstTask),
+        'model queue': both((s) => s.modelQueue),
+        'machine CPU busy': `${(run.busy * 100).toFixed(0)}%`,
+      };
+    };
+    const stageRows = [await stageRow('quiet alone', solo), await stageRow('under the flood, fairness on', fair), await stageRow('under the flood, fairness off', fifo)];
+    table('Where the quiet account’s wait went (from workflow history), and the CPU while its calls were made', stageRows);
 
     // Shares while every account still has a backlog: count starts up to the moment the first
     // account has had all its predictions started.
@@ -141,6 +201,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     const file = await saveResult('fairness', {
       api: API_URL,
       quiet: quietRows,
+      stages: stageRows,
       p99Ratio: { on: ratio, off: ratioOff },
       jain,
       equalShares: equal,
@@ -150,5 +211,6 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     console.log(`saved ${file}`);
   } finally {
     await closeDb(db);
+    await connection.close();
   }
 }

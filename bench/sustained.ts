@@ -5,59 +5,9 @@
  * Open loop: requests leave on schedule whether or not earlier ones have finished, as real
  * traffic does, so a stack that falls behind shows it in latency instead of hiding it.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { API_URL, apiToken, DATA_DIR, ms, percentile, saveResult, table } from './lib';
-
-const TICKS = 100; // clock ticks per second on Linux (getconf CLK_TCK)
-
-/** CPU seconds used so far by each process of the stack, by pid, with its component. */
-function cpuByProcess(): Map<number, { component: string; seconds: number }> {
-  const pidOf = (name: string) => {
-    try {
-      return Number(readFileSync(path.join(DATA_DIR, 'pids', `${name}.pid`), 'utf8').trim());
-    } catch {
-      return undefined;
-    }
-  };
-  const known = new Map<number, string>();
-  for (const name of ['api', 'control-worker', 'engine-worker']) {
-    const pid = pidOf(name);
-    if (pid) known.set(pid, name);
-  }
-  const out = new Map<number, { component: string; seconds: number }>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    let stat: string;
-    let cmd: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-    } catch {
-      continue;
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS; // utime + stime
-    let component = known.get(pid);
-    if (!component) {
-      if (pid === process.pid) component = 'load generator';
-      else if (/temporal server start-dev|temporal-server /.test(cmd)) component = 'temporal';
-      else if (/^postgres/.test(cmd) || /\/postgres /.test(cmd)) component = 'postgres';
-      else if (/\/minio server /.test(cmd)) component = 'minio';
-    }
-    if (component) out.set(pid, { component, seconds });
-  }
-  return out;
-}
-
-/** CPU seconds each component used between two readings (processes that exited meanwhile are missed). */
-function cpuBetween(before: ReturnType<typeof cpuByProcess>, after: ReturnType<typeof cpuByProcess>): Record<string, number> {
-  const totals: Record<string, number> = { api: 0, 'control-worker': 0, 'engine-worker': 0, temporal: 0, postgres: 0, minio: 0, 'load generator': 0 };
-  for (const [pid, a] of after) totals[a.component] += a.seconds - (before.get(pid)?.seconds ?? 0);
-  return totals;
-}
+import { cpuBetween, cpuByProcess } from './cpu';
+import { API_URL, apiToken, ms, percentile, saveResult, table } from './lib';
 
 interface Sample {
   latencyMs: number;
