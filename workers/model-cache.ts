@@ -5,13 +5,14 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, readFile, rename, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { VersionFile } from '../db/schema';
 import { byteMeter } from '../lib/byte-meter';
 import { blobKey, type Storage } from '../lib/storage';
 import { kilnFailure } from '../workflows/failures';
+import { FileHasher } from './file-hasher';
 
 export interface CacheProgress {
   file: string;
@@ -46,7 +47,6 @@ interface PartsRecord {
 }
 
 const DEFAULT_PART_BYTES = 32 * 2 ** 20;
-const HASH_READ_BYTES = 4 * 2 ** 20;
 const WRITE_BYTES = 2 ** 20;
 
 async function sizeOf(file: string): Promise<number | undefined> {
@@ -142,9 +142,9 @@ export class ModelCache {
   }
 
   /**
-   * `streams` ranged GETs at once, each writing its part at its offset. The hash runs alongside:
-   * parts are read back in order as soon as the ones before them are done, so the digest is
-   * ready moments after the last byte. Finished parts are recorded beside the file.
+   * `streams` ranged GETs at once, each writing its part at its offset. The hash runs alongside,
+   * on its own thread: parts are read back in order as soon as the ones before them are done, so
+   * the digest is ready moments after the last byte. Finished parts are recorded beside the file.
    */
   private async fetchInParts(file: VersionFile, target: string, opts: EnsureOptions): Promise<CachedFile> {
     const partial = `${target}.partial`;
@@ -166,7 +166,6 @@ export class ModelCache {
     const save = () => writeParts(recordFile, { size: file.size, partBytes, done: [...done].sort((a, b) => a - b) });
     // The record exists before the first positioned write: a partial without one is always a prefix.
     await save();
-    // Read as well as written: the hash reads finished parts back.
     const fh = await open(partial, resumed ? 'r+' : 'w+');
 
     const abort = new AbortController();
@@ -176,14 +175,10 @@ export class ModelCache {
 
     let received = [...done].reduce((n, i) => n + bounds(i).end - bounds(i).start, 0);
     let downloaded = 0;
-    const hash = createHash('sha256');
+    const hasher = new FileHasher(partial);
     let hashedParts = 0;
-    let hashing = Promise.resolve();
-    const hashReady = async () => {
-      while (hashedParts < count && done.has(hashedParts)) {
-        await hashPart(fh, hash, bounds(hashedParts));
-        hashedParts++;
-      }
+    const hashReady = () => {
+      for (; hashedParts < count && done.has(hashedParts); hashedParts++) hasher.add(bounds(hashedParts).start, bounds(hashedParts).end);
     };
     let saving = Promise.resolve();
     const todo = Array.from({ length: count }, (_, i) => i).filter((i) => !done.has(i));
@@ -218,13 +213,13 @@ export class ModelCache {
       done.add(i);
       saving = saving.then(save);
       await saving;
-      hashing = hashing.then(hashReady);
+      hashReady();
     };
     const worker = async () => {
       while (next < todo.length) await fetchPart(todo[next++]);
     };
 
-    hashing = hashing.then(hashReady);
+    hashReady();
     const results = await Promise.allSettled(
       Array.from({ length: Math.min(streams, todo.length) }, () =>
         worker().catch((err: unknown) => {
@@ -236,16 +231,14 @@ export class ModelCache {
     );
     opts.signal?.removeEventListener('abort', stop);
     await saving.catch(() => undefined);
-    const hashed = await hashing.then(
-      () => undefined,
-      (err: unknown) => err,
-    );
     await fh.close();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw opts.signal?.aborted ? (opts.signal.reason ?? failed.reason) : failed.reason;
-    if (hashed) throw hashed;
-
-    await this.verify(file, partial, hashedParts === count ? hash.digest('hex') : 'incomplete', received, resumed);
+    if (failed) {
+      await hasher.close();
+      throw opts.signal?.aborted ? (opts.signal.reason ?? failed.reason) : failed.reason;
+    }
+    const digest = hashedParts === count ? await hasher.digest() : (await hasher.close(), 'incomplete');
+    await this.verify(file, partial, digest, received, resumed);
     await rename(partial, target);
     await unlink(recordFile).catch(() => undefined);
     return { path: target, downloadedBytes: downloaded };
@@ -263,15 +256,5 @@ export class ModelCache {
   private async discard(partial: string): Promise<void> {
     await unlink(partial).catch(() => undefined);
     await unlink(`${partial}.parts.json`).catch(() => undefined);
-  }
-}
-
-async function hashPart(fh: FileHandle, hash: Hash, { start, end }: { start: number; end: number }): Promise<void> {
-  const buf = Buffer.allocUnsafe(Math.min(HASH_READ_BYTES, end - start));
-  for (let at = start; at < end; ) {
-    const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, end - at), at);
-    if (bytesRead === 0) throw new Error(`the partial file ends at ${at}, before ${end}`);
-    hash.update(buf.subarray(0, bytesRead));
-    at += bytesRead;
   }
 }
