@@ -103,10 +103,17 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const downloadStarted = performance.now();
     let downloadedBytes = 0;
     const paths: string[] = [];
+    let lastBeat = 0;
     for (const file of version.files) {
       const cached = await cache.ensure(file, {
         signal: ctx.cancellationSignal,
-        onProgress: (p) => ctx.heartbeat({ phase: 'download', ...p }),
+        // Progress comes every MiB written; a heartbeat call costs the download's thread time.
+        onProgress: (p) => {
+          const now = performance.now();
+          if (now - lastBeat < HEARTBEAT_EVERY_MS && p.bytes < p.total) return;
+          lastBeat = now;
+          ctx.heartbeat({ phase: 'download', ...p });
+        },
       });
       downloadedBytes += cached.downloadedBytes;
       paths.push(cached.path);

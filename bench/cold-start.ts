@@ -69,6 +69,26 @@ export async function coldStart(opts: { sizes: number[] }) {
     for (const node of await readdir(caches).catch(() => [] as string[])) {
       await new ModelCache(path.join(caches, node), storage).forget(digest);
     }
+    // The floors first: the same blob straight from S3, the same file straight into llama.cpp.
+    // A read right after the upload is slower than any later one (MinIO is still writing the
+    // object out), and a user calls a model later than that: one untimed read lets it settle,
+    // so the floor and the cold start read the same settled object.
+    const getBlob = async () => {
+      let got = 0;
+      for await (const c of await storage.read(blobKey(digest))) got += (c as Buffer).length;
+      return got;
+    };
+    await getBlob();
+    const getT = performance.now();
+    const got = await getBlob();
+    const getSeconds = (performance.now() - getT) / 1000;
+    const engine = new LlamaEngine({ gpu: 'auto', contextSize: 512, sequences: 1, threads: 1 });
+    await engine.backend();
+    const loadT = performance.now();
+    await engine.load('floor', file, { contextSize: 512, sequences: 1 });
+    const loadSeconds = (performance.now() - loadT) / 1000;
+    await engine.dispose();
+
     const t0 = performance.now();
     const cold = await predict();
     const coldMs = performance.now() - t0;
@@ -81,17 +101,6 @@ export async function coldStart(opts: { sizes: number[] }) {
     const cached = await predict();
     const cachedMs = performance.now() - cachedT;
 
-    // The floors: the same blob straight from S3, the same file straight into llama.cpp.
-    const getT = performance.now();
-    let got = 0;
-    for await (const c of await storage.read(blobKey(digest))) got += (c as Buffer).length;
-    const getSeconds = (performance.now() - getT) / 1000;
-    const engine = new LlamaEngine({ gpu: 'auto', contextSize: 512, sequences: 1, threads: 1 });
-    await engine.backend();
-    const loadT = performance.now();
-    await engine.load('floor', file, { contextSize: 512, sequences: 1 });
-    const loadSeconds = (performance.now() - loadT) / 1000;
-    await engine.dispose();
 
     const download = secondsFrom(cold.logs, /Downloaded [\d.]+ MiB in ([\d.]+) s/);
     const load = secondsFrom(cold.logs, /Loaded in ([\d.]+) s/);
