@@ -148,7 +148,12 @@ export const predictions = pgTable(
     /** Position of this row in the workflow's sequence of transitions: older writes never win. */
     revision: integer('revision').notNull().default(0),
   },
-  (t) => [index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
+  (t) => [
+    index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc()),
+    // Every create counts the account's queued predictions (max_queued): with this, the count
+    // reads the few rows still starting, not the account's whole history.
+    index('predictions_account_starting_idx').on(t.accountId).where(sql`${t.status} = 'starting'`),
+  ],
 );
 
 export const webhookEvents = ['start', 'output', 'logs', 'completed'] as const;

@@ -1,0 +1,1 @@
+CREATE INDEX "predictions_account_starting_idx" ON "predictions" USING btree ("account_id") WHERE "predictions"."status" = 'starting';
