@@ -303,13 +303,26 @@ export class LlamaEngine {
         disposers.push(() => completion.dispose({ disposeSequence: false }));
         inputTokens = tokenizer(input.prompt ?? '').length;
         ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(input.prompt ?? '', options));
-        // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban (seen with
-        // random weights). Carry on from the text so far; the prefix is still in the context.
+        // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban: the nucleus
+        // (top_p) is taken before the ban, so where it holds only end tokens nothing else can be
+        // drawn. Carry on from the text so far (the prefix is still in the context); after a call
+        // that added nothing, the next token is drawn from the whole distribution.
+        let stalled = outputTokens === 0;
         while (stopReason === 'eogToken' && outputTokens < input.min_tokens && !signal.aborted) {
-          ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + text, {
+          const before = outputTokens;
+          const prompt = (input.prompt ?? '') + text;
+          if (stalled) {
+            await completion.generateCompletionWithMeta(prompt, { ...options, topP: 1, maxTokens: 1 });
+            // Nothing can be drawn at all: end short rather than spin.
+            if (outputTokens === before) break;
+            stalled = false;
+            continue;
+          }
+          ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(prompt, {
             ...options,
             maxTokens: input.max_tokens - outputTokens,
           }));
+          stalled = outputTokens === before;
         }
       }
       const canceled = opts.signal?.aborted === true;
