@@ -306,16 +306,19 @@ export class LlamaEngine {
         // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban: the nucleus
         // (top_p) is taken before the ban, so where it holds only end tokens nothing else can be
         // drawn. Carry on from the text so far (the prefix is still in the context); after a call
-        // that added nothing, the next token is drawn from the whole distribution.
+        // that added nothing, the rest up to min_tokens is drawn from the whole distribution
+        // (a token at a time would cost a call per token where end tokens keep dominating).
         let stalled = outputTokens === 0;
         while (stopReason === 'eogToken' && outputTokens < input.min_tokens && !signal.aborted) {
           const before = outputTokens;
           const prompt = (input.prompt ?? '') + text;
           if (stalled) {
-            await completion.generateCompletionWithMeta(prompt, { ...options, topP: 1, maxTokens: 1 });
+            await completion.generateCompletionWithMeta(prompt, { ...options, topP: 1, maxTokens: input.min_tokens - outputTokens });
             // Nothing can be drawn at all: end short rather than spin.
             if (outputTokens === before) break;
             stalled = false;
+            // Past min_tokens the model was free to end, as it was about to.
+            stopReason = outputTokens >= input.max_tokens ? 'maxTokens' : 'eogToken';
             continue;
           }
           ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(prompt, {
