@@ -70,8 +70,23 @@ export interface RunMode {
 
 /** How long a prediction runs before its workflow hears that it started (see `predict`). */
 export const START_ANNOUNCE_DELAY_MS = 100;
-/** How often a generating prediction heartbeats at most (tokens may come every millisecond). */
+/** How often a generating prediction or a download heartbeats at most (tokens may come every
+ * millisecond, download progress every MiB). */
 const HEARTBEAT_EVERY_MS = 100;
+
+/**
+ * True at most once per HEARTBEAT_EVERY_MS: every heartbeat call converts its details for the SDK
+ * even when it sends nothing, and a few a second carry cancellation soon enough.
+ */
+function heartbeatThrottle(): () => boolean {
+  let last = 0;
+  return () => {
+    const now = performance.now();
+    if (now - last < HEARTBEAT_EVERY_MS) return false;
+    last = now;
+    return true;
+  };
+}
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits));
 const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
@@ -103,16 +118,13 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const downloadStarted = performance.now();
     let downloadedBytes = 0;
     const paths: string[] = [];
-    let lastBeat = 0;
+    const beatDue = heartbeatThrottle();
     for (const file of version.files) {
       const cached = await cache.ensure(file, {
         signal: ctx.cancellationSignal,
-        // Progress comes every MiB written; a heartbeat call costs the download's thread time.
+        // The last progress of a file always goes out: the bar ends full.
         onProgress: (p) => {
-          const now = performance.now();
-          if (now - lastBeat < HEARTBEAT_EVERY_MS && p.bytes < p.total) return;
-          lastBeat = now;
-          ctx.heartbeat({ phase: 'download', ...p });
+          if (beatDue() || p.bytes >= p.total) ctx.heartbeat({ phase: 'download', ...p });
         },
       });
       downloadedBytes += cached.downloadedBytes;
@@ -197,7 +209,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       const input = parsed.data as TextGenerationInput;
 
       let tokens = 0;
-      let lastBeat = 0;
+      const beatDue = heartbeatThrottle();
       const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
       const stream = mode.live ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message })) : undefined;
       const output: string[] = [];
@@ -209,13 +221,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           signal: ctx.cancellationSignal,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
-            // Every heartbeat call converts its details for the SDK even when it sends nothing;
-            // a few a second carry cancellation soon enough.
-            const now = performance.now();
-            if (now - lastBeat >= HEARTBEAT_EVERY_MS) {
-              lastBeat = now;
-              mode.heartbeat({ tokens });
-            }
+            if (beatDue()) mode.heartbeat({ tokens });
             output.push(chunk);
             stream?.push(chunk);
             webhooks?.outputChanged(output);
