@@ -5,7 +5,7 @@ import { getVersion } from '../db/models';
 import { isTaskName, tasks } from '../tasks';
 import type { EmbeddingsInput } from '../tasks/embeddings';
 import type { TextGenerationInput } from '../tasks/text-generation';
-import type { LlamaEngine } from '../workers/engines/llama-engine';
+import type { LlamaEngine, LlamaLoadSettings } from '../workers/engines/llama-engine';
 import type { ModelCache } from '../workers/model-cache';
 import type { EchoFixtureEngine } from '../workers/engines/echo-fixture';
 import type { OnnxEngine } from '../workers/engines/onnx-engine';
@@ -138,7 +138,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       await onnx.engine.load(versionId, paths[Math.max(model, 0)]);
     } else {
       const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
-      await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as { sequences?: number });
+      await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as LlamaLoadSettings);
     }
     const loadSeconds = (performance.now() - loadStarted) / 1000;
     await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));

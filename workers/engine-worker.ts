@@ -23,7 +23,7 @@ async function main() {
   const db = createDb(c.DATABASE_URL, { max: 4 });
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
-  const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS });
+  const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS, fixtures: c.KILN_ENABLE_FIXTURES });
   const storage = Storage.fromConfig(c);
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage, {
     rangedMinBytes: c.KILN_MODEL_RANGED_MIN_MB * 2 ** 20,

@@ -99,3 +99,25 @@ test('min_tokens holds even where llama.cpp ends on end-of-sequence despite the 
   expect(r.outputTokens).toBe(1200);
   expect(r.stopReason).toBe('maxTokens');
 });
+
+test('a fixture version paced by fixtureTokenDelayMs holds every token on the real engine; without fixtures the setting is ignored', async () => {
+  const paced = new LlamaEngine({ gpu: 'false', contextSize: 512, sequences: 1, threads: 1, fixtures: true });
+  const unpaced = new LlamaEngine({ gpu: 'false', contextSize: 512, sequences: 1, threads: 1 });
+  try {
+    const file = path.join(dir, 'tiny.gguf');
+    await paced.load('p', file, { fixtureTokenDelayMs: 50 });
+    await unpaced.load('p', file, { fixtureTokenDelayMs: 50 });
+    const ask = input({ max_tokens: 20, min_tokens: 20, seed: 1, temperature: 0 });
+    const slow = await paced.generate('p', ask);
+    const fast = await unpaced.generate('p', ask);
+    // The same tokens, from the same llama.cpp path...
+    expect(slow.chunks.join('')).toBe(fast.chunks.join(''));
+    expect(slow.outputTokens).toBe(20);
+    // ...each decode held at least 50 ms (a lower bound: it holds on any machine).
+    expect(slow.predictSeconds).toBeGreaterThanOrEqual((20 * 50) / 1000);
+    expect(slow.predictSeconds).toBeGreaterThan(fast.predictSeconds + 0.5);
+  } finally {
+    await paced.dispose();
+    await unpaced.dispose();
+  }
+});

@@ -167,6 +167,18 @@ export interface LlamaEngineOptions {
   contextSize: number;
   sequences: number;
   threads: number;
+  /**
+   * Test fixtures on: a version's `fixtureTokenDelayMs` setting holds every decode of its context
+   * for that long, so tests pace generation themselves instead of depending on the machine's speed.
+   */
+  fixtures?: boolean;
+}
+
+/** Engine settings a version may carry (from its manifest). */
+export interface LlamaLoadSettings {
+  sequences?: number;
+  contextSize?: number;
+  fixtureTokenDelayMs?: number;
 }
 
 export class LlamaEngine {
@@ -204,7 +216,7 @@ export class LlamaEngine {
     return this.loaded.get(versionId)?.pool.busy ?? false;
   }
 
-  async load(versionId: string, file: string, settings: { sequences?: number; contextSize?: number } = {}): Promise<void> {
+  async load(versionId: string, file: string, settings: LlamaLoadSettings = {}): Promise<void> {
     if (this.loaded.has(versionId)) return;
     const { trainContextSize } = await validateGguf(file);
     const llama = await this.backend();
@@ -216,7 +228,17 @@ export class LlamaEngine {
     }
     const sequences = settings.sequences ?? this.opts.sequences;
     const contextSize = Math.min(settings.contextSize ?? this.opts.contextSize, trainContextSize ?? Infinity);
-    const context = await model.createContext({ sequences, contextSize, threads: this.opts.threads });
+    const delay = this.opts.fixtures ? (settings.fixtureTokenDelayMs ?? 0) : 0;
+    const context = await model.createContext({
+      // node-llama-cpp dispatches at once, skipping the schedule, when every sequence has a decode
+      // queued: a spare sequence that never decodes keeps the paced schedule in force.
+      sequences: delay > 0 ? sequences + 1 : sequences,
+      contextSize,
+      threads: this.opts.threads,
+      // Every decode (a token for each active sequence) is dispatched `delay` ms late: the real
+      // llama.cpp path, at a pace that is the same on a laptop, on CI and on a GPU.
+      ...(delay > 0 ? { batching: { dispatchSchedule: (dispatch: () => void) => void setTimeout(dispatch, delay) } } : {}),
+    });
     this.loaded.set(versionId, { model, context, pool: new SequencePool(context, sequences) });
   }
 
