@@ -46,6 +46,7 @@ start_kiln
 
 results="$RUN_DIR/jest-results.json"
 rm -f "$results"
+suite_started=$SECONDS
 set +e
 NODE_OPTIONS=--experimental-vm-modules npx jest --runInBand --json --outputFile="$results" "$@"
 status=$?
@@ -56,6 +57,8 @@ node -e '
   if (!fs.existsSync(f)) { console.log("0 passed, 1 failed"); process.exit(0); }
   const r = JSON.parse(fs.readFileSync(f, "utf8"));
   const failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
+  const [jest, total] = process.argv.slice(2).map(Number);
+  console.log(`npm test took ${total} s: jest ${jest} s, setup (install check, typecheck, lint, stack) ${total - jest} s`);
   console.log(`${r.numPassedTests} passed, ${failed} failed`);
-' "$results"
+' "$results" "$((SECONDS - suite_started))" "$SECONDS"
 exit $status
