@@ -29,11 +29,8 @@ const cspViolations: string[] = [];
 /** Every page counts CSP violations, from before its own scripts run. */
 async function watchCsp(p: Page) {
   await p.exposeFunction('reportCspViolation', (v: string) => cspViolations.push(`${p.url()}: ${v}`)).catch(() => undefined);
-  await p.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (e) =>
-      (window as unknown as { reportCspViolation: (v: string) => void }).reportCspViolation(`${e.violatedDirective} ${e.blockedURI}`),
-    );
-  });
+  // A string, not a function: the test's TypeScript has no DOM types.
+  await p.addInitScript(`document.addEventListener('securitypolicyviolation', (e) => window.reportCspViolation(e.violatedDirective + ' ' + e.blockedURI));`);
   p.on('console', (m) => {
     if (/Content.Security.Policy/i.test(m.text())) cspViolations.push(`${p.url()}: ${m.text()}`);
   });
@@ -164,7 +161,7 @@ test('the page runs only its own script files, and keeps the token out of local 
   expect(html).not.toMatch(/\son[a-z]+\s*=/i);
   await p.locator('#whoami').filter({ hasText: 'Signed in as playground-' }).waitFor();
   expect(p.url()).not.toContain(token);
-  const stored = await p.evaluate(() => JSON.stringify({ ...localStorage }));
+  const stored = await p.evaluate<string>('JSON.stringify({ ...localStorage })');
   expect(stored).not.toContain(token);
   // A reload in the same tab keeps the session; a new tab (a new session) asks again.
   await p.reload();
@@ -173,11 +170,11 @@ test('the page runs only its own script files, and keeps the token out of local 
   const fresh = await p.context().newPage();
   await fresh.goto(`${API_URL}/`);
   await fresh.locator('#login').waitFor();
-  expect(await fresh.evaluate(() => JSON.stringify({ ...localStorage }))).not.toContain(token);
+  expect(await fresh.evaluate<string>('JSON.stringify({ ...localStorage })')).not.toContain(token);
   // Forgetting the token forgets it everywhere the page kept it.
   await p.locator('#logout').click();
   await p.locator('#login').waitFor();
-  expect(await p.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }))).not.toContain(token);
+  expect(await p.evaluate<string>('JSON.stringify({ ...localStorage, ...sessionStorage })')).not.toContain(token);
   await fresh.close();
   await p.close();
 });
