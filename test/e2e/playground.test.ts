@@ -147,7 +147,9 @@ test('remove-background: an uploaded image in, the cut-out on a checkerboard out
 });
 
 test('the page runs only its own script files, and keeps the token out of local storage and the address bar', async () => {
-  const p = await browser.newPage();
+  // One browser profile, two tabs: local storage is shared between them, session storage is not.
+  const context = await browser.newContext();
+  const p = await context.newPage();
   await watchCsp(p);
   const res = (await p.goto(`${API_URL}/#token=${token}`))!;
   const csp = res.headers()['content-security-policy'];
@@ -167,7 +169,8 @@ test('the page runs only its own script files, and keeps the token out of local 
   await p.reload();
   await p.locator('#whoami').filter({ hasText: 'Signed in as playground-' }).waitFor();
   expect(p.url()).not.toContain(token);
-  const fresh = await p.context().newPage();
+  const fresh = await context.newPage();
+  await watchCsp(fresh);
   await fresh.goto(`${API_URL}/`);
   await fresh.locator('#login').waitFor();
   expect(await fresh.evaluate<string>('JSON.stringify({ ...localStorage })')).not.toContain(token);
@@ -175,6 +178,15 @@ test('the page runs only its own script files, and keeps the token out of local 
   await p.locator('#logout').click();
   await p.locator('#login').waitFor();
   expect(await p.evaluate<string>('JSON.stringify({ ...localStorage, ...sessionStorage })')).not.toContain(token);
-  await fresh.close();
+  await context.close();
+});
+
+test('the API reference renders under its policy: its inline script runs by hash, nothing else would', async () => {
+  const p = await browser.newPage();
+  await watchCsp(p);
+  const res = (await p.goto(`${API_URL}/docs`))!;
+  expect(res.headers()['content-security-policy']).toMatch(/script-src 'sha256-/);
+  await p.locator('#ops .op').first().waitFor();
+  expect(await p.locator('#ops .op').count()).toBeGreaterThan(10);
   await p.close();
 });
