@@ -7,11 +7,12 @@ import type { Db } from '../db/client';
 import type { Logger } from '../lib/logger';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
-import { requireAuth } from './auth';
+import { requireAuth, requireOperatorToken } from './auth';
 import { openApiDocument, REFERENCE_HTML } from './openapi';
 import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
 import { requestLog } from './request-log';
+import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
@@ -35,7 +36,13 @@ export interface AppDeps {
   storage: Storage;
   maxBlobBytes?: number;
   maxUploadBytes?: number;
-  publicUrl?: string;
+  /**
+   * The base of every absolute URL the API writes (KILN_PUBLIC_URL, else the address it listens
+   * on: see lib/public-url.ts). Never the request's Host, which the client chooses.
+   */
+  publicUrl: string;
+  /** The bearer token a metrics scraper sends for `/metrics` (KILN_METRICS_TOKEN); unset: not served. */
+  metricsToken?: string;
   /** Where the playground links each run: the Temporal UI and the namespace predictions run in. */
   temporalUi?: { url: string; namespace: string };
   /** How the API fetches a batch's `input_url`. */
@@ -47,11 +54,11 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', 'loopback');
-  const urls = (req: Request): UrlContext => ({
-    baseUrl: deps.publicUrl?.replace(/\/$/, '') ?? `${req.protocol}://${req.get('host')}`,
-    signer: deps.signer,
-  });
+  const baseUrl = deps.publicUrl.replace(/\/$/, '');
+  const urls = (_req: Request): UrlContext => ({ baseUrl, signer: deps.signer });
+  const docsCsp = inlinePageCsp(REFERENCE_HTML);
 
+  app.use(securityHeaders({ https: baseUrl.startsWith('https:') }));
   app.use(requestLog(deps.logger));
   app.use((req, res, next) => {
     const end = httpRequests.startTimer({ method: req.method });
@@ -59,7 +66,8 @@ export function createApp(deps: AppDeps): express.Express {
     res.on('finish', () => end({ route: req.route?.path ? `${req.baseUrl}${req.route.path}` : 'unmatched', status: res.statusCode }));
     next();
   });
-  app.get('/metrics', async (_req, res) => {
+  // Operators' numbers (every model's traffic), not a tenant's: the scraper's own token, not an API token.
+  app.get('/metrics', requireOperatorToken(deps.metricsToken, 'KILN_METRICS_TOKEN'), async (_req, res) => {
     res.type(registry.contentType).send(await registry.metrics());
   });
 
@@ -67,6 +75,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.json(openApiDocument(urls(req).baseUrl));
   });
   app.get('/docs', (_req, res) => {
+    pagePolicy(res, docsCsp);
     res.type('html').send(REFERENCE_HTML);
   });
 
@@ -78,8 +87,9 @@ export function createApp(deps: AppDeps): express.Express {
     });
   });
   const playground = path.join(__dirname, 'playground');
-  app.use('/playground', express.static(playground, { index: false, fallthrough: true }));
+  app.use('/playground', express.static(playground, { index: false, fallthrough: true, setHeaders: (res) => pagePolicy(res, PLAYGROUND_CSP) }));
   app.get('/', (_req, res) => {
+    pagePolicy(res, PLAYGROUND_CSP);
     res.sendFile(path.join(playground, 'index.html'));
   });
 

@@ -1,7 +1,8 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import { accountForToken, touchApiToken, type Account } from '../db/accounts';
 import type { Db } from '../db/client';
-import { UnauthorizedError } from './errors';
+import { ApiError, NotFoundError, UnauthorizedError } from './errors';
 import { LRUCache } from 'lru-cache';
 
 // last_used_at is kept to the minute: a token this process marked used within the minute
@@ -37,4 +38,21 @@ export function requireAuth(db: Db): RequestHandler {
 
 export function currentAccount(res: Response): Account {
   return res.locals.account as Account;
+}
+
+/**
+ * A route for the operator's tools (a Prometheus scraper), not for tenants: it takes the one
+ * token named by `setting` from the environment, compared in constant time. Unset, the route is off.
+ */
+export function requireOperatorToken(expected: string | undefined, setting: string): RequestHandler {
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  const want = expected ? digest(expected) : undefined;
+  return (req, _res, next) => {
+    if (!want) throw new NotFoundError(`${req.path} is not served here: set ${setting} to serve it to a client that sends it as a bearer token`);
+    const given = bearerToken(req);
+    if (!given || !timingSafeEqual(digest(given), want)) {
+      throw new ApiError(401, 'Unauthenticated', `${req.path} needs the operator's token: Authorization: Bearer <${setting}>`, {}, { 'WWW-Authenticate': 'Bearer' });
+    }
+    next();
+  };
 }

@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { closeDb, createDb } from '../db/client';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { publicBaseUrl } from '../lib/public-url';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
 import { announceReady } from '../lib/ready';
 import { UrlSigner } from '../lib/signing';
@@ -28,7 +29,8 @@ async function main() {
     controlQueue: c.KILN_CONTROL_QUEUE,
     allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
     storage: Storage.fromConfig(c),
-    publicUrl: c.KILN_PUBLIC_URL,
+    publicUrl: publicBaseUrl(c),
+    metricsToken: c.KILN_METRICS_TOKEN,
     temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },
     fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
     batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN },

@@ -35,7 +35,11 @@ const prediction = {
     metrics: { type: 'object', additionalProperties: { type: 'number' } },
     urls: {
       type: 'object',
-      properties: { get: { type: 'string' }, cancel: { type: 'string' }, stream: { type: 'string', description: 'SSE: output, logs, error, done' } },
+      properties: {
+        get: { type: 'string' },
+        cancel: { type: 'string' },
+        stream: { type: 'string', description: 'SSE: output, logs, error, done. Signed; expires an hour after the read that returned it' },
+      },
     },
   },
 };
@@ -80,6 +84,11 @@ const errors = {
   '429': { description: 'Rate limit or cap; see Retry-After', ...json(ref('Error')) },
 };
 const pathParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
+/** A capability URL's query: unix seconds it expires at, and the signature over what it grants and until when. */
+const signedQuery = [
+  { name: 'expires', in: 'query', schema: { type: 'integer' } },
+  { name: 'sig', in: 'query', schema: { type: 'string' } },
+];
 const headers = [
   { name: 'Prefer', in: 'header', schema: { type: 'string', example: 'wait=30' }, description: 'wait[=N]: hold the response up to N s (60 max)' },
   { name: 'Cancel-After', in: 'header', schema: { type: 'string', example: '5m' }, description: 'cancel if not done by then (aborted if never started)' },
@@ -124,7 +133,14 @@ export function openApiDocument(baseUrl: string) {
         },
       },
       '/v1/predictions/{id}/cancel': { post: { summary: 'Cancel', parameters: [pathParam('id')], responses: { '200': json(ref('Prediction')), ...errors } } },
-      '/v1/predictions/{id}/stream': { get: { summary: 'Server-sent events of a prediction (use urls.stream)', parameters: [pathParam('id')], responses: { '200': { description: 'text/event-stream' } } } },
+      '/v1/predictions/{id}/stream': {
+        get: {
+          summary: 'Server-sent events of a prediction (use urls.stream: its signature is the permission, until it expires)',
+          security: [{}, { bearer: [] }],
+          parameters: [pathParam('id'), ...signedQuery],
+          responses: { '200': { description: 'text/event-stream' }, '401': { description: 'Expired or unsigned, and no token', ...json(ref('Error')) }, '404': errors['404'] },
+        },
+      },
       '/v1/predictions/{id}/webhooks': { get: { summary: 'Webhook delivery log', parameters: [pathParam('id')], responses: { '200': { description: 'Attempts' } } } },
       '/v1/predictions/{id}/webhooks/redeliver': { post: { summary: 'Send the completed event again', parameters: [pathParam('id')], responses: { '202': { description: 'Started' } } } },
       '/v1/batches': {
@@ -153,6 +169,18 @@ export function openApiDocument(baseUrl: string) {
       '/v1/files': {
         post: { summary: 'Upload a file (multipart, field content)', requestBody: { content: { 'multipart/form-data': { schema: { type: 'object', properties: { content: { type: 'string', format: 'binary' } } } } } }, responses: { '201': { description: 'The file, with a signed urls.get' } } },
         get: { summary: 'Your files', responses: { '200': { description: 'A page' } } },
+      },
+      '/v1/files/{id}': {
+        get: { summary: 'A file', parameters: [pathParam('id')], responses: { '200': { description: 'The file, with a fresh signed urls.get' }, ...errors } },
+        delete: { summary: 'Delete a file', parameters: [pathParam('id')], responses: { '204': { description: 'Deleted' }, ...errors } },
+      },
+      '/v1/files/{id}/content': {
+        get: {
+          summary: "A file's bytes (use urls.get). Always a download (Content-Disposition: attachment) under a sandboxing CSP; types a browser could run are sent as application/octet-stream",
+          security: [{}, { bearer: [] }],
+          parameters: [pathParam('id'), ...signedQuery],
+          responses: { '200': { description: 'The bytes', content: { 'application/octet-stream': {} } }, '401': { description: 'Expired or unsigned, and no token', ...json(ref('Error')) }, '404': errors['404'] },
+        },
       },
       '/v1/deployments': {
         get: { summary: 'Your deployments', responses: { '200': { description: 'A page' } } },

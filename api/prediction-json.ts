@@ -1,5 +1,6 @@
 import type { PredictionRow, PredictionSnapshot } from '../db/predictions';
 import type { UrlSigner } from '../lib/signing';
+import { signUntil, verifyUntil } from '../lib/expiring-signature';
 import { renderFileRefs } from '../lib/file-urls';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
@@ -8,8 +9,18 @@ export interface UrlContext {
   signer: UrlSigner;
 }
 
-export function streamUrl(ctx: UrlContext, id: string): string {
-  return `${ctx.baseUrl}/v1/predictions/${id}/stream?sig=${ctx.signer.sign(`stream:${id}`)}`;
+/**
+ * How long a stream URL may be opened (an open stream runs to its end). Each read of the
+ * prediction signs a fresh one, as file URLs are.
+ */
+export const STREAM_URL_TTL_SECONDS = 3600;
+
+export function streamUrl(ctx: UrlContext, id: string, now = Date.now()): string {
+  return `${ctx.baseUrl}/v1/predictions/${id}/stream?${signUntil(ctx.signer, `stream:${id}`, STREAM_URL_TTL_SECONDS, now)}`;
+}
+
+export function verifyStreamUrl(signer: UrlSigner, id: string, expires: unknown, sig: unknown, now = Date.now()): boolean {
+  return verifyUntil(signer, `stream:${id}`, expires, sig, now);
 }
 
 /** A prediction in Replicate's JSON shape. */

@@ -50,6 +50,8 @@ ensure_secret() {
 ensure_secret S3_ACCESS_KEY_ID "kiln$(random_hex 6)"
 ensure_secret S3_SECRET_ACCESS_KEY "$(random_hex 24)"
 ensure_secret KILN_URL_SIGNING_KEY "$(random_hex 32)"
+# What a metrics scraper sends as its bearer token for the API's /metrics.
+ensure_secret KILN_METRICS_TOKEN "$(random_hex 24)"
 set -a
 # shellcheck disable=SC1090
 . "$SECRETS"

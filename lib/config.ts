@@ -17,8 +17,13 @@ export const configSchema = z.object({
 
   HOST: z.string().default('127.0.0.1'),
   PORT: z.coerce.number().int().min(1).max(65535).default(8080),
-  /** Base of the URLs in prediction JSON; defaults to the address the request came to. */
+  /**
+   * Base of the absolute URLs the API writes (prediction, file and stream URLs, OpenAPI servers).
+   * Unset: http://HOST:PORT, never the Host a client sends. Set it behind a proxy or a name.
+   */
   KILN_PUBLIC_URL: z.url().optional(),
+  /** The bearer token a metrics scraper sends for the API's /metrics; unset, the API does not serve it. */
+  KILN_METRICS_TOKEN: z.string().min(16).optional(),
   KILN_TEMPORAL_UI_URL: z.url().default('http://127.0.0.1:8233'),
 
   /** Signs capability URLs (prediction streams). Generated per user for local development. */

@@ -3,18 +3,17 @@
  * outputs into such URLs each time a prediction is read, so a URL never outlives its expiry.
  */
 import { FILE_REF_PREFIX } from '../db/files';
+import { signUntil, verifyUntil } from './expiring-signature';
 import type { UrlSigner } from './signing';
 
 export const FILE_URL_TTL_SECONDS = 3600;
 
 export function signedFileUrl(baseUrl: string, signer: UrlSigner, id: string, now = Date.now()): string {
-  const expires = Math.floor(now / 1000) + FILE_URL_TTL_SECONDS;
-  return `${baseUrl}/v1/files/${id}/content?expires=${expires}&sig=${signer.sign(`file:${id}:${expires}`)}`;
+  return `${baseUrl}/v1/files/${id}/content?${signUntil(signer, `file:${id}`, FILE_URL_TTL_SECONDS, now)}`;
 }
 
 export function verifyFileUrl(signer: UrlSigner, id: string, expires: unknown, sig: unknown, now = Date.now()): boolean {
-  const e = Number(expires);
-  return Number.isInteger(e) && e * 1000 > now && signer.verify(`file:${id}:${e}`, sig);
+  return verifyUntil(signer, `file:${id}`, expires, sig, now);
 }
 
 export function fileRef(signer: UrlSigner, id: string): string {

@@ -10,6 +10,7 @@ import { predictionJson } from '../api/prediction-json';
 import { snapshotToRow } from '../db/predictions';
 import { UrlSigner } from '../lib/signing';
 import { config } from '../lib/config';
+import { publicBaseUrl } from '../lib/public-url';
 import { createLogger } from '../lib/logger';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
 import { temporalLogger } from './temporal-logger';
@@ -27,7 +28,7 @@ async function main() {
   const clientConnection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
-  const urls = { baseUrl: c.KILN_PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}`, signer: new UrlSigner(c.KILN_URL_SIGNING_KEY) };
+  const urls = { baseUrl: publicBaseUrl(c), signer: new UrlSigner(c.KILN_URL_SIGNING_KEY) };
   const worker = await Worker.create({
     connection,
     namespace: c.TEMPORAL_NAMESPACE,

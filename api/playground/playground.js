@@ -2,6 +2,8 @@
 // so that everything it does is something a user's own code can do with a token.
 'use strict';
 
+// The token lives in this tab's session storage (gone when the tab closes), never in local storage
+// (which every tab and every later visit could read) nor in the address bar.
 const TOKEN_KEY = 'kiln.token';
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
 const $ = (id) => document.getElementById(id);
@@ -28,6 +30,15 @@ class ApiError extends Error {
   }
 }
 
+/**
+ * An API URL as a path on this page's origin: the page talks to the API that served it, whatever
+ * base KILN_PUBLIC_URL gives absolute URLs, and its policy allows nothing else.
+ */
+function onThisOrigin(url) {
+  const u = new URL(url, location.href);
+  return /^\/(v1|openai)\//.test(u.pathname) ? u.pathname + u.search : url;
+}
+
 async function api(path, options = {}) {
   const headers = { Authorization: `Bearer ${state.token}`, ...(options.headers || {}) };
   if (options.json !== undefined) headers['Content-Type'] = 'application/json';
@@ -51,7 +62,7 @@ async function signIn(token) {
   state.token = token;
   try {
     const account = await api('/v1/account');
-    localStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.setItem(TOKEN_KEY, token);
     $('whoami').textContent = `Signed in as ${account.username}`;
     $('logout').hidden = false;
     $('login').hidden = true;
@@ -60,7 +71,7 @@ async function signIn(token) {
     return true;
   } catch (err) {
     state.token = null;
-    localStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
     $('login').hidden = false;
     $('app').hidden = true;
     $('login-error').textContent = err.status === 401 ? 'That token is not valid (revoked, or from another Kiln).' : `Could not reach the API: ${err.message}`;
@@ -76,7 +87,7 @@ async function loadModels() {
   let page = await api('/v1/models');
   const models = [...page.results];
   while (page.next) {
-    page = await api(new URL(page.next).pathname + new URL(page.next).search);
+    page = await api(onThisOrigin(page.next));
     models.push(...page.results);
   }
   for (const m of models) {
@@ -260,7 +271,7 @@ function watch(p) {
   $('cancel').hidden = false;
   // Streamed tokens appear as they come; the polled JSON carries status, logs and metrics.
   if (p.urls.stream && isText()) {
-    const stream = new EventSource(p.urls.stream);
+    const stream = new EventSource(onThisOrigin(p.urls.stream));
     state.stream = stream;
     stream.addEventListener('output', (e) => {
       state.streamedText += e.data;
@@ -340,9 +351,12 @@ function renderOutput(output) {
     return;
   }
   if (typeof output === 'string' && /^https?:\/\//.test(output)) {
-    if (box.querySelector('img')?.getAttribute('src') === output) return;
+    // Each read signs the file's URL afresh: the same file is the same path.
+    const src = onThisOrigin(output);
+    const shown = box.querySelector('img')?.getAttribute('src');
+    if (shown && shown.split('?')[0] === src.split('?')[0]) return;
     box.textContent = '';
-    const img = el('img', { src: output, alt: 'output image', 'data-testid': 'output-image' });
+    const img = el('img', { src, alt: 'output image', 'data-testid': 'output-image' });
     img.addEventListener('error', () => box.replaceChildren(el('a', { href: output, target: '_blank' }, output)));
     box.append(el('div', { class: 'checkerboard' }, img), el('p', {}, el('a', { href: output, target: '_blank', rel: 'noopener' }, 'Open the file')));
     return;
@@ -399,12 +413,14 @@ async function main() {
     signIn($('token').value.trim());
   });
   $('logout').addEventListener('click', () => {
-    localStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(TOKEN_KEY);
     location.reload();
   });
+  // Earlier playgrounds kept the token in local storage: take it out.
+  localStorage.removeItem(TOKEN_KEY);
   $('input-form').addEventListener('submit', run);
   $('cancel').addEventListener('click', cancel);
-  const token = tokenFromFragment() || localStorage.getItem(TOKEN_KEY);
+  const token = tokenFromFragment() || sessionStorage.getItem(TOKEN_KEY);
   if (token) await signIn(token);
   else $('login').hidden = false;
 }

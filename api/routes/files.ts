@@ -1,6 +1,7 @@
 /**
  * Replicate's files API: `POST /v1/files` (multipart, field `content`) streams an upload into
- * object storage; `urls.get` is a signed URL that expires, usable without a token.
+ * object storage; `urls.get` is a signed URL that expires, usable without a token. The content
+ * is served as an inert download (see untrusted-content.ts); the declared type stays in the JSON.
  */
 import Busboy from 'busboy';
 import { createHash } from 'node:crypto';
@@ -15,6 +16,7 @@ import type { UrlSigner } from '../../lib/signing';
 import type { Storage } from '../../lib/storage';
 import { currentAccount, optionalAccount } from '../auth';
 import { ApiError, BadRequestError, NotFoundError, UnauthorizedError } from '../errors';
+import { untrustedContentHeaders } from '../untrusted-content';
 
 export interface FileDeps {
   db: Db;
@@ -50,13 +52,14 @@ export function fileContentRoute(deps: FileDeps): Router {
       if (!file || file.accountId !== account.id) throw new NotFoundError(`File ${req.params.id} not found`);
     }
     if (!file) throw new NotFoundError(`File ${req.params.id} not found`);
+    const content = await deps.storage.read(fileKey(file.id));
+    untrustedContentHeaders(res, file);
     res.set({
-      'Content-Type': file.contentType,
       'Content-Length': String(file.size),
       'Cache-Control': `private, max-age=${FILE_URL_TTL_SECONDS}`,
       ETag: `"${file.sha256}"`,
     });
-    await pipeline(await deps.storage.read(fileKey(file.id)), res);
+    await pipeline(content, res);
   });
   return router;
 }
@@ -70,7 +73,8 @@ export function fileRoutes(deps: FileDeps): Router {
     const account = currentAccount(res);
     const id = newId();
     const stored = await new Promise<{ name: string; contentType: string; size: number; sha256: string }>((resolve, reject) => {
-      const bb = Busboy({ headers: req.headers, limits: { files: 1, fileSize: deps.maxUploadBytes } });
+      // Browsers send file names in UTF-8; busboy's default reads them as latin1.
+      const bb = Busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: deps.maxUploadBytes } });
       let got = false;
       bb.on('file', (field, stream, info) => {
         if (field !== 'content') {

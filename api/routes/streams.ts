@@ -7,12 +7,13 @@ import { predictions } from '../../db/schema';
 import type { UrlSigner } from '../../lib/signing';
 import { NotFoundError, UnauthorizedError } from '../errors';
 import type { EventHub } from '../event-hub';
+import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 
 /**
  * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
- * capability (signed), so clients need no token; a bearer token of the owner works as well.
+ * capability (signed, expiring), so clients need no token; a bearer token of the owner works as well.
  */
 export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; baseUrl: (req: Request) => string }): Router {
   const baseUrl = deps.baseUrl;
@@ -21,8 +22,10 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; b
   router.get('/v1/predictions/:id/stream', async (req, res) => {
     const id = req.params.id;
     const [row] = await deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id));
-    if (!deps.signer.verify(`stream:${id}`, req.query.sig)) {
-      if (!bearerToken(req)) throw new UnauthorizedError('Pass the signed stream URL from the prediction, or a bearer token');
+    if (!verifyStreamUrl(deps.signer, id, req.query.expires, req.query.sig)) {
+      if (!bearerToken(req)) {
+        throw new UnauthorizedError('The stream URL has expired or is not signed: read the prediction again for a fresh urls.stream, or pass a bearer token');
+      }
       const account = await optionalAccount(deps.db, req);
       if (!account) throw new UnauthorizedError();
       if (!row || row.accountId !== account.id) throw new NotFoundError(`Prediction ${id} not found`);

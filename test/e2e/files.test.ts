@@ -47,3 +47,47 @@ test('a request that is not multipart, or has no content field, is a 400', async
   expect(r.status).toBe(400);
   expect(((await r.json()) as { detail: string }).detail).toMatch(/content/);
 });
+
+describe('uploaded bytes are never rendered on the API origin', () => {
+  const active: [string, string][] = [
+    ['text/html', '<!doctype html><script>fetch("/x?" + localStorage.getItem("kiln.token"))</script>'],
+    ['image/svg+xml', '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(document.domain)</script></svg>'],
+    ['application/xhtml+xml', '<html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>'],
+    ['text/xml', '<?xml version="1.0"?><x:script xmlns:x="http://www.w3.org/1999/xhtml">alert(1)</x:script>'],
+    ['text/javascript', 'alert(document.cookie)'],
+  ];
+
+  test.each(active)('%s: an attachment, as application/octet-stream, with nosniff and a sandboxing CSP', async (type, body) => {
+    const res = await upload(token, new Blob([body], { type }), 'page.html');
+    expect(res.status).toBe(201);
+    const file = (await res.json()) as { content_type: string; urls: { get: string } };
+    // What the uploader declared stays on record; it is just never echoed to a browser.
+    expect(file.content_type).toBe(type);
+    const content = await fetch(file.urls.get);
+    expect(content.status).toBe(200);
+    expect(content.headers.get('content-type')).toBe('application/octet-stream');
+    expect(content.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(content.headers.get('content-disposition')).toMatch(/^attachment; filename="?page\.html"?$/);
+    expect(content.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
+    // The signed URL is the capability: another site may embed it, as Replicate's outputs are embedded.
+    expect(content.headers.get('cross-origin-resource-policy')).toBe('cross-origin');
+    expect(await content.text()).toBe(body);
+  });
+
+  test('a passive type keeps its content type, still as an attachment; an odd file name is encoded, not echoed', async () => {
+    const png = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000', 'hex');
+    const res = await upload(token, new Blob([png], { type: 'image/png' }), 'résumé "1".png');
+    const file = (await res.json()) as { urls: { get: string } };
+    const content = await fetch(file.urls.get);
+    expect(content.headers.get('content-type')).toBe('image/png');
+    const disposition = content.headers.get('content-disposition')!;
+    expect(disposition).toMatch(/^attachment; filename="[\x20-\x7e]*"; filename\*=UTF-8''[\w%.!~*'()-]+$/);
+    expect(disposition).toContain("filename*=UTF-8''r%C3%A9sum%C3%A9%20");
+    expect(Buffer.from(await content.arrayBuffer())).toEqual(png);
+    // The owner's bearer token reads the same bytes with the same headers.
+    const bare = file.urls.get.replace(/\?.*$/, '');
+    const owned = await fetch(bare, { headers: { authorization: `Bearer ${token}` } });
+    expect(owned.headers.get('content-disposition')).toBe(disposition);
+    expect(owned.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
+  });
+});

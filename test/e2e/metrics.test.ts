@@ -12,6 +12,12 @@ beforeAll(() => {
 afterAll(() => closeDb(db));
 
 const scrape = async (url: string) => (await fetch(url)).text();
+/** The API's /metrics wants the operator's scrape token (KILN_METRICS_TOKEN), as Prometheus sends it. */
+const scrapeApi = async () => {
+  const res = await fetch(`${API_URL}/metrics`, { headers: { authorization: `Bearer ${process.env.KILN_METRICS_TOKEN}` } });
+  expect(res.status).toBe(200);
+  return res.text();
+};
 const value = (text: string, series: string) => {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line ? Number(line.slice(series.length + 1)) : 0;
@@ -37,9 +43,21 @@ test('predictions, cold starts, queue and predict time, webhook attempts and HTT
   } finally {
     await rx.close();
   }
-  const apiMetrics = await scrape(`${API_URL}/metrics`);
+  const apiMetrics = await scrapeApi();
   expect(apiMetrics).toMatch(/kiln_http_request_seconds_count\{method="POST",route="\/v1\/models\/:owner\/:name\/predictions",status="201"\} \d+/);
   expect(apiMetrics).toContain('kiln_process_cpu_seconds_total');
   const engine = await scrape(`http://127.0.0.1:${process.env.KILN_ENGINE_METRICS_PORT ?? 9475}/metrics`);
   expect(engine).toContain('kiln_process_resident_memory_bytes');
+});
+
+test("the API's /metrics needs the operator's scrape token: not none, not a tenant's API token", async () => {
+  expect(process.env.KILN_METRICS_TOKEN).toBeTruthy();
+  const { token } = await newAccount(db, 'metrics-tenant');
+  for (const headers of [{}, { authorization: `Bearer ${token}` }, { authorization: 'Bearer kiln_wrong' }] as Record<string, string>[]) {
+    const res = await fetch(`${API_URL}/metrics`, { headers });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    expect(await res.json()).toMatchObject({ status: 401, detail: expect.stringContaining('KILN_METRICS_TOKEN') });
+  }
+  expect(await scrapeApi()).toContain('kiln_http_request_seconds');
 });

@@ -23,6 +23,18 @@ let db: Db;
 let token: string;
 let browser: Browser;
 let page: Page;
+/** What Chromium reports breaking the Content-Security-Policy, on any page of the suite. */
+const cspViolations: string[] = [];
+
+/** Every page counts CSP violations, from before its own scripts run. */
+async function watchCsp(p: Page) {
+  await p.exposeFunction('reportCspViolation', (v: string) => cspViolations.push(`${p.url()}: ${v}`)).catch(() => undefined);
+  // A string, not a function: the test's TypeScript has no DOM types.
+  await p.addInitScript(`document.addEventListener('securitypolicyviolation', (e) => window.reportCspViolation(e.violatedDirective + ' ' + e.blockedURI));`);
+  p.on('console', (m) => {
+    if (/Content.Security.Policy/i.test(m.text())) cspViolations.push(`${p.url()}: ${m.text()}`);
+  });
+}
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not at ${CHROMIUM}: infra/install.sh installs Debian's chromium package for the tests`);
@@ -32,6 +44,11 @@ beforeAll(async () => {
   const { chromium } = await import('playwright-core');
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await watchCsp(page);
+});
+afterEach(() => {
+  // Nothing the playground does may trip its own policy.
+  expect(cspViolations).toEqual([]);
 });
 afterAll(async () => {
   await browser?.close();
@@ -45,6 +62,7 @@ async function signIn(p: Page) {
 
 test('a bad token is refused on the sign-in form', async () => {
   const p = await browser.newPage();
+  await watchCsp(p);
   await p.goto(`${API_URL}/`);
   await p.locator('#token').fill('kiln_not-a-real-token');
   await p.locator('#login-form button[type=submit]').click();
@@ -126,4 +144,49 @@ test('remove-background: an uploaded image in, the cut-out on a checkerboard out
   expect(size).toEqual([240, 160]);
   await page.screenshot({ path: path.join(SHOTS, 'playground-remove-background.png'), fullPage: true });
   expect(existsSync(path.join(SHOTS, 'playground-remove-background.png'))).toBe(true);
+});
+
+test('the page runs only its own script files, and keeps the token out of local storage and the address bar', async () => {
+  // One browser profile, two tabs: local storage is shared between them, session storage is not.
+  const context = await browser.newContext();
+  const p = await context.newPage();
+  await watchCsp(p);
+  const res = (await p.goto(`${API_URL}/#token=${token}`))!;
+  const csp = res.headers()['content-security-policy'];
+  expect(csp).toContain("script-src 'self'");
+  expect(csp).toContain("default-src 'none'");
+  expect(csp).not.toContain('unsafe-inline');
+  expect(csp).not.toContain('unsafe-eval');
+  // No inline script or inline handler for the policy to allow.
+  const html = await (await fetch(`${API_URL}/`)).text();
+  expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/i);
+  expect(html).not.toMatch(/\son[a-z]+\s*=/i);
+  await p.locator('#whoami').filter({ hasText: 'Signed in as playground-' }).waitFor();
+  expect(p.url()).not.toContain(token);
+  const stored = await p.evaluate<string>('JSON.stringify({ ...localStorage })');
+  expect(stored).not.toContain(token);
+  // A reload in the same tab keeps the session; a new tab (a new session) asks again.
+  await p.reload();
+  await p.locator('#whoami').filter({ hasText: 'Signed in as playground-' }).waitFor();
+  expect(p.url()).not.toContain(token);
+  const fresh = await context.newPage();
+  await watchCsp(fresh);
+  await fresh.goto(`${API_URL}/`);
+  await fresh.locator('#login').waitFor();
+  expect(await fresh.evaluate<string>('JSON.stringify({ ...localStorage })')).not.toContain(token);
+  // Forgetting the token forgets it everywhere the page kept it.
+  await p.locator('#logout').click();
+  await p.locator('#login').waitFor();
+  expect(await p.evaluate<string>('JSON.stringify({ ...localStorage, ...sessionStorage })')).not.toContain(token);
+  await context.close();
+});
+
+test('the API reference renders under its policy: its inline script runs by hash, nothing else would', async () => {
+  const p = await browser.newPage();
+  await watchCsp(p);
+  const res = (await p.goto(`${API_URL}/docs`))!;
+  expect(res.headers()['content-security-policy']).toMatch(/script-src 'sha256-/);
+  await p.locator('#ops .op').first().waitFor();
+  expect(await p.locator('#ops .op').count()).toBeGreaterThan(10);
+  await p.close();
 });

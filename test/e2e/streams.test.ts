@@ -1,6 +1,8 @@
 /** Replicate's SSE stream: fed by the engine through Postgres NOTIFY, replayable, resumable. */
 import { closeDb, type Db } from '../../db/client';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { streamUrl } from '../../api/prediction-json';
+import { UrlSigner } from '../../lib/signing';
+import { api, API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
 import { readSse } from '../sse';
 
 jest.setTimeout(120_000);
@@ -22,7 +24,7 @@ const finished = (id: string) =>
 
 test('a stream from the start carries every chunk in order, then done', async () => {
   const p = (await create({ prompt: 'stream', max_tokens: 200, min_tokens: 200, seed: 9 })).body;
-  expect(p.urls.stream).toMatch(/\/stream\?sig=/);
+  expect(p.urls.stream).toMatch(/\/stream\?expires=\d+&sig=/);
   const { status, events, contentType } = await readSse(p.urls.stream);
   expect(status).toBe(200);
   expect(contentType).toMatch(/^text\/event-stream/);
@@ -68,9 +70,44 @@ test('a canceled prediction’s stream ends with done and the reason', async () 
 test('the stream URL is a capability: a wrong signature needs the owner’s token', async () => {
   const p = (await create({ prompt: 'auth', max_tokens: 2 })).body;
   await finished(p.id);
-  const bare = p.urls.stream.replace(/\?sig=.*$/, '');
+  const bare = p.urls.stream.replace(/\?.*$/, '');
   expect((await readSse(`${bare}?sig=forged`)).status).toBe(401);
   expect((await readSse(bare, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
   const { token: stranger } = await newAccount(db, 'sse-stranger');
   expect((await readSse(bare, { headers: { authorization: `Bearer ${stranger}` } })).status).toBe(404);
+});
+
+test('a stream URL expires, and its signature covers the expiry', async () => {
+  const p = (await create({ prompt: 'expiry', max_tokens: 2 })).body;
+  await finished(p.id);
+  const url = new URL(p.urls.stream);
+  const expires = Number(url.searchParams.get('expires'));
+  // Each read signs a fresh URL, valid for the hour to come.
+  const now = Math.floor(Date.now() / 1000);
+  expect(expires).toBeGreaterThan(now);
+  expect(expires).toBeLessThanOrEqual(now + 3600 + 5);
+  const again = new URL((await api(`/v1/predictions/${p.id}`, { token })).body.urls.stream);
+  expect(Number(again.searchParams.get('expires'))).toBeGreaterThanOrEqual(expires);
+  expect((await readSse(p.urls.stream)).status).toBe(200);
+
+  // A later expiry on the same signature is a forgery.
+  url.searchParams.set('expires', String(expires + 10 * 365 * 86400));
+  const stretched = await fetch(url);
+  expect(stretched.status).toBe(401);
+  expect(await stretched.json()).toMatchObject({ status: 401, detail: expect.stringMatching(/expired|signed/) });
+
+  // A URL the API itself signed two hours ago no longer works, nor does one with no signature at all.
+  const signer = new UrlSigner(process.env.KILN_URL_SIGNING_KEY!);
+  const twoHoursAgo = Date.now() - 2 * 3600_000;
+  const clock = jest.spyOn(Date, 'now').mockReturnValue(twoHoursAgo);
+  const old = streamUrl({ baseUrl: API_URL, signer }, p.id);
+  clock.mockRestore();
+  expect(Number(new URL(old).searchParams.get('expires'))).toBeLessThan(now);
+  expect(new URL(old).pathname).toBe(url.pathname);
+  const expired = await fetch(old);
+  expect(expired.status).toBe(401);
+  expect(await expired.json()).toMatchObject({ status: 401 });
+  const unsigned = await fetch(`${API_URL}${url.pathname}`);
+  expect(unsigned.status).toBe(401);
+  expect(unsigned.headers.get('content-type')).toMatch(/^application\/json/);
 });

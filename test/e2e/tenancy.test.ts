@@ -16,7 +16,7 @@ import { UrlSigner } from '../../lib/signing';
 import { predictionWorkflowId } from '../../workflows/types';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
 
 jest.setTimeout(180_000);
 
@@ -79,6 +79,7 @@ describe('rate limits', () => {
       controlQueue: process.env.KILN_CONTROL_QUEUE ?? 'kiln-control',
       allowPrivateWebhooks: true,
       storage: Storage.fromConfig(config()),
+      publicUrl: API_URL,
     });
     second = app.listen(0, '127.0.0.1');
     await new Promise((resolve) => second.once('listening', resolve));
