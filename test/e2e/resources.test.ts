@@ -82,7 +82,6 @@ test("deployments' min_instances count against the account's quota of pinned rep
   const version = (await api('/v1/models/kiln/echo-fixture', { token: me.token })).body.latest_version.id as string;
   const deploy = (name: string, min: number) =>
     api('/v1/deployments', { token: me.token, body: { name, model: 'kiln/echo-fixture', version, min_instances: min, max_instances: 4 } });
-  expect((await api('/v1/account', { token: me.token })).body.limits.max_pinned_replicas).toBe(2);
   expect((await deploy('pinned-a', 2)).status).toBe(201);
   const over = await deploy('pinned-b', 1);
   expect(over.status).toBe(422);
@@ -91,6 +90,7 @@ test("deployments' min_instances count against the account's quota of pinned rep
   const raise = await api(`/v1/deployments/${me.username}/pinned-a`, { token: me.token, method: 'PATCH', body: { min_instances: 3 } });
   expect(raise.status).toBe(422);
   expect(raise.body.invalid_fields[0].field).toBe('min_instances');
+  expect((await api('/v1/account', { token: me.token })).body.limits.max_pinned_replicas).toBe(2);
   // Unpinned deployments cost nothing.
   expect((await deploy('unpinned', 0)).status).toBe(201);
 
