@@ -9,9 +9,11 @@ import {
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
+  GetBucketLifecycleConfigurationCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  PutBucketLifecycleConfigurationCommand,
   S3Client,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
@@ -57,6 +59,24 @@ export class Storage {
         if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err;
       });
     }
+  }
+
+  /**
+   * Uploads cut off before their bytes were verified (a process killed mid-PUT) leave objects and
+   * parts under `uploads/`: the store itself expires them after a day. Other rules are kept.
+   */
+  async expireUnverifiedUploads(): Promise<void> {
+    const id = 'kiln-expire-unverified-uploads';
+    const current = await this.client
+      .send(new GetBucketLifecycleConfigurationCommand({ Bucket: this.bucket }))
+      .then((r) => r.Rules ?? [])
+      .catch((err: { name?: string }) => {
+        if (err.name === 'NoSuchLifecycleConfiguration') return [];
+        throw err;
+      });
+    if (current.some((r) => r.ID === id)) return;
+    const rule = { ID: id, Status: 'Enabled' as const, Filter: { Prefix: 'uploads/' }, Expiration: { Days: 1 }, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 } };
+    await this.client.send(new PutBucketLifecycleConfigurationCommand({ Bucket: this.bucket, LifecycleConfiguration: { Rules: [...current, rule] } }));
   }
 
   /** Size of the object, or undefined when it is not there. */
