@@ -158,12 +158,16 @@ export function deploymentRoutes(
     const min = body.min_instances ?? d.minInstances;
     const max = body.max_instances ?? d.maxInstances;
     if (min > max) throw new ValidationError([{ field: 'min_instances', description: 'must not exceed max_instances' }]);
+    if (body.version) {
+      const v = await getVersion(db, body.version);
+      if (!v || v.modelId !== d.modelId) throw new ValidationError([{ field: 'version', description: 'not a version of this model' }]);
+    }
+    // The current version may be gone (its model deleted): min_instances can still be lowered.
     const version = await getVersion(db, body.version ?? d.versionId);
-    if (!version || version.modelId !== d.modelId) throw new ValidationError([{ field: 'version', description: 'not a version of this model' }]);
-    await checkPinnable(version, min);
+    if (version) await checkPinnable(version, min);
     const updated = await withinQuota({ accountId: d.ownerId, minInstances: min, deploymentId: d.id }, (tx) =>
       updateDeployment(tx, d.id, {
-        versionId: version.id,
+        versionId: body.version ?? d.versionId,
         hardware: body.hardware ?? d.hardware,
         minInstances: min,
         maxInstances: max,
