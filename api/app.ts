@@ -24,6 +24,7 @@ import { openaiRoutes } from './routes/openai';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
 import { webhookRoutes } from './routes/webhooks';
+import type { ResourceLimits } from './version-resources';
 
 export interface AppDeps {
   db: Db;
@@ -48,7 +49,11 @@ export interface AppDeps {
   /** How the API fetches a batch's `input_url`. */
   fetch?: { allowPrivate: boolean; maxBytes: number; timeoutMs: number };
   batches?: { parallelism: number; chunksPerRun: number };
+  /** Bounds on what versions and deployments may hold of the engine nodes. */
+  resources?: ResourceLimits & { pinnedNodeShare: number };
 }
+
+const DEFAULT_RESOURCES = { defaultContextSize: 4096, defaultSequences: 4, maxContextSize: 32768, maxSequences: 16, pinnedNodeShare: 0.5 };
 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
@@ -124,7 +129,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   v1.use(accountRoutes({ db: deps.db }));
   v1.use(fileRoutes(files));
-  v1.use(modelRoutes({ db: deps.db, storage: deps.storage, baseUrl: (req) => urls(req).baseUrl, maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40 }));
+  v1.use(modelRoutes({ db: deps.db, storage: deps.storage, baseUrl: (req) => urls(req).baseUrl, maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40, resources: deps.resources ?? DEFAULT_RESOURCES }));
   v1.use(
     deploymentRoutes({
       db: deps.db,
@@ -133,6 +138,7 @@ export function createApp(deps: AppDeps): express.Express {
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       urls,
+      pinnedNodeShare: (deps.resources ?? DEFAULT_RESOURCES).pinnedNodeShare,
     }),
   );
   v1.use(

@@ -34,6 +34,13 @@ async function main() {
     temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },
     fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
     batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN },
+    resources: {
+      defaultContextSize: c.KILN_ENGINE_CONTEXT_SIZE,
+      defaultSequences: c.KILN_ENGINE_SEQUENCES,
+      maxContextSize: c.KILN_MAX_CONTEXT_SIZE,
+      maxSequences: c.KILN_MAX_SEQUENCES,
+      pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
+    },
   });
   const server = app.listen(c.PORT, c.HOST, () => {
     logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening');

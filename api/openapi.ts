@@ -160,11 +160,31 @@ export function openApiDocument(baseUrl: string) {
       '/v1/models/{owner}/{name}': { get: { summary: 'A model', parameters: [pathParam('owner'), pathParam('name')], responses: { '200': { description: 'The model' } } } },
       '/v1/models/{owner}/{name}/versions': {
         get: { summary: 'Versions', parameters: [pathParam('owner'), pathParam('name')], responses: { '200': { description: 'A page' } } },
-        post: { summary: 'Create a version from uploaded blobs', parameters: [pathParam('owner'), pathParam('name')], requestBody: json(schema(createVersionBody)), responses: { '201': { description: 'Created' }, ...errors } },
+        post: {
+          summary:
+            "Create a version from blobs you uploaded (or that a model you own, or a public one, uses). memory_bytes is the server's figure from the weights (GGUF metadata × context × sequences; ONNX file size × 3), or yours if larger",
+          parameters: [pathParam('owner'), pathParam('name')],
+          requestBody: json(schema(createVersionBody)),
+          responses: { '201': { description: 'Created' }, ...errors },
+        },
       },
       '/v1/blobs/sha256/{digest}': {
-        head: { summary: 'Is this blob stored?', parameters: [pathParam('digest')], responses: { '200': { description: 'Yes' }, '404': { description: 'No' } } },
-        put: { summary: 'Upload weights (streamed, checked against the digest)', parameters: [pathParam('digest')], requestBody: { content: { 'application/octet-stream': {} } }, responses: { '201': { description: 'Stored' }, '200': { description: 'Already stored' }, '422': errors['422'] } },
+        head: {
+          summary: 'Is this blob stored for you? Yes only if you uploaded it or a model you own, or a public one, uses it; others’ weights read as absent',
+          parameters: [pathParam('digest')],
+          responses: { '200': { description: 'Yes: Content-Length is its size' }, '404': { description: 'Not stored, or not yours to use' } },
+        },
+        put: {
+          summary: 'Upload weights: streamed to a key of this upload, checked against the digest, then copied into place; verified bytes make you one of the blob’s uploaders',
+          parameters: [pathParam('digest')],
+          requestBody: { content: { 'application/octet-stream': {} } },
+          responses: {
+            '201': { description: 'Stored: {sha256, size, created: true}' },
+            '200': { description: 'Already stored; now yours to use: {sha256, size, created: false}' },
+            '413': { description: 'Over the server’s blob size limit', ...json(ref('Error')) },
+            '422': errors['422'],
+          },
+        },
       },
       '/v1/files': {
         post: { summary: 'Upload a file (multipart, field content)', requestBody: { content: { 'multipart/form-data': { schema: { type: 'object', properties: { content: { type: 'string', format: 'binary' } } } } } }, responses: { '201': { description: 'The file, with a signed urls.get' } } },
@@ -184,11 +204,20 @@ export function openApiDocument(baseUrl: string) {
       },
       '/v1/deployments': {
         get: { summary: 'Your deployments', responses: { '200': { description: 'A page' } } },
-        post: { summary: 'Create a deployment', requestBody: json(schema(createDeploymentBody)), responses: { '201': { description: 'Created' }, ...errors } },
+        post: {
+          summary: "Create a deployment. The min_instances of all your deployments count against your account's max_pinned_replicas (422 naming min_instances past it)",
+          requestBody: json(schema(createDeploymentBody)),
+          responses: { '201': { description: 'Created' }, ...errors },
+        },
       },
       '/v1/deployments/{owner}/{name}': {
         get: { summary: 'A deployment', parameters: [pathParam('owner'), pathParam('name')], responses: { '200': { description: 'The deployment' } } },
-        patch: { summary: 'A new release', parameters: [pathParam('owner'), pathParam('name')], requestBody: json(schema(updateDeploymentBody)), responses: { '200': { description: 'The deployment' } } },
+        patch: {
+          summary: 'A new release (min_instances within your max_pinned_replicas)',
+          parameters: [pathParam('owner'), pathParam('name')],
+          requestBody: json(schema(updateDeploymentBody)),
+          responses: { '200': { description: 'The deployment' }, ...errors },
+        },
       },
       '/v1/deployments/{owner}/{name}/predictions': {
         post: { summary: "Create a prediction on a deployment's current release", parameters: [pathParam('owner'), pathParam('name'), ...headers], requestBody: json(schema(modelCreateBody)), responses: created },

@@ -23,6 +23,11 @@ const positive = (v: string) => {
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
   return n;
 };
+const wholeOrZero = (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number, 0 or more');
+  return n;
+};
 const rateLimit = (v: string, acc: Record<string, number> = {}) => {
   const m = /^([\w-]+)=(\d+)$/.exec(v);
   if (!m) throw new InvalidArgumentError('expected task=requests-per-minute, e.g. text-generation=600');
@@ -39,6 +44,7 @@ function settingsFrom(o: Record<string, unknown>): AccountSettings {
   if (o.overCap !== undefined) s.overCap = o.overCap as 'wait' | 'refuse';
   if (o.rateLimit !== undefined) s.rateLimits = o.rateLimit as Record<string, number>;
   if (o.disabled !== undefined) s.disabled = o.disabled as boolean;
+  if (o.maxPinnedReplicas !== undefined) s.maxPinnedReplicas = o.maxPinnedReplicas as number;
   return s;
 }
 
@@ -50,7 +56,8 @@ function withSettings(cmd: Command): Command {
     .option('--max-running <n>', 'predictions admitted at once', positive)
     .option('--max-queued <n>', 'predictions waiting for admission before 429', positive)
     .option('--over-cap <mode>', 'wait (default) or refuse when max-running is reached')
-    .option('--rate-limit <task=n>', 'requests per minute for a task type (repeatable)', rateLimit);
+    .option('--rate-limit <task=n>', 'requests per minute for a task type (repeatable)', rateLimit)
+    .option('--max-pinned-replicas <n>', "replicas the account's deployments may keep loaded at all times (sum of min_instances)", wholeOrZero);
 }
 
 async function mustFind(username: string) {
@@ -91,6 +98,7 @@ accountsCmd
         max_running: a.maxRunning,
         max_queued: a.maxQueued,
         over_cap: a.overCap,
+        max_pinned_replicas: a.maxPinnedReplicas,
         disabled: a.disabled,
       })),
     );

@@ -38,7 +38,7 @@ export async function accountForToken(db: Db, token: string): Promise<Account | 
 }
 
 export type AccountSettings = Partial<
-  Pick<Account, 'name' | 'fairnessWeight' | 'fairnessGroup' | 'maxRunning' | 'maxQueued' | 'overCap' | 'rateLimits' | 'disabled'>
+  Pick<Account, 'name' | 'fairnessWeight' | 'fairnessGroup' | 'maxRunning' | 'maxQueued' | 'overCap' | 'rateLimits' | 'disabled' | 'maxPinnedReplicas'>
 >;
 
 export async function updateAccount(db: Db, accountId: string, settings: AccountSettings): Promise<Account> {

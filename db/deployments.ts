@@ -1,11 +1,12 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, ne, sql } from 'drizzle-orm';
 import { newId } from '../lib/ids';
 import type { Db } from './client';
-import { deployments } from './schema';
+import type { Tx } from './events';
+import { accounts, deployments } from './schema';
 
 export type Deployment = typeof deployments.$inferSelect;
 
-export async function createDeployment(db: Db, d: Omit<typeof deployments.$inferInsert, 'id'>): Promise<Deployment> {
+export async function createDeployment(db: Db | Tx, d: Omit<typeof deployments.$inferInsert, 'id'>): Promise<Deployment> {
   const [row] = await db.insert(deployments).values({ id: `dep_${newId()}`, ...d }).returning();
   return row;
 }
@@ -20,7 +21,7 @@ export async function listDeployments(db: Db, ownerId: string): Promise<Deployme
 
 /** A new release: the version or the scaling changed. */
 export async function updateDeployment(
-  db: Db,
+  db: Db | Tx,
   id: string,
   changes: Partial<Pick<Deployment, 'versionId' | 'hardware' | 'minInstances' | 'maxInstances'>>,
 ): Promise<Deployment> {
@@ -32,11 +33,46 @@ export async function updateDeployment(
   return row;
 }
 
+/** A deployment's min_instances would take the account past its quota of pinned replicas. */
+export class PinnedQuotaExceeded extends Error {
+  constructor(
+    readonly pinned: number,
+    readonly quota: number,
+  ) {
+    super(`${pinned} pinned replicas; the quota is ${quota}`);
+  }
+}
+
+/**
+ * Writes a deployment (`write`) only if the account's deployments then pin no more replicas
+ * (the sum of their min_instances) than its max_pinned_replicas. The account's row is locked
+ * meanwhile, so two changes at once never both fit a quota that holds only one.
+ */
+export async function withinPinnedQuota<T>(
+  db: Db,
+  change: { accountId: string; minInstances: number; deploymentId?: string },
+  write: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  return db.transaction(async (tx) => {
+    const [account] = await tx.select({ quota: accounts.maxPinnedReplicas }).from(accounts).where(eq(accounts.id, change.accountId)).for('update');
+    const [others] = await tx
+      .select({ pinned: sql<number>`coalesce(sum(${deployments.minInstances}), 0)::int` })
+      .from(deployments)
+      .where(and(eq(deployments.ownerId, change.accountId), change.deploymentId ? ne(deployments.id, change.deploymentId) : undefined));
+    const pinned = others.pinned + change.minInstances;
+    // Lowering min_instances is always allowed, even for an account already over a lowered quota.
+    if (change.minInstances > 0 && pinned > account.quota) throw new PinnedQuotaExceeded(pinned, account.quota);
+    return write(tx);
+  });
+}
+
 export interface ReplicaLimits {
   /** Replicas kept loaded at all times (the largest min_instances of the version's deployments). */
   min: number;
   /** The most replicas the version may have (the largest max_instances of its deployments). */
   max: number;
+  /** Accounts whose deployments pin the version (min_instances above zero). */
+  pinnedBy: string[];
 }
 
 /**
@@ -46,8 +82,13 @@ export interface ReplicaLimits {
  */
 export async function replicaLimits(db: Db): Promise<Map<string, ReplicaLimits>> {
   const rows = await db
-    .select({ versionId: deployments.versionId, min: sql<number>`max(${deployments.minInstances})::int`, max: sql<number>`max(${deployments.maxInstances})::int` })
+    .select({
+      versionId: deployments.versionId,
+      min: sql<number>`max(${deployments.minInstances})::int`,
+      max: sql<number>`max(${deployments.maxInstances})::int`,
+      pinnedBy: sql<string[]>`coalesce(array_agg(distinct ${deployments.ownerId} order by ${deployments.ownerId}) filter (where ${deployments.minInstances} > 0), '{}')`,
+    })
     .from(deployments)
     .groupBy(deployments.versionId);
-  return new Map(rows.map((r) => [r.versionId, { min: r.min, max: r.max }]));
+  return new Map(rows.map((r) => [r.versionId, { min: r.min, max: r.max, pinnedBy: r.pinnedBy }]));
 }

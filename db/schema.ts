@@ -41,6 +41,8 @@ export const accounts = pgTable('accounts', {
   overCap: text('over_cap', { enum: ['wait', 'refuse'] }).notNull().default('wait'),
   /** Requests per minute by task type, over the defaults. */
   rateLimits: jsonb('rate_limits').$type<Record<string, number>>().notNull().default({}),
+  /** Replicas the account's deployments may keep loaded at all times (the sum of their min_instances). */
+  maxPinnedReplicas: integer('max_pinned_replicas').notNull().default(2),
   createdAt: createdAt(),
 });
 
@@ -107,7 +109,26 @@ export const modelVersions = pgTable(
     retry: jsonb('retry').$type<VersionRetryPolicy>(),
     createdAt: createdAt(),
   },
-  (t) => [index('model_versions_model_idx').on(t.modelId, t.createdAt)],
+  (t) => [
+    index('model_versions_model_idx').on(t.modelId, t.createdAt),
+    // Who may use a blob is asked by digest (`files @> [{sha256}]`) at every upload and push.
+    index('model_versions_files_idx').using('gin', sql`${t.files} jsonb_path_ops`),
+  ],
+);
+
+/**
+ * Which account uploaded (and so holds the bytes of) which blob. Blobs are stored once by
+ * content, so this, and not the store, says who may see a digest or name it in a version.
+ */
+export const blobUploads = pgTable(
+  'blob_uploads',
+  {
+    accountId: accountColumn('account_id'),
+    sha256: text('sha256').notNull(),
+    size: bigint('size', { mode: 'number' }).notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.sha256] })],
 );
 
 export interface VersionRetryPolicy {

@@ -96,6 +96,8 @@ async function main() {
     await migrateDb(db);
     const storage = Storage.fromConfig(c);
     await storage.ensureBucket();
+    // Best effort: a store without lifecycle rules still works, it just keeps abandoned uploads.
+    await storage.expireUnverifiedUploads().catch((err: Error) => console.warn(`uploads/ will not expire by themselves: ${err.message}`));
     await ensureNamespace(c.TEMPORAL_ADDRESS, c.TEMPORAL_NAMESPACE);
     const kiln = await createAccount(db, 'kiln', 'Kiln examples');
     const local = await createAccount(db, 'local', 'Local developer');

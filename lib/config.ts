@@ -61,6 +61,14 @@ export const configSchema = z.object({
   /** Concurrent sequences per loaded llama.cpp model (continuous batching). */
   KILN_ENGINE_SEQUENCES: z.coerce.number().int().min(1).max(64).default(4),
   KILN_ENGINE_CONTEXT_SIZE: z.coerce.number().int().min(256).default(4096),
+  /** The most a version's settings may ask for: each multiplies the memory a loaded copy holds. */
+  KILN_MAX_CONTEXT_SIZE: z.coerce.number().int().min(256).default(32768),
+  KILN_MAX_SEQUENCES: z.coerce.number().int().min(1).max(64).default(16),
+  /**
+   * The share of one node's memory that one account's pinned replicas (deployments'
+   * min_instances) may hold; past it they are evicted and scaled to zero like any other.
+   */
+  KILN_PINNED_NODE_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /**
    * CPU threads per context. llama.cpp's threads spin while they wait: more threads than free
    * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.

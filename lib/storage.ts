@@ -3,19 +3,37 @@
  * Weights are content addressed: `blobs/sha256/<digest>`.
  */
 import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CopyObjectCommand,
   CreateBucketCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectCommand,
+  GetBucketLifecycleConfigurationCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  PutBucketLifecycleConfigurationCommand,
   S3Client,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
+import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import type { Config } from './config';
 
 export const blobKey = (sha256: string): string => `blobs/sha256/${sha256}`;
+
+/**
+ * Where one upload of a blob lands until its bytes are verified: unique per upload, so
+ * concurrent uploads of one digest never share (or delete) each other's object, and outside
+ * `blobs/`, so nothing that reads weights ever sees unverified bytes.
+ */
+export const blobUploadKey = (sha256: string): string => `uploads/sha256/${sha256}/${randomUUID()}`;
+
+/** S3 copies up to 5 GiB in one request; bigger objects are copied in parts. */
+const MAX_SINGLE_COPY_BYTES = 5 * 2 ** 30;
 
 export class Storage {
   constructor(
@@ -41,6 +59,24 @@ export class Storage {
         if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err;
       });
     }
+  }
+
+  /**
+   * Uploads cut off before their bytes were verified (a process killed mid-PUT) leave objects and
+   * parts under `uploads/`: the store itself expires them after a day. Other rules are kept.
+   */
+  async expireUnverifiedUploads(): Promise<void> {
+    const id = 'kiln-expire-unverified-uploads';
+    const current = await this.client
+      .send(new GetBucketLifecycleConfigurationCommand({ Bucket: this.bucket }))
+      .then((r) => r.Rules ?? [])
+      .catch((err: { name?: string }) => {
+        if (err.name === 'NoSuchLifecycleConfiguration') return [];
+        throw err;
+      });
+    if (current.some((r) => r.ID === id)) return;
+    const rule = { ID: id, Status: 'Enabled' as const, Filter: { Prefix: 'uploads/' }, Expiration: { Days: 1 }, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 } };
+    await this.client.send(new PutBucketLifecycleConfigurationCommand({ Bucket: this.bucket, LifecycleConfiguration: { Rules: [...current, rule] } }));
   }
 
   /** Size of the object, or undefined when it is not there. */
@@ -76,6 +112,36 @@ export class Storage {
     });
     if (onProgress) upload.on('httpUploadProgress', (p) => onProgress(p.loaded ?? 0));
     await upload.done();
+  }
+
+  /**
+   * Copies an object within the bucket on the server side: nothing passes through this process.
+   * Objects over `singleCopyBytes` go as a multipart copy of `partBytes` parts.
+   */
+  async copy(from: string, to: string, opts: { size?: number; singleCopyBytes?: number; partBytes?: number } = {}): Promise<void> {
+    const size = opts.size ?? (await this.size(from));
+    if (size === undefined) throw new Error(`no object ${from} to copy`);
+    const source = `${this.bucket}/${from.split('/').map(encodeURIComponent).join('/')}`;
+    if (size <= (opts.singleCopyBytes ?? MAX_SINGLE_COPY_BYTES)) {
+      await this.client.send(new CopyObjectCommand({ Bucket: this.bucket, Key: to, CopySource: source }));
+      return;
+    }
+    const partBytes = opts.partBytes ?? 512 * 2 ** 20;
+    const { UploadId } = await this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: to }));
+    try {
+      const parts = [];
+      for (let start = 0, n = 1; start < size; start += partBytes, n++) {
+        const end = Math.min(start + partBytes, size) - 1;
+        const part = await this.client.send(
+          new UploadPartCopyCommand({ Bucket: this.bucket, Key: to, UploadId, PartNumber: n, CopySource: source, CopySourceRange: `bytes=${start}-${end}` }),
+        );
+        parts.push({ PartNumber: n, ETag: part.CopyPartResult?.ETag });
+      }
+      await this.client.send(new CompleteMultipartUploadCommand({ Bucket: this.bucket, Key: to, UploadId, MultipartUpload: { Parts: parts } }));
+    } catch (err) {
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: to, UploadId })).catch(() => undefined);
+      throw err;
+    }
   }
 
   async delete(key: string): Promise<void> {

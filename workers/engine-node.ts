@@ -16,6 +16,7 @@ import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';
 import { kilnFailure } from '../workflows/failures';
+import { pinnedVersions } from './pinned-replicas';
 
 const HEARTBEAT_MS = 5_000;
 /** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
@@ -39,6 +40,8 @@ export interface EngineNodeOptions {
   sequences: number;
   /** Idle versions are unloaded after this long (scale to zero), unless their settings say otherwise. */
   idleTtlMs: number;
+  /** The share of this node one account's pinned replicas may hold (KILN_PINNED_NODE_SHARE). */
+  pinnedNodeShare: number;
 }
 
 export class EngineNode implements NodeHooks {
@@ -113,17 +116,14 @@ export class EngineNode implements NodeHooks {
   async heartbeat(): Promise<void> {
     await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions());
     const [limits, live] = await Promise.all([replicaLimits(this.deps.db), liveNodes(this.deps.db)]);
-    // Of the nodes holding a version, those first by id keep its min_instances: every node
-    // ranks them alike without talking to the others, and replicas beyond the minimum (added
-    // for a backlog) still scale to zero when idle.
-    const pinned = new Set<string>();
-    for (const [versionId, { min }] of limits) {
-      if (min === 0 || !this.served.has(versionId)) continue;
-      const holders = live.filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id).sort();
-      const rank = holders.indexOf(this.nodeId);
-      if (rank >= 0 && rank < min) pinned.add(versionId);
-    }
-    this.pinned = pinned;
+    this.pinned = pinnedVersions({
+      nodeId: this.nodeId,
+      nodeMemoryBytes: this.opts.memoryBytes,
+      share: this.opts.pinnedNodeShare,
+      served: new Map([...this.served].filter(([, s]) => !s.draining).map(([id, s]) => [id, s.memoryBytes])),
+      limits,
+      live,
+    });
   }
 
   async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void> {

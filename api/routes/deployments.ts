@@ -1,12 +1,26 @@
 /**
  * Replicate's deployments: a stable `owner/name` for a model version, with min_instances kept
- * warm (never scaled to zero) and max_instances as the cap on replicas.
+ * warm (never scaled to zero) and max_instances as the cap on replicas. Pinned replicas hold
+ * engine memory for one account at everyone else's expense, so they are bounded twice: the sum of
+ * an account's min_instances by its max_pinned_replicas quota (refused here), and the memory one
+ * account pins on one node by KILN_PINNED_NODE_SHARE (a replica bigger than that share is
+ * refused here; several that add up past it are left unpinned by the node, workers/pinned-replicas.ts).
  */
 import type { Client } from '@temporalio/client';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { createDeployment, getDeployment, listDeployments, updateDeployment, type Deployment } from '../../db/deployments';
-import { getVersion, resolveModelVersion } from '../../db/models';
+import {
+  createDeployment,
+  getDeployment,
+  listDeployments,
+  PinnedQuotaExceeded,
+  updateDeployment,
+  withinPinnedQuota,
+  type Deployment,
+} from '../../db/deployments';
+import { getVersion, resolveModelVersion, type ModelVersion } from '../../db/models';
+import type { Tx } from '../../db/events';
+import { liveNodes } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { eq } from 'drizzle-orm';
 import { currentAccount } from '../auth';
@@ -37,9 +51,41 @@ export const createDeploymentBody = z
 
 export const updateDeploymentBody = z.strictObject({ version: z.string().regex(/^[a-f0-9]{64}$/).optional(), ...scaling });
 
-export function deploymentRoutes(deps: CreateDeps & { temporal: Client; hub: EventHub; urls: (req: Request) => UrlContext }): Router {
+export function deploymentRoutes(
+  deps: CreateDeps & { temporal: Client; hub: EventHub; urls: (req: Request) => UrlContext; pinnedNodeShare: number },
+): Router {
   const router = Router();
   const { db } = deps;
+
+  /** Refuses min_instances that one replica of the version could never be given on a node. */
+  async function checkPinnable(version: ModelVersion, minInstances: number) {
+    if (minInstances === 0) return;
+    const largest = Math.max(0, ...(await liveNodes(db)).map((n) => n.memoryBytes));
+    const allowed = Math.floor(largest * deps.pinnedNodeShare);
+    if (largest > 0 && version.memoryBytes > allowed) {
+      throw new ValidationError([
+        {
+          field: 'min_instances',
+          description: `a replica of this version needs ${version.memoryBytes} bytes; one account may pin at most ${allowed} bytes of a node (${deps.pinnedNodeShare} of the largest): use min_instances 0`,
+        },
+      ]);
+    }
+  }
+
+  /** The write, if the account's quota of pinned replicas allows it; a 422 naming min_instances and the quota if not. */
+  async function withinQuota<T>(change: Parameters<typeof withinPinnedQuota>[1], write: (tx: Tx) => Promise<T>): Promise<T> {
+    try {
+      return await withinPinnedQuota(db, change, write);
+    } catch (err) {
+      if (!(err instanceof PinnedQuotaExceeded)) throw err;
+      throw new ValidationError([
+        {
+          field: 'min_instances',
+          description: `your deployments would pin ${err.pinned} replicas; your account's quota (max_pinned_replicas) is ${err.quota}`,
+        },
+      ]);
+    }
+  }
 
   async function json(d: Deployment) {
     const model = await db.query.models.findFirst({ where: eq(models.id, d.modelId) });
@@ -79,16 +125,20 @@ export function deploymentRoutes(deps: CreateDeps & { temporal: Client; hub: Eve
     const resolved = await resolveModelVersion(db, account.id, { owner, name, versionId: body.version });
     if (!resolved) throw new ValidationError([{ field: 'version', description: `no version ${body.version} of ${body.model} that you can use` }]);
     if (await getDeployment(db, account.username, body.name)) throw new ApiError(409, 'Conflict', `Deployment ${account.username}/${body.name} exists`);
-    const d = await createDeployment(db, {
-      ownerId: account.id,
-      owner: account.username,
-      name: body.name,
-      modelId: resolved.model.id,
-      versionId: resolved.version.id,
-      hardware: body.hardware ?? 'cpu',
-      minInstances: body.min_instances ?? 0,
-      maxInstances: body.max_instances ?? 1,
-    });
+    const minInstances = body.min_instances ?? 0;
+    await checkPinnable(resolved.version, minInstances);
+    const d = await withinQuota({ accountId: account.id, minInstances }, (tx) =>
+      createDeployment(tx, {
+        ownerId: account.id,
+        owner: account.username,
+        name: body.name,
+        modelId: resolved.model.id,
+        versionId: resolved.version.id,
+        hardware: body.hardware ?? 'cpu',
+        minInstances,
+        maxInstances: body.max_instances ?? 1,
+      }),
+    );
     await warm(d);
     res.status(201).json(await json(d));
   });
@@ -112,12 +162,17 @@ export function deploymentRoutes(deps: CreateDeps & { temporal: Client; hub: Eve
       const v = await getVersion(db, body.version);
       if (!v || v.modelId !== d.modelId) throw new ValidationError([{ field: 'version', description: 'not a version of this model' }]);
     }
-    const updated = await updateDeployment(db, d.id, {
-      versionId: body.version ?? d.versionId,
-      hardware: body.hardware ?? d.hardware,
-      minInstances: min,
-      maxInstances: max,
-    });
+    // The current version may be gone (its model deleted): min_instances can still be lowered.
+    const version = await getVersion(db, body.version ?? d.versionId);
+    if (version) await checkPinnable(version, min);
+    const updated = await withinQuota({ accountId: d.ownerId, minInstances: min, deploymentId: d.id }, (tx) =>
+      updateDeployment(tx, d.id, {
+        versionId: body.version ?? d.versionId,
+        hardware: body.hardware ?? d.hardware,
+        minInstances: min,
+        maxInstances: max,
+      }),
+    );
     await warm(updated);
     res.json(await json(updated));
   });

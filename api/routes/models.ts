@@ -1,23 +1,27 @@
 /**
  * Models, versions and weights. Weights go to object storage as content-addressed blobs
- * (`PUT /v1/blobs/sha256/<digest>`, streamed, checked against the digest, stored once); a version
- * is a manifest of blobs plus task, engine and memory needs.
+ * (`PUT /v1/blobs/sha256/<digest>`, streamed to a key of their own, checked against the digest,
+ * then copied into place once); a version is a manifest of blobs plus task, engine and memory
+ * needs. Blobs are stored once for everyone, but an account sees and names only the digests it
+ * uploaded or that a model it owns, or a public one, already uses (db/blobs.ts).
  */
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { mayUseBlob, recordBlobUpload, usableBlobs } from '../../db/blobs';
 import type { Db } from '../../db/client';
 import { addVersion, findVisibleModel, getVersion, listVersions, listVisibleModels, upsertModel } from '../../db/models';
 import { liveNodes } from '../../db/nodes';
 import { engines } from '../../db/schema';
 import { byteMeter } from '../../lib/byte-meter';
-import { blobKey, type Storage } from '../../lib/storage';
+import { blobKey, blobUploadKey, type Storage } from '../../lib/storage';
 import { isTaskName, taskNames, tasks } from '../../tasks';
 import { currentAccount } from '../auth';
 import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../errors';
 import { modelJson, versionJson } from '../model-json';
 import { parseOr422 } from '../validation';
+import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 
@@ -35,11 +39,22 @@ const sha256 = z.string().regex(/^[a-f0-9]{64}$/, 'a sha256 digest: 64 lower-cas
 export const createVersionBody = z.strictObject({
   files: z.array(z.strictObject({ path: z.string().min(1).max(500), sha256, size: z.number().int().min(0) })).min(1).max(100),
   engine: z.enum(engines).optional(),
-  memory_bytes: z.number().int().positive().optional().describe('Memory the loaded model needs; estimated from the files if absent'),
+  memory_bytes: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Memory the loaded model needs, if more than the server works out from the weights (GGUF metadata × context × sequences)'),
   settings: z
     .strictObject({
-      sequences: z.number().int().min(1).max(64).optional().describe('Predictions run at once on one loaded copy'),
-      contextSize: z.number().int().min(256).optional(),
+      sequences: z.number().int().min(1).max(64).optional().describe('Predictions run at once on one loaded copy (the server may allow fewer: KILN_MAX_SEQUENCES)'),
+      contextSize: z
+        .number()
+        .int()
+        .min(256)
+        .max(2 ** 20)
+        .optional()
+        .describe("Tokens of context per sequence: at most the model's trained context and the server's KILN_MAX_CONTEXT_SIZE"),
       idleTtlSeconds: z.number().int().min(1).optional().describe('Unloaded after this long without predictions'),
     })
     .optional(),
@@ -53,7 +68,13 @@ export const createVersionBody = z.strictObject({
     .describe('How failed attempts of a prediction (or a batch chunk) are retried'),
 });
 
-export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Request) => string; maxBlobBytes: number }): Router {
+export function modelRoutes(deps: {
+  db: Db;
+  storage: Storage;
+  baseUrl: (req: Request) => string;
+  maxBlobBytes: number;
+  resources: ResourceLimits;
+}): Router {
   const router = Router();
   const { db, storage } = deps;
 
@@ -122,45 +143,51 @@ export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Req
     const model = await visibleModel(req, account.id);
     if (model.ownerId !== account.id) throw new NotFoundError(`Model ${model.owner}/${model.name} not found`);
     const body = parseOr422(createVersionBody, req.body ?? {});
+    const usable = await usableBlobs(db, account.id, body.files.map((f) => f.sha256));
     for (const [i, f] of body.files.entries()) {
-      const size = await storage.size(blobKey(f.sha256));
+      // A digest the account may not use reads as absent, exactly as HEAD answers it.
+      const size = usable.has(f.sha256) ? await storage.size(blobKey(f.sha256)) : undefined;
       if (size === undefined) {
-        throw new ValidationError([{ field: `files.${i}.sha256`, description: 'no such blob: upload it with PUT /v1/blobs/sha256/<digest>' }]);
+        throw new ValidationError([
+          { field: `files.${i}.sha256`, description: `no blob ${f.sha256} of yours (${f.path}): upload it with PUT /v1/blobs/sha256/<digest>` },
+        ]);
       }
       if (size !== f.size) throw new ValidationError([{ field: `files.${i}.size`, description: `the blob has ${size} bytes` }]);
     }
     const engine = body.engine ?? (isTaskName(model.task) ? tasks[model.task].engines[0] : undefined);
     if (!engine) throw new BadRequestError(`no engine serves task ${model.task}`);
-    const total = body.files.reduce((n, f) => n + f.size, 0);
-    const version = await addVersion(db, model, {
-      task: model.task,
-      engine,
-      files: body.files,
-      // Without an estimate from the pusher (kiln push reads GGUF metadata), weights plus a fifth.
-      memoryBytes: body.memory_bytes ?? Math.ceil(total * 1.2) + 64 * 2 ** 20,
-      settings: body.settings ?? {},
-      retry: body.retry,
-    });
+    const settings = body.settings ?? {};
+    const memoryBytes = await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources);
+    const version = await addVersion(db, model, { task: model.task, engine, files: body.files, memoryBytes, settings, retry: body.retry });
     res.status(201).json(versionJson(version));
   });
 
+  /** 200 only for a blob the caller may use: whether anyone else's weights are stored is not told. */
   router.head('/blobs/sha256/:digest', async (req, res) => {
-    const size = sha256.safeParse(req.params.digest).success ? await storage.size(blobKey(req.params.digest)) : undefined;
+    const digest = req.params.digest;
+    const visible = sha256.safeParse(digest).success && (await mayUseBlob(db, currentAccount(res).id, digest));
+    const size = visible ? await storage.size(blobKey(digest)) : undefined;
     if (size === undefined) return void res.status(404).end();
     res.set('Content-Length', String(size)).status(200).end();
   });
 
   /**
-   * Streams the body into storage while hashing it: memory stays flat for any size. A body whose
-   * digest is not the one in the URL is deleted again and refused.
+   * Streams the body to a key of this upload's own while hashing it (memory stays flat for any
+   * size); only bytes that match the digest are copied into place, so a wrong body never
+   * touches the blob others read. Whoever sends the right bytes is recorded as an uploader,
+   * which is what lets them see the blob and name it in versions, even when it was stored
+   * before. A blob the caller may use already is not sent again.
    */
   router.put('/blobs/sha256/:digest', async (req, res) => {
+    const account = currentAccount(res);
     const digest = parseOr422(sha256, req.params.digest, 'digest');
     const key = blobKey(digest);
-    const existing = await storage.size(key);
-    if (existing !== undefined) {
-      req.resume();
-      return void res.status(200).json({ sha256: digest, size: existing, created: false });
+    if (await mayUseBlob(db, account.id, digest)) {
+      const existing = await storage.size(key);
+      if (existing !== undefined) {
+        req.resume();
+        return void res.status(200).json({ sha256: digest, size: existing, created: false });
+      }
     }
     const hash = createHash('sha256');
     let size = 0;
@@ -169,17 +196,18 @@ export function modelRoutes(deps: { db: Db; storage: Storage; baseUrl: (req: Req
       if (size > deps.maxBlobBytes) return new ApiError(413, 'Payload too large', `blobs are limited to ${deps.maxBlobBytes} bytes`);
       hash.update(chunk);
     });
-    const upload = storage.putStream(key, meter);
-    await Promise.all([pipeline(req, meter), upload]).catch(async (err) => {
-      await storage.delete(key).catch(() => undefined);
-      throw err;
-    });
-    const actual = hash.digest('hex');
-    if (actual !== digest) {
-      await storage.delete(key);
-      throw new ValidationError([{ field: 'digest', description: `the body's sha256 is ${actual}` }]);
+    const staging = blobUploadKey(digest);
+    try {
+      await Promise.all([pipeline(req, meter), storage.putStream(staging, meter)]);
+      const actual = hash.digest('hex');
+      if (actual !== digest) throw new ValidationError([{ field: 'digest', description: `the body's sha256 is ${actual}` }]);
+      const stored = await storage.size(key);
+      if (stored === undefined) await storage.copy(staging, key, { size });
+      await recordBlobUpload(db, account.id, digest, size);
+      res.status(stored === undefined ? 201 : 200).json({ sha256: digest, size, created: stored === undefined });
+    } finally {
+      await storage.delete(staging).catch(() => undefined);
     }
-    res.status(201).json({ sha256: digest, size, created: true });
   });
 
   /** What the engine nodes that are up offer. */

@@ -1,0 +1,43 @@
+/** The API's own reader of GGUF headers: the figures placement packs by, from untrusted bytes. */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseGgufMetadata } from '../../lib/gguf-metadata';
+import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
+import { llamaShapeOf } from '../../workers/engines/llama-memory';
+
+let dir: string;
+let bytes: Buffer;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kiln-gguf-meta-'));
+  const file = path.join(dir, 'm.gguf');
+  await writeLlamaGguf(file, { embedding: 64, layers: 3, heads: 4, kvHeads: 2, feedForward: 96, contextLength: 1536, vocabWords: 50, seed: 3 });
+  bytes = await readFile(file);
+});
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+test('reads the shape and trained context that node-llama-cpp reads, walking past the vocabulary', async () => {
+  const parsed = parseGgufMetadata(bytes);
+  if (parsed.kind !== 'metadata') throw new Error(`parsed as ${parsed.kind}`);
+  expect(llamaShapeOf(parsed.metadata)).toEqual({ shape: { layers: 3, embedding: 64, heads: 4, kvHeads: 2 }, trainContextSize: 1536 });
+  const { readGgufFileInfo } = await import('node-llama-cpp');
+  const info = await readGgufFileInfo(path.join(dir, 'm.gguf'), { readTensorInfo: false, logWarnings: false });
+  expect(info.architectureMetadata).toMatchObject({ block_count: 3, embedding_length: 64, context_length: 1536, attention: { head_count: 4, head_count_kv: 2 } });
+});
+
+test('a prefix that ends inside the header asks for more bytes, never guesses', () => {
+  for (const n of [0, 3, 10, 24, 100, 2000]) expect(parseGgufMetadata(bytes.subarray(0, n)).kind).toBe('short');
+});
+
+test('other files and absurd lengths are invalid, without allocating what they claim', () => {
+  expect(parseGgufMetadata(Buffer.from('not a gguf file at all'))).toEqual({ kind: 'invalid', reason: 'not a GGUF file (no GGUF magic)' });
+  const huge = Buffer.alloc(40);
+  huge.write('GGUF', 0);
+  huge.writeUInt32LE(3, 4);
+  huge.writeBigUInt64LE(0n, 8);
+  huge.writeBigUInt64LE(1n, 16);
+  huge.writeBigUInt64LE(2n ** 62n, 24); // the first key's length
+  expect(parseGgufMetadata(huge).kind).toBe('invalid');
+  const badType = Buffer.concat([bytes.subarray(0, 24), Buffer.from([1, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('k'), Buffer.from([99, 0, 0, 0, 0])]);
+  expect(parseGgufMetadata(badType)).toEqual({ kind: 'invalid', reason: 'unknown value type 99' });
+});
