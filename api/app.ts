@@ -11,6 +11,8 @@ import { requireAuth } from './auth';
 import { openApiDocument, REFERENCE_HTML } from './openapi';
 import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
+import { rejectNulOutsideInput } from './nul-guard';
+import { rejectMalformedPath } from './path-guard';
 import { requestLog } from './request-log';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
@@ -40,7 +42,7 @@ export interface AppDeps {
   temporalUi?: { url: string; namespace: string };
   /** How the API fetches a batch's `input_url`. */
   fetch?: { allowPrivate: boolean; maxBytes: number; timeoutMs: number };
-  batches?: { parallelism: number; chunksPerRun: number };
+  batches?: { parallelism: number; chunksPerRun: number; maxInputBytes: number };
 }
 
 export function createApp(deps: AppDeps): express.Express {
@@ -53,6 +55,7 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   app.use(requestLog(deps.logger));
+  app.use(rejectMalformedPath);
   app.use((req, res, next) => {
     const end = httpRequests.startTimer({ method: req.method });
     // The route pattern, not the path: ids would make a metric per prediction.
@@ -100,8 +103,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(fileContentRoute(files));
 
   const v1 = express.Router();
-  v1.use(express.json({ limit: '10mb' }));
+  // The token first: a client without one cannot make the server parse 10 MB of JSON.
   v1.use(requireAuth(deps.db));
+  v1.use(express.json({ limit: '10mb' }));
+  v1.use(rejectNulOutsideInput);
   v1.use(
     predictionRoutes({
       db: deps.db,
@@ -134,6 +139,7 @@ export function createApp(deps: AppDeps): express.Express {
       fetch: { storage: deps.storage, signer: deps.signer, ...(deps.fetch ?? { allowPrivate: false, maxBytes: 50 * 2 ** 20, timeoutMs: 30_000 }) },
       parallelism: deps.batches?.parallelism ?? 2,
       chunksPerRun: deps.batches?.chunksPerRun ?? 500,
+      maxInputBytes: deps.batches?.maxInputBytes ?? 50 * 2 ** 20,
       urls,
     }),
   );
