@@ -146,6 +146,7 @@ export function openApiDocument(baseUrl: string) {
         get: { summary: 'Versions', parameters: [pathParam('owner'), pathParam('name')], responses: { '200': { description: 'A page' } } },
         post: { summary: 'Create a version from uploaded blobs', parameters: [pathParam('owner'), pathParam('name')], requestBody: json(schema(createVersionBody)), responses: { '201': { description: 'Created' }, ...errors } },
       },
+      '/v1/models/{owner}/{name}/versions/{id}': { get: { summary: 'A version', parameters: [pathParam('owner'), pathParam('name'), pathParam('id')], responses: { '200': { description: 'The version' }, ...errors } } },
       '/v1/blobs/sha256/{digest}': {
         head: { summary: 'Is this blob stored?', parameters: [pathParam('digest')], responses: { '200': { description: 'Yes' }, '404': { description: 'No' } } },
         put: { summary: 'Upload weights (streamed, checked against the digest)', parameters: [pathParam('digest')], requestBody: { content: { 'application/octet-stream': {} } }, responses: { '201': { description: 'Stored' }, '200': { description: 'Already stored' }, '422': errors['422'] } },
@@ -153,6 +154,13 @@ export function openApiDocument(baseUrl: string) {
       '/v1/files': {
         post: { summary: 'Upload a file (multipart, field content)', requestBody: { content: { 'multipart/form-data': { schema: { type: 'object', properties: { content: { type: 'string', format: 'binary' } } } } } }, responses: { '201': { description: 'The file, with a signed urls.get' } } },
         get: { summary: 'Your files', responses: { '200': { description: 'A page' } } },
+      },
+      '/v1/files/{id}': {
+        get: { summary: 'A file, with a fresh signed urls.get', parameters: [pathParam('id')], responses: { '200': { description: 'The file' }, ...errors } },
+        delete: { summary: 'Delete a file', parameters: [pathParam('id')], responses: { '204': { description: 'Deleted' }, ...errors } },
+      },
+      '/v1/files/{id}/content': {
+        get: { summary: "The file's bytes: with the signature of urls.get (no token), or the owner's token", parameters: [pathParam('id')], responses: { '200': { description: 'The content' }, ...errors } },
       },
       '/v1/deployments': {
         get: { summary: 'Your deployments', responses: { '200': { description: 'A page' } } },
@@ -172,7 +180,9 @@ export function openApiDocument(baseUrl: string) {
         get: { summary: 'Your tokens (never their secret)', responses: { '200': { description: 'Tokens' } } },
         post: { summary: 'A new token, shown once', requestBody: json(schema(tokenBody)), responses: { '201': { description: 'The token' } } },
       },
+      '/v1/account/tokens/{id}': { delete: { summary: 'Revoke a token', parameters: [pathParam('id')], responses: { '200': { description: 'Revoked' }, ...errors } } },
       '/v1/webhooks/default/secret': { get: { summary: 'The webhook signing secret', responses: { '200': { description: '{key}' } } } },
+      '/v1/webhooks/default/secret/rotate': { post: { summary: 'A new signing secret; the previous one signs too for a while', responses: { '200': { description: '{key, previous_key_expires_at}' } } } },
       '/openai/v1/chat/completions': { post: { summary: 'OpenAI chat completions', requestBody: json(schema(chatBody)), responses: { '200': { description: 'chat.completion, or SSE chunks ending in [DONE]' } } } },
       '/openai/v1/completions': { post: { summary: 'OpenAI completions', requestBody: json(schema(completionBody)), responses: { '200': { description: 'text_completion' } } } },
       '/openai/v1/embeddings': { post: { summary: 'OpenAI embeddings', requestBody: json(schema(embeddingsBody)), responses: { '200': { description: 'A list of embeddings' } } } },
