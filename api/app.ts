@@ -4,6 +4,7 @@ import { sql } from 'drizzle-orm';
 import path from 'node:path';
 import express, { type Request } from 'express';
 import type { Db } from '../db/client';
+import type { FetchInputDeps } from '../lib/fetch-input';
 import type { Logger } from '../lib/logger';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
@@ -41,7 +42,7 @@ export interface AppDeps {
   /** Where the playground links each run: the Temporal UI and the namespace predictions run in. */
   temporalUi?: { url: string; namespace: string };
   /** How the API fetches a batch's `input_url`. */
-  fetch?: { allowPrivate: boolean; maxBytes: number; timeoutMs: number };
+  fetch?: Omit<FetchInputDeps, 'storage' | 'signer'>;
   batches?: { parallelism: number; chunksPerRun: number; maxInputBytes: number };
 }
 
