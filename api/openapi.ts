@@ -175,7 +175,16 @@ export function openApiDocument(baseUrl: string) {
       },
       '/v1/hardware': { get: { summary: 'What the live engine nodes offer', responses: { '200': { description: 'Hardware' } } } },
       '/v1/account': { get: { summary: 'Your account, limits and load', responses: { '200': { description: 'The account' } } } },
-      '/v1/account/usage': { get: { summary: 'Usage by day and model', responses: { '200': { description: 'Usage' } } } },
+      '/v1/account/usage': {
+        get: {
+          summary: 'Usage by day and model',
+          parameters: [
+            { name: 'start', in: 'query', schema: { type: 'string', format: 'date' }, description: 'First day (default: 30 days ago)' },
+            { name: 'end', in: 'query', schema: { type: 'string', format: 'date' }, description: 'Last day, included (default: today)' },
+          ],
+          responses: { '200': { description: 'Usage' } },
+        },
+      },
       '/v1/account/tokens': {
         get: { summary: 'Your tokens (never their secret)', responses: { '200': { description: 'Tokens' } } },
         post: { summary: 'A new token, shown once', requestBody: json(schema(tokenBody)), responses: { '201': { description: 'The token' } } },

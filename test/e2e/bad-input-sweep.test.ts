@@ -23,6 +23,8 @@ interface Operation {
   method: string;
   template: string;
   params: string[];
+  /** Query parameters it documents. */
+  query: string[];
   /** The JSON body's schema, where the operation takes one. */
   bodySchema?: { properties?: Record<string, unknown> };
   multipart: boolean;
@@ -81,7 +83,7 @@ const badId = fc.oneof(
 );
 
 // Header values fetch can carry: Latin-1 without control characters.
-const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 80 });
+const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 80 });
 const badHeaders = fc.record(
   {
     Prefer: fc.oneof(fc.constantFrom('wait=999999999999999999999999', 'wait=-1', 'wait=abc', 'wait=', 'wait=1.5', 'respond-async, wait=0', 'wait=0x10'), headerText),
@@ -159,6 +161,7 @@ function operations(doc: { paths: Record<string, Record<string, any>> }): Operat
         method: method.toUpperCase(),
         template,
         params: [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1]),
+        query: ((spec.parameters ?? []) as Array<{ name: string; in: string }>).filter((p) => p.in === 'query').map((p) => p.name),
         bodySchema: content['application/json']?.schema,
         multipart: 'multipart/form-data' in content,
         binary: 'application/octet-stream' in content,
@@ -172,9 +175,12 @@ function caseFor(op: Operation, token: string | undefined): fc.Arbitrary<Case> {
   const takesBody = !['GET', 'HEAD', 'DELETE'].includes(op.method);
   const ids = fc.tuple(...op.params.map(() => badId));
   const body = takesBody ? (op.bodySchema ? badJsonBody(op) : fc.oneof(fc.string({ maxLength: 200 }), anyJson.map((v) => JSON.stringify(v)))) : fc.constant(undefined);
-  return fc.record({ ids, headers: badHeaders, body, contentType: contentTypes, authorization: badAuthorization }).map(({ ids, headers, body, contentType, authorization }) => {
+  const query = fc.tuple(...op.query.map(() => fc.option(badId, { nil: undefined })));
+  return fc.record({ ids, query, headers: badHeaders, body, contentType: contentTypes, authorization: badAuthorization }).map(({ ids, query, headers, body, contentType, authorization }) => {
     let path = op.template;
     op.params.forEach((p, i) => (path = path.replace(`{${p}}`, ids[i])));
+    const search = op.query.flatMap((name, i) => (query[i] === undefined ? [] : [`${name}=${query[i]}`])).join('&');
+    if (search) path += `?${search}`;
     const all: Record<string, string> = { ...headers, authorization: token ? `Bearer ${token}` : authorization };
     if (body !== undefined) all['content-type'] = contentType;
     const keys = [...Object.keys(op.bodySchema?.properties ?? {}), ...topLevelKeys(body)];
@@ -183,7 +189,7 @@ function caseFor(op: Operation, token: string | undefined): fc.Arbitrary<Case> {
       path,
       headers: all,
       body,
-      fields: ['path', 'body', 'content', 'cursor', 'page_size', ...op.params, ...keys, ...HEADER_NAMES],
+      fields: ['path', 'body', 'content', ...op.query, ...op.params, ...keys, ...HEADER_NAMES],
       what: `${op.method} ${path.slice(0, 120)} ${body === undefined ? '' : `(${all['content-type']}) ${body.slice(0, 100)}`} headers ${JSON.stringify(headers).slice(0, 200)}`,
     };
   });
@@ -239,6 +245,7 @@ async function sweep(cases: Case[]): Promise<string[]> {
       const c = cases[next++];
       try {
         const { status, text } = await send(c);
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
         const why = problem(c, status, text);
         if (why) found.push(`${c.what}\n    → ${why}`);
       } catch (err) {
@@ -253,6 +260,7 @@ async function sweep(cases: Case[]): Promise<string[]> {
 let db: Db;
 let token: string;
 let sent = 0;
+const statuses = new Map<number, number>();
 
 beforeAll(async () => {
   db = testDb();
@@ -268,7 +276,8 @@ afterAll(async () => {
     }
   }
   await closeDb(db);
-  console.log(`bad-input sweep: ${sent} requests`);
+  const counts = [...statuses].sort(([a], [b]) => a - b).map(([status, n]) => `${status}×${n}`);
+  console.log(`bad-input sweep: ${sent} requests (${counts.join(', ')})`);
 });
 
 test('every route of /openapi.json answers malformed ids, bodies and headers with a 4xx naming the field', async () => {
@@ -300,7 +309,7 @@ test('every route of /openapi.json answers malformed ids, bodies and headers wit
     }
   });
   // A real model's routes, with inputs that cannot be valid (an unknown key) so nothing runs.
-  const real: Operation = { method: 'POST', template: '/v1/models/kiln/echo-fixture/predictions', params: [], multipart: false, binary: false };
+  const real: Operation = { method: 'POST', template: '/v1/models/kiln/echo-fixture/predictions', params: [], query: [], multipart: false, binary: false };
   const realInput = fc.dictionary(fc.string({ maxLength: 10 }), anyJson, { maxKeys: 4 }).map((input) => JSON.stringify({ input: { ...input, __sweep: true } }));
   for (const body of fc.sample(realInput, { seed: SEED, numRuns: 20 })) {
     cases.push({ op: real, path: real.template, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body, fields: ['input'], what: `POST ${real.template} ${body.slice(0, 100)}` });
