@@ -19,7 +19,7 @@ export interface PinnedRequestOptions {
 }
 
 /** A `lookup` for http.request that answers every question with the vetted address. */
-export function pinnedLookup(target: Pick<WebhookTarget, 'address' | 'family'>): LookupFunction {
+function pinnedLookup(target: Pick<WebhookTarget, 'address' | 'family'>): LookupFunction {
   return (_host, opts, cb) => {
     if (opts.all) (cb as unknown as (err: null, all: Array<{ address: string; family: number }>) => void)(null, [{ address: target.address, family: target.family }]);
     else cb(null, target.address, target.family);
