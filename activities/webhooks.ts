@@ -4,12 +4,11 @@
  * chosen here: the configured schedule, or the receiver's Retry-After.
  */
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
-import http from 'node:http';
-import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
 import type { Db } from '../db/client';
 import { recordDelivery, signingSecrets } from '../db/webhooks';
-import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
+import { pinnedRequest } from '../lib/pinned-request';
+import { resolveWebhookTarget, WebhookTargetError, type WebhookTarget } from '../lib/webhook-target';
 import { webhookAttempts } from '../lib/metrics';
 import type { WebhookDelivery } from '../workflows/types';
 
@@ -44,37 +43,12 @@ interface PostResult {
   retryAfter?: string;
 }
 
-function post(
-  target: Awaited<ReturnType<typeof resolveWebhookTarget>>,
-  body: string,
-  headers: Record<string, string>,
-  timeoutMs: number,
-  signal: AbortSignal,
-): Promise<PostResult> {
-  const client = target.url.protocol === 'https:' ? https : http;
+async function post(target: WebhookTarget, body: string, headers: Record<string, string>, timeoutMs: number, signal: AbortSignal): Promise<PostResult> {
+  const res = await pinnedRequest(target, { method: 'POST', headers, body, timeoutMs, signal });
   return new Promise((resolve, reject) => {
-    const req = client.request(
-      target.url,
-      {
-        method: 'POST',
-        headers: { ...headers, 'content-length': Buffer.byteLength(body).toString() },
-        timeout: timeoutMs,
-        signal,
-        // Connect to the address that was checked, whatever DNS says now.
-        lookup: (_host, opts, cb) => {
-          if ((opts as { all?: boolean }).all) cb(null, [{ address: target.address, family: target.family }] as never);
-          else cb(null, target.address, target.family);
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] }));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(body);
+    res.resume();
+    res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] }));
+    res.on('error', reject);
   });
 }
 

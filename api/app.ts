@@ -4,6 +4,7 @@ import { sql } from 'drizzle-orm';
 import path from 'node:path';
 import express, { type Request } from 'express';
 import type { Db } from '../db/client';
+import type { FetchInputDeps } from '../lib/fetch-input';
 import type { Logger } from '../lib/logger';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
@@ -11,6 +12,8 @@ import { requireAuth, requireOperatorToken } from './auth';
 import { openApiDocument, REFERENCE_HTML } from './openapi';
 import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
+import { rejectNulOutsideInput } from './nul-guard';
+import { rejectMalformedPath } from './path-guard';
 import { requestLog } from './request-log';
 import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { EventHub } from './event-hub';
@@ -47,8 +50,8 @@ export interface AppDeps {
   /** Where the playground links each run: the Temporal UI and the namespace predictions run in. */
   temporalUi?: { url: string; namespace: string };
   /** How the API fetches a batch's `input_url`. */
-  fetch?: { allowPrivate: boolean; maxBytes: number; timeoutMs: number };
-  batches?: { parallelism: number; chunksPerRun: number };
+  fetch?: Omit<FetchInputDeps, 'storage' | 'signer'>;
+  batches?: { parallelism: number; chunksPerRun: number; maxInputBytes: number };
   /** Bounds on what versions and deployments may hold of the engine nodes. */
   resources?: ResourceLimits & { pinnedNodeShare: number };
 }
@@ -65,6 +68,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(securityHeaders({ https: baseUrl.startsWith('https:') }));
   app.use(requestLog(deps.logger));
+  app.use(rejectMalformedPath);
   app.use((req, res, next) => {
     const end = httpRequests.startTimer({ method: req.method });
     // The route pattern, not the path: ids would make a metric per prediction.
@@ -115,8 +119,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(fileContentRoute(files));
 
   const v1 = express.Router();
-  v1.use(express.json({ limit: '10mb' }));
+  // The token first: a client without one cannot make the server parse 10 MB of JSON.
   v1.use(requireAuth(deps.db));
+  v1.use(express.json({ limit: '10mb' }));
+  v1.use(rejectNulOutsideInput);
   v1.use(
     predictionRoutes({
       db: deps.db,
@@ -150,6 +156,7 @@ export function createApp(deps: AppDeps): express.Express {
       fetch: { storage: deps.storage, signer: deps.signer, ...(deps.fetch ?? { allowPrivate: false, maxBytes: 50 * 2 ** 20, timeoutMs: 30_000 }) },
       parallelism: deps.batches?.parallelism ?? 2,
       chunksPerRun: deps.batches?.chunksPerRun ?? 500,
+      maxInputBytes: deps.batches?.maxInputBytes ?? 50 * 2 ** 20,
       urls,
     }),
   );

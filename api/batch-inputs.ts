@@ -9,15 +9,29 @@ import type { z } from 'zod';
 import { batchIndexKey, batchInputKey } from '../db/batches';
 import type { Db } from '../db/client';
 import { fileKey, getFile } from '../db/files';
-import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-input';
+import { fetchInput, InputFetchError, InputTooLargeError, type FetchInputDeps } from '../lib/fetch-input';
 import type { Storage } from '../lib/storage';
-import { ValidationError, type InvalidField } from './errors';
+import { ApiError, ValidationError, type InvalidField } from './errors';
 
 export const MAX_BATCH_INPUTS = 100_000;
 /** A 422 names at most this many wrong fields: enough to fix a file, not a wall of text. */
 const MAX_REPORTED = 20;
 
 export type BatchSource = { inputs: unknown[] } | { input_file: string } | { input_url: string };
+
+export interface BatchInputDeps {
+  db: Db;
+  storage: Storage;
+  fetch: FetchInputDeps;
+  /** The most bytes a batch's input file (uploaded or at a URL) may have: it is read into memory whole. */
+  maxInputBytes: number;
+}
+
+/** 413 naming the field and the limit. */
+function tooLarge(field: 'input_file' | 'input_url', limit: number, size?: number): ApiError {
+  const description = `${size === undefined ? 'is larger than' : `has ${size} bytes, over`} the limit of ${limit} bytes for a batch's inputs`;
+  return new ApiError(413, 'Payload too large', `${field}: ${description}`, { invalid_fields: [{ type: 'invalid', field, description }] });
+}
 
 export interface LoadedInputs {
   inputs: Record<string, unknown>[];
@@ -49,7 +63,7 @@ function parseJsonl(text: string, field: string): unknown[] {
 async function loadRaw(
   source: BatchSource,
   accountId: string,
-  deps: { db: Db; storage: Storage; fetch: FetchInputDeps },
+  deps: BatchInputDeps,
 ): Promise<{ items: unknown[]; source: string }> {
   if ('inputs' in source) return { items: source.inputs, source: 'inline' };
   if ('input_file' in source) {
@@ -57,14 +71,21 @@ async function loadRaw(
     if (!file || file.accountId !== accountId) {
       throw new ValidationError([{ field: 'input_file', description: `no file ${source.input_file} of yours: upload one with POST /v1/files` }]);
     }
+    if (file.size > deps.maxInputBytes) throw tooLarge('input_file', deps.maxInputBytes, file.size);
     const chunks: Buffer[] = [];
-    for await (const c of await deps.storage.read(fileKey(file.id))) chunks.push(c as Buffer);
+    let size = 0;
+    for await (const c of await deps.storage.read(fileKey(file.id))) {
+      size += (c as Buffer).length;
+      if (size > deps.maxInputBytes) throw tooLarge('input_file', deps.maxInputBytes);
+      chunks.push(c as Buffer);
+    }
     return { items: parseJsonl(Buffer.concat(chunks).toString('utf8'), 'input_file'), source: `file:${file.id}` };
   }
   try {
-    const { bytes } = await fetchInput(source.input_url, deps.fetch);
+    const { bytes } = await fetchInput(source.input_url, { ...deps.fetch, maxBytes: deps.maxInputBytes });
     return { items: parseJsonl(bytes.toString('utf8'), 'input_url'), source: source.input_url };
   } catch (err) {
+    if (err instanceof InputTooLargeError) throw tooLarge('input_url', err.limit);
     if (err instanceof InputFetchError) throw new ValidationError([{ field: 'input_url', description: err.message }]);
     throw err;
   }
@@ -75,7 +96,7 @@ export async function loadBatchInputs(
   source: BatchSource,
   schema: z.ZodType,
   accountId: string,
-  deps: { db: Db; storage: Storage; fetch: FetchInputDeps },
+  deps: BatchInputDeps,
 ): Promise<LoadedInputs> {
   const { items, source: from } = await loadRaw(source, accountId, deps);
   const invalid: InvalidField[] = [];

@@ -99,15 +99,33 @@ export function unavailableDependency(err: unknown): 'Temporal' | 'the database'
   return undefined;
 }
 
+/**
+ * The ApiError for what express, its router and body parser throw about a malformed request
+ * (a body that is not JSON or too big, a path that does not decode), or undefined if `err` is
+ * not about the request.
+ */
+export function requestError(err: unknown): ApiError | undefined {
+  if (err instanceof ApiError) return err;
+  const e = err as { type?: string; status?: number; expose?: boolean; message?: string; limit?: number; charset?: string; encoding?: string } | undefined;
+  if (!e || typeof e !== 'object') return undefined;
+  const field = (status: number, title: string, name: string, description: string) =>
+    new ApiError(status, title, `${name}: ${description}`, { invalid_fields: [{ type: 'invalid', field: name, description }] });
+  if (e.type === 'entity.parse.failed') return field(400, 'Bad request', 'body', `is not valid JSON (${e.message})`);
+  if (e.type === 'entity.too.large') return field(413, 'Payload too large', 'body', `is larger than the ${e.limit} byte limit`);
+  if (e.type === 'charset.unsupported') return field(415, 'Unsupported media type', 'Content-Type', `charset ${e.charset} is not supported: send UTF-8`);
+  if (e.type === 'encoding.unsupported') return field(415, 'Unsupported media type', 'Content-Encoding', `${e.encoding} is not supported`);
+  // The router's own decoding of a path parameter (rejectMalformedPath usually answers first).
+  if (err instanceof URIError) return field(400, 'Bad request', 'path', 'is not valid percent-encoded UTF-8');
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) return new ApiError(e.status, 'Bad request', String(e.message));
+  return undefined;
+}
+
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
-    let e: ApiError;
-    const down = err instanceof ApiError ? undefined : unavailableDependency(err);
-    if (err instanceof ApiError) e = err;
-    else if (err?.type === 'entity.parse.failed') e = new BadRequestError('Malformed JSON in request body');
-    else if (err?.type === 'entity.too.large') e = new ApiError(413, 'Payload too large', 'Request body is too large');
-    else if (typeof err?.status === 'number' && err.status >= 400 && err.status < 500 && err.expose) {
-      e = new ApiError(err.status, 'Bad request', String(err.message));
+    let e = requestError(err);
+    const down = e ? undefined : unavailableDependency(err);
+    if (e) {
+      // already an answer
     } else if (down) {
       // A restart of Temporal or Postgres is not the client's fault and not a bug: say when to retry.
       logger.warn({ err: (err as Error).message, method: req.method, path: req.path }, `${down} unavailable`);

@@ -10,6 +10,7 @@ import { UrlSigner } from '../lib/signing';
 import { Storage } from '../lib/storage';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
+import { answerClientErrors } from './client-errors';
 
 async function main() {
   const c = config();
@@ -33,7 +34,7 @@ async function main() {
     metricsToken: c.KILN_METRICS_TOKEN,
     temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },
     fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
-    batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN },
+    batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN, maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES },
     resources: {
       defaultContextSize: c.KILN_ENGINE_CONTEXT_SIZE,
       defaultSequences: c.KILN_ENGINE_SEQUENCES,
@@ -46,6 +47,7 @@ async function main() {
     logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening');
     announceReady();
   });
+  answerClientErrors(server);
   const stop = () => {
     // Open streams would hold the server up: give them a moment, then close them.
     setTimeout(() => server.closeAllConnections(), 3_000).unref();

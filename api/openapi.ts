@@ -168,6 +168,7 @@ export function openApiDocument(baseUrl: string) {
           responses: { '201': { description: 'Created' }, ...errors },
         },
       },
+      '/v1/models/{owner}/{name}/versions/{id}': { get: { summary: 'A version', parameters: [pathParam('owner'), pathParam('name'), pathParam('id')], responses: { '200': { description: 'The version' }, ...errors } } },
       '/v1/blobs/sha256/{digest}': {
         head: {
           summary: 'Is this blob stored for you? Yes only if you uploaded it or a model you own, or a public one, uses it; others’ weights read as absent',
@@ -224,12 +225,23 @@ export function openApiDocument(baseUrl: string) {
       },
       '/v1/hardware': { get: { summary: 'What the live engine nodes offer', responses: { '200': { description: 'Hardware' } } } },
       '/v1/account': { get: { summary: 'Your account, limits and load', responses: { '200': { description: 'The account' } } } },
-      '/v1/account/usage': { get: { summary: 'Usage by day and model', responses: { '200': { description: 'Usage' } } } },
+      '/v1/account/usage': {
+        get: {
+          summary: 'Usage by day and model',
+          parameters: [
+            { name: 'start', in: 'query', schema: { type: 'string', format: 'date' }, description: 'First day (default: 30 days ago)' },
+            { name: 'end', in: 'query', schema: { type: 'string', format: 'date' }, description: 'Last day, included (default: today)' },
+          ],
+          responses: { '200': { description: 'Usage' } },
+        },
+      },
       '/v1/account/tokens': {
         get: { summary: 'Your tokens (never their secret)', responses: { '200': { description: 'Tokens' } } },
         post: { summary: 'A new token, shown once', requestBody: json(schema(tokenBody)), responses: { '201': { description: 'The token' } } },
       },
+      '/v1/account/tokens/{id}': { delete: { summary: 'Revoke a token', parameters: [pathParam('id')], responses: { '200': { description: 'Revoked' }, ...errors } } },
       '/v1/webhooks/default/secret': { get: { summary: 'The webhook signing secret', responses: { '200': { description: '{key}' } } } },
+      '/v1/webhooks/default/secret/rotate': { post: { summary: 'A new signing secret; the previous one signs too for a while', responses: { '200': { description: '{key, previous_key_expires_at}' } } } },
       '/openai/v1/chat/completions': { post: { summary: 'OpenAI chat completions', requestBody: json(schema(chatBody)), responses: { '200': { description: 'chat.completion, or SSE chunks ending in [DONE]' } } } },
       '/openai/v1/completions': { post: { summary: 'OpenAI completions', requestBody: json(schema(completionBody)), responses: { '200': { description: 'text_completion' } } } },
       '/openai/v1/embeddings': { post: { summary: 'OpenAI embeddings', requestBody: json(schema(embeddingsBody)), responses: { '200': { description: 'A list of embeddings' } } } },

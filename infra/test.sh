@@ -31,6 +31,8 @@ export LOG_LEVEL=warn
 # Receivers in the suite listen on loopback; retries come fast so a down receiver is tested in seconds.
 # Batches continue as new every 4 chunks, so the suite's batches exercise it.
 export KILN_BATCH_CHUNKS_PER_RUN=4
+# A small cap on a batch's input file, so the suite can go over it with a 1 MiB upload.
+export KILN_BATCH_INPUT_MAX_BYTES=1048576
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
 . "$KILN_ROOT/infra/app.sh"
 

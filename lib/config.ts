@@ -94,6 +94,8 @@ export const configSchema = z.object({
   KILN_BATCH_PARALLELISM: z.coerce.number().int().min(1).max(64).default(2),
   /** Chunks one run of a batch workflow starts before it continues as new (keeps each history short). */
   KILN_BATCH_CHUNKS_PER_RUN: z.coerce.number().int().min(1).max(5000).default(500),
+  /** The most bytes of a batch's input file (input_file or input_url), which the API reads into memory whole. */
+  KILN_BATCH_INPUT_MAX_BYTES: z.coerce.number().int().positive().default(50 * 2 ** 20),
   /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */
   KILN_ENABLE_FIXTURES: bool.default(false),
   KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),

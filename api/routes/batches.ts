@@ -56,6 +56,7 @@ export interface BatchRouteDeps {
   storage: Storage;
   controlQueue: string;
   fetch: FetchInputDeps;
+  maxInputBytes: number;
   parallelism: number;
   chunksPerRun: number;
   urls: (req: Request) => UrlContext;

@@ -72,9 +72,15 @@ export function fileRoutes(deps: FileDeps): Router {
     if (!req.is('multipart/form-data')) throw new BadRequestError('Send the file as multipart/form-data, in a field named content');
     const account = currentAccount(res);
     const id = newId();
-    const stored = await new Promise<{ name: string; contentType: string; size: number; sha256: string }>((resolve, reject) => {
+    let bb: Busboy.Busboy;
+    try {
       // Browsers send file names in UTF-8; busboy's default reads them as latin1.
-      const bb = Busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: deps.maxUploadBytes } });
+      bb = Busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: deps.maxUploadBytes } });
+    } catch (err) {
+      // No boundary, or a content type busboy cannot read: the client's request, not a fault.
+      throw new BadRequestError(`Content-Type: ${(err as Error).message}; send multipart/form-data with a boundary`);
+    }
+    const stored = await new Promise<{ name: string; contentType: string; size: number; sha256: string }>((resolve, reject) => {
       let got = false;
       bb.on('file', (field, stream, info) => {
         if (field !== 'content') {
@@ -96,7 +102,8 @@ export function fileRoutes(deps: FileDeps): Router {
             reject(err);
           });
       });
-      bb.on('error', reject);
+      // Busboy's own errors are about the form it was sent (truncated, malformed parts).
+      bb.on('error', (err: Error) => reject(new BadRequestError(`content: the multipart form is malformed (${err.message})`)));
       bb.on('close', () => {
         if (!got) reject(new BadRequestError('No file in the form: put it in a field named content'));
       });

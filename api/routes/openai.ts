@@ -14,13 +14,14 @@ import type { Logger } from '../../lib/logger';
 import { awaitPrediction } from '../await-prediction';
 import { currentAccount, requireAuth } from '../auth';
 import { createPrediction, type CreateDeps } from '../create-prediction';
-import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../errors';
+import { ApiError, BadRequestError, NotFoundError, requestError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { parseOr422 } from '../validation';
 import { setRateLimitHeaders } from '../admission-limits';
 import { parsePriority } from './predictions';
+import { rejectNulOutsideInput } from '../nul-guard';
 
 export interface OpenAiDeps extends CreateDeps {
   hub: EventHub;
@@ -103,15 +104,14 @@ const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
     status = 400;
     message = err.message;
     param = err.fields[0]?.field.replace(/^input\./, '') ?? null;
-  } else if (err instanceof ApiError) {
-    status = err.status;
-    message = err.message;
-    res.set(err.headers);
-  } else if (err?.type === 'entity.parse.failed') {
-    status = 400;
-    message = 'Malformed JSON in request body';
   } else {
-    return next(err);
+    // Errors of the API's own (auth, rate limits) and of a malformed request (body, path).
+    const e = requestError(err);
+    if (!e) return next(err);
+    status = e.status;
+    message = e.message;
+    param = (e.extra.invalid_fields as Array<{ field: string }> | undefined)?.[0]?.field ?? null;
+    res.set(e.headers);
   }
   const type =
     status === 401
@@ -129,8 +129,10 @@ const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
 
 export function openaiRoutes(deps: OpenAiDeps): Router {
   const router = Router();
-  router.use(express.json({ limit: '10mb' }));
+  // The token first: a client without one cannot make the server parse 10 MB of JSON.
   router.use(requireAuth(deps.db));
+  router.use(express.json({ limit: '10mb' }));
+  router.use(rejectNulOutsideInput);
 
   async function resolveModel(account: Account, ref: string, task: string): Promise<ResolvedVersion> {
     const m = MODEL_REF.exec(ref);

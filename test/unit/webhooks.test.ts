@@ -14,6 +14,40 @@ describe('webhook targets in production (private addresses refused)', () => {
     expect(isInternalAddress(address)).toBe(false),
   );
 
+  // IPv6 forms that carry an IPv4 address, and special-purpose ranges (RFC 6890's registries).
+  test.each([
+    ['::ffff:7f00:1', 'IPv4-mapped, in hex'],
+    ['::ffff:a9fe:a9fe', 'IPv4-mapped metadata address'],
+    ['::127.0.0.1', 'IPv4-compatible'],
+    ['::ffff:0:7f00:1', 'SIIT IPv4-translated'],
+    ['64:ff9b::7f00:1', 'NAT64 to loopback'],
+    ['64:ff9b::10.0.0.1', 'NAT64 to a private network'],
+    ['64:ff9b::a9fe:a9fe', 'NAT64 to the metadata address'],
+    ['64:ff9b:1::808:808', 'local-use NAT64'],
+    ['2002:7f00:1::1', '6to4 of loopback'],
+    ['2002:c0a8:101::1', '6to4 of 192.168.1.1'],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'Teredo'],
+    ['2001:2::1', 'benchmarking'],
+    ['2001:db8::1', 'documentation'],
+    ['100::1', 'discard'],
+    ['fec0::1', 'site-local'],
+    ['fe80::1%eth0', 'link-local with a zone'],
+    ['192.88.99.1', '6to4 relay anycast'],
+    ['192.0.2.1', 'documentation'],
+    ['255.255.255.255', 'broadcast'],
+    ['not-an-address', 'not an address'],
+  ])('%s is internal (%s)', (address) => expect(isInternalAddress(address)).toBe(true));
+
+  test.each(['::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1', '2606:4700:4700::1111', '1.1.1.1'])('%s is public', (address) =>
+    expect(isInternalAddress(address)).toBe(false),
+  );
+
+  test('URLs with IPv6 literals that reach inside are refused', async () => {
+    for (const url of ['http://[64:ff9b::7f00:1]/', 'http://[2002:a9fe:a9fe::1]/', 'http://[::ffff:127.0.0.1]/', 'http://[2001::1]/', 'http://0x7f.1/', 'http://2130706433/']) {
+      await expect(resolveWebhookTarget(url, false)).rejects.toThrow(/private or loopback/);
+    }
+  });
+
   test('loopback URLs are refused unless allowed', async () => {
     await expect(resolveWebhookTarget('http://127.0.0.1:8080/hook', false)).rejects.toThrow(/private or loopback/);
     await expect(resolveWebhookTarget('http://[::1]/hook', false)).rejects.toThrow(/private or loopback/);
