@@ -12,7 +12,7 @@ export type SigningPurpose = (typeof signingPurposes)[number];
 /** Subjects are `<purpose>:…`; a prefix that names no purpose is signed with the `other` key. */
 export function purposeOf(subject: string): SigningPurpose {
   const prefix = subject.slice(0, subject.indexOf(':')) as SigningPurpose;
-  return (signingPurposes as readonly string[]).includes(prefix) && prefix !== 'other' ? prefix : 'other';
+  return (signingPurposes as readonly string[]).includes(prefix) ? prefix : 'other';
 }
 
 /** The key of one purpose, derived from the root key (HKDF-SHA256, 32 bytes). */
