@@ -14,7 +14,7 @@ import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-i
 import { fileRef } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
-import { fileKey, insertFile } from '../db/files';
+import { fileKey, recordOutputFile } from '../db/files';
 import { newId } from '../lib/ids';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -279,7 +279,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const out = await deps.engine.removeBackground(req.versionId, image.bytes, ctx.cancellationSignal);
     const id = newId();
     await deps.storage.putStream(fileKey(id), Readable.from([out.png]));
-    await insertFile(db, {
+    await recordOutputFile(db, {
       id,
       accountId: req.snapshot.accountId,
       name: 'output.png',

@@ -8,12 +8,15 @@ import { Webhook } from 'standardwebhooks';
 import type { Db } from '../db/client';
 import { recordDelivery, signingSecrets } from '../db/webhooks';
 import { pinnedRequest } from '../lib/pinned-request';
+import type { SecretBox } from '../lib/secret-box';
 import { resolveWebhookTarget, WebhookTargetError, type WebhookTarget } from '../lib/webhook-target';
 import { webhookAttempts } from '../lib/metrics';
 import type { WebhookDelivery } from '../workflows/types';
 
 export interface WebhookDeps {
   db: Db;
+  /** Opens the account's stored (sealed) signing secrets. */
+  secrets: SecretBox;
   allowPrivate: boolean;
   /** Delays in ms before attempt 2, 3, …; the last repeats. */
   scheduleMs: number[];
@@ -84,7 +87,7 @@ export function createWebhookActivities(deps: WebhookDeps) {
       }
 
       const timestamp = new Date();
-      const secrets = await signingSecrets(deps.db, delivery.accountId);
+      const secrets = await signingSecrets(deps.db, deps.secrets, delivery.accountId);
       const signature = secrets.map((s) => new Webhook(s).sign(delivery.webhookId, timestamp, body)).join(' ');
       const headers = {
         'content-type': 'application/json',

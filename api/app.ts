@@ -6,6 +6,7 @@ import express, { type Request } from 'express';
 import type { Db } from '../db/client';
 import type { FetchInputDeps } from '../lib/fetch-input';
 import type { Logger } from '../lib/logger';
+import type { SecretBox } from '../lib/secret-box';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { requireAuth, requireOperatorToken } from './auth';
@@ -35,6 +36,8 @@ export interface AppDeps {
   logger: Logger;
   hub: EventHub;
   signer: UrlSigner;
+  /** Seals and opens the webhook secrets stored in the database. */
+  secrets: SecretBox;
   controlQueue: string;
   allowPrivateWebhooks: boolean;
   storage: Storage;
@@ -160,7 +163,7 @@ export function createApp(deps: AppDeps): express.Express {
       urls,
     }),
   );
-  v1.use(webhookRoutes({ db: deps.db, temporal: deps.temporal, controlQueue: deps.controlQueue }));
+  v1.use(webhookRoutes({ db: deps.db, secrets: deps.secrets, temporal: deps.temporal, controlQueue: deps.controlQueue }));
   app.use('/v1', v1);
 
   app.use(

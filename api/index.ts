@@ -6,7 +6,8 @@ import { createLogger } from '../lib/logger';
 import { publicBaseUrl } from '../lib/public-url';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
 import { announceReady } from '../lib/ready';
-import { UrlSigner } from '../lib/signing';
+import { secretBoxFromConfig } from '../lib/secret-box';
+import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
@@ -26,7 +27,8 @@ async function main() {
     temporal,
     logger,
     hub,
-    signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
+    signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']),
+    secrets: secretBoxFromConfig(c),
     controlQueue: c.KILN_CONTROL_QUEUE,
     allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
     storage: Storage.fromConfig(c),

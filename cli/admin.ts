@@ -6,6 +6,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import { createAccount, createApiToken, findAccountByUsername, updateAccount, type AccountSettings } from '../db/accounts';
 import { closeDb, createDb } from '../db/client';
 import { shareModel } from '../db/models';
+import { resealWebhookSecrets } from '../db/webhooks';
+import { secretBoxFromConfig } from '../lib/secret-box';
 import { accounts, models } from '../db/schema';
 import { configSchema } from '../lib/config';
 import { and, asc, eq } from 'drizzle-orm';
@@ -125,6 +127,16 @@ program
     const ids = await Promise.all(o.with.map(async (u) => (await mustFind(u)).id));
     const updated = await shareModel(db, model.id, ids);
     console.log(`${ref} is shared with ${updated.allowedAccounts.length} account(s)`);
+  });
+
+program
+  .command('secrets')
+  .description('secrets stored in the database (webhook signing secrets)')
+  .command('reseal')
+  .description('seal every stored secret under KILN_SECRETS_KEY: plaintext rows, and rows under a key in KILN_SECRETS_PREVIOUS_KEYS')
+  .action(async () => {
+    const box = secretBoxFromConfig(configSchema.pick({ KILN_SECRETS_KEY: true, KILN_SECRETS_PREVIOUS_KEYS: true }).parse(process.env));
+    console.log(`resealed ${await resealWebhookSecrets(db, box)} stored secret(s) under the current key`);
   });
 
 program

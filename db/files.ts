@@ -17,6 +17,11 @@ export async function insertFile(db: Db, row: typeof files.$inferInsert): Promis
   return created;
 }
 
+/** Records an output file without reading it back: the engine's database role may add files, not read them. */
+export async function recordOutputFile(db: Db, row: typeof files.$inferInsert): Promise<void> {
+  await db.insert(files).values(row);
+}
+
 export async function getFile(db: Db, id: string): Promise<FileRow | undefined> {
   return db.query.files.findFirst({ where: eq(files.id, id) });
 }

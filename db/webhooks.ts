@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { and, asc, desc, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import { newId } from '../lib/ids';
+import type { SecretBox } from '../lib/secret-box';
 import type { Db } from './client';
 import { webhookDeliveries, webhookSecrets } from './schema';
 
@@ -11,8 +12,8 @@ export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000;
 
 const newKey = () => `whsec_${randomBytes(32).toString('base64')}`;
 
-/** The account's current secret, made on first use. */
-export async function currentWebhookSecret(db: Db, accountId: string): Promise<string> {
+/** The account's current secret, made on first use. Stored sealed (lib/secret-box.ts). */
+export async function currentWebhookSecret(db: Db, box: SecretBox, accountId: string): Promise<string> {
   return db.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook-secret:${accountId}`}))`);
     const [row] = await tx
@@ -21,16 +22,16 @@ export async function currentWebhookSecret(db: Db, accountId: string): Promise<s
       .where(and(eq(webhookSecrets.accountId, accountId), isNull(webhookSecrets.expiresAt)))
       .orderBy(desc(webhookSecrets.createdAt))
       .limit(1);
-    if (row) return row.key;
+    if (row) return box.open(row.key);
     const key = newKey();
-    await tx.insert(webhookSecrets).values({ id: `whs_${newId()}`, accountId, key });
+    await tx.insert(webhookSecrets).values({ id: `whs_${newId()}`, accountId, key: box.seal(key) });
     return key;
   });
 }
 
 /** A new current secret; the old one stays valid for the overlap. */
-export async function rotateWebhookSecret(db: Db, accountId: string): Promise<{ key: string; previousExpiresAt: Date }> {
-  await currentWebhookSecret(db, accountId);
+export async function rotateWebhookSecret(db: Db, box: SecretBox, accountId: string): Promise<{ key: string; previousExpiresAt: Date }> {
+  await currentWebhookSecret(db, box, accountId);
   const previousExpiresAt = new Date(Date.now() + ROTATION_OVERLAP_MS);
   return db.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook-secret:${accountId}`}))`);
@@ -39,20 +40,39 @@ export async function rotateWebhookSecret(db: Db, accountId: string): Promise<{ 
       .set({ expiresAt: previousExpiresAt })
       .where(and(eq(webhookSecrets.accountId, accountId), isNull(webhookSecrets.expiresAt)));
     const key = newKey();
-    await tx.insert(webhookSecrets).values({ id: `whs_${newId()}`, accountId, key });
+    await tx.insert(webhookSecrets).values({ id: `whs_${newId()}`, accountId, key: box.seal(key) });
     return { key, previousExpiresAt };
   });
 }
 
 /** Every secret that signs now: the current one first, then those still in their overlap. */
-export async function signingSecrets(db: Db, accountId: string): Promise<string[]> {
-  await currentWebhookSecret(db, accountId);
+export async function signingSecrets(db: Db, box: SecretBox, accountId: string): Promise<string[]> {
+  await currentWebhookSecret(db, box, accountId);
   const rows = await db
     .select({ key: webhookSecrets.key })
     .from(webhookSecrets)
     .where(and(eq(webhookSecrets.accountId, accountId), or(isNull(webhookSecrets.expiresAt), gt(webhookSecrets.expiresAt, sql`now()`))))
     .orderBy(sql`${webhookSecrets.expiresAt} is not null`, desc(webhookSecrets.createdAt));
-  return rows.map((r) => r.key);
+  return rows.map((r) => box.open(r.key));
+}
+
+/**
+ * Seals every stored secret that is plaintext (written before sealing) or sealed under a key
+ * other than the box's current one (a rotation). Idempotent; returns how many rows it changed.
+ */
+export async function resealWebhookSecrets(db: Db, box: SecretBox): Promise<number> {
+  const rows = await db.select({ id: webhookSecrets.id, key: webhookSecrets.key }).from(webhookSecrets);
+  let changed = 0;
+  for (const row of rows.filter((r) => box.needsReseal(r.key))) {
+    // Only if nobody changed the row meanwhile (another setup resealing at the same time).
+    const updated = await db
+      .update(webhookSecrets)
+      .set({ key: box.seal(box.open(row.key)) })
+      .where(and(eq(webhookSecrets.id, row.id), eq(webhookSecrets.key, row.key)))
+      .returning({ id: webhookSecrets.id });
+    changed += updated.length;
+  }
+  return changed;
 }
 
 export async function recordDelivery(db: Db, row: typeof webhookDeliveries.$inferInsert): Promise<void> {

@@ -29,11 +29,31 @@ wait_for_app() {
   done
 }
 
+# The engine worker parses untrusted model files, so it starts without any of the local secrets
+# (root storage keys, the signing root, the sealing key, the superuser database URL): it gets
+# only what setup wrote for it in engine.env (infra/engine-env.ts).
+start_engine_worker() {
+  local env_file="${KILN_DATA_DIR:-$DATA}/engine.env"
+  [ -f "$env_file" ] || die "no $env_file: setup writes it"
+  (
+    # shellcheck disable=SC2046
+    unset $(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' "$SECRETS") \
+      DATABASE_URL S3_ACCESS_KEY_ID S3_SECRET_ACCESS_KEY S3_SESSION_TOKEN \
+      KILN_URL_SIGNING_KEY KILN_SECRETS_KEY KILN_SECRETS_PREVIOUS_KEYS KILN_ENGINE_DB_PASSWORD \
+      KILN_ENGINE_S3_ACCESS_KEY_ID KILN_ENGINE_S3_SECRET_ACCESS_KEY
+    set -a
+    # shellcheck disable=SC1090
+    . "$env_file"
+    set +a
+    start_app engine-worker workers/engine-worker.ts
+  )
+}
+
 start_kiln() {
   (cd "$KILN_ROOT" && run_ts infra/setup.ts) || die "setup failed (database, bucket, namespace or seed)"
   KILN_METRICS_PORT="${KILN_CONTROL_METRICS_PORT:-9464}" start_app control-worker workers/control-worker.ts &
   local cw=$!
-  KILN_METRICS_PORT="${KILN_ENGINE_METRICS_PORT:-9465}" start_app engine-worker workers/engine-worker.ts &
+  KILN_METRICS_PORT="${KILN_ENGINE_METRICS_PORT:-9465}" start_engine_worker &
   local ew=$!
   start_app api api/index.ts &
   local ap=$!

@@ -39,7 +39,7 @@ esac
 MINIO_PORT=9000
 MINIO_CONSOLE_PORT=9001
 
-# Local secrets (MinIO root credentials) are made once per user, never committed. They live
+# Local secrets (MinIO root credentials, signing and sealing keys) are made once per user, never committed. They live
 # beside the binaries so that whichever clone started MinIO, every clone can reach it.
 SECRETS="$KILN_CACHE/local-secrets.env"
 mkdir -p "$KILN_CACHE"
@@ -52,6 +52,10 @@ ensure_secret S3_SECRET_ACCESS_KEY "$(random_hex 24)"
 ensure_secret KILN_URL_SIGNING_KEY "$(random_hex 32)"
 # What a metrics scraper sends as its bearer token for the API's /metrics.
 ensure_secret KILN_METRICS_TOKEN "$(random_hex 24)"
+# Seals the webhook secrets stored in Postgres (AES-256-GCM); 32 bytes, hex.
+ensure_secret KILN_SECRETS_KEY "$(random_hex 32)"
+# The engine's own Postgres role (kiln_engine), made by setup.
+ensure_secret KILN_ENGINE_DB_PASSWORD "$(random_hex 24)"
 set -a
 # shellcheck disable=SC1090
 . "$SECRETS"

@@ -1,6 +1,8 @@
 /**
- * Brings the data side to the state this code expects: database and migrations, bucket,
- * Temporal namespace and search attributes, example models, and the local API token.
+ * Brings the data side to the state this code expects: database and migrations, the engine's
+ * database role and grants, stored secrets sealed under the current key, bucket, the engine's
+ * credentials (engine.env), Temporal namespace and search attributes, example models, and the
+ * local API token.
  * Idempotent: running it again changes nothing that is already right.
  */
 import { Connection } from '@temporalio/client';
@@ -11,17 +13,26 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { accountForToken, createAccount, createApiToken } from '../db/accounts';
 import { closeDb, createDb, migrateDb } from '../db/client';
-import { config } from '../lib/config';
+import { config, ConfigError } from '../lib/config';
+import { secretBoxFromConfig } from '../lib/secret-box';
+import { resealWebhookSecrets } from '../db/webhooks';
+import { engineEnvironment, writeEngineEnv } from './engine-env';
+import { engineDatabaseUrl, ensureEngineRole, grantEngineRole } from './engine-role';
+import { engineS3Credentials } from './engine-s3';
 import { Storage } from '../lib/storage';
 import { searchAttributeKeys } from '../workflows/search-attributes';
 import { seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
 
-async function ensureDatabase(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = target.pathname.slice(1);
+/** The server's own `postgres` database, where databases and roles are made. */
+function adminUrl(url: string): string {
   const admin = new URL(url);
   admin.pathname = '/postgres';
-  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+  return admin.toString();
+}
+
+async function ensureDatabase(url: string): Promise<void> {
+  const name = new URL(url).pathname.slice(1);
+  const sql = postgres(adminUrl(url), { max: 1, onnotice: () => {} });
   try {
     const rows = await sql`select 1 from pg_database where datname = ${name}`;
     if (rows.length === 0) await sql.unsafe(`create database "${name.replace(/"/g, '""')}"`);
@@ -88,16 +99,35 @@ async function ensureLocalToken(db: ReturnType<typeof createDb>, accountId: stri
   return token;
 }
 
+/** Setup needs what only setup (and the API and control worker) may hold. */
+function required<T>(value: T | undefined, name: string): T {
+  if (value === undefined) throw new ConfigError(`invalid configuration:\n  ${name}: required by setup`);
+  return value;
+}
+
 async function main() {
   const c = config();
+  const signingRoot = required(c.KILN_URL_SIGNING_KEY, 'KILN_URL_SIGNING_KEY');
+  const enginePassword = required(c.KILN_ENGINE_DB_PASSWORD, 'KILN_ENGINE_DB_PASSWORD');
+  const secrets = secretBoxFromConfig(c);
   await ensureDatabase(c.DATABASE_URL);
   const db = createDb(c.DATABASE_URL, { max: 2 });
   try {
     await migrateDb(db);
+    await ensureEngineRole(adminUrl(c.DATABASE_URL), enginePassword);
+    await grantEngineRole(c.DATABASE_URL);
+    const resealed = await resealWebhookSecrets(db, secrets);
+    if (resealed > 0) console.log(`sealed ${resealed} stored webhook secret(s) under the current KILN_SECRETS_KEY`);
     const storage = Storage.fromConfig(c);
     await storage.ensureBucket();
     // Best effort: a store without lifecycle rules still works, it just keeps abandoned uploads.
     await storage.expireUnverifiedUploads().catch((err: Error) => console.warn(`uploads/ will not expire by themselves: ${err.message}`));
+    const engineEnv = engineEnvironment({
+      databaseUrl: engineDatabaseUrl(c.DATABASE_URL, enginePassword),
+      s3: await engineS3Credentials(c),
+      signingRoot,
+    });
+    await writeEngineEnv(path.join(c.KILN_DATA_DIR, 'engine.env'), engineEnv);
     await ensureNamespace(c.TEMPORAL_ADDRESS, c.TEMPORAL_NAMESPACE);
     const kiln = await createAccount(db, 'kiln', 'Kiln examples');
     const local = await createAccount(db, 'local', 'Local developer');

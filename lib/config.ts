@@ -10,6 +10,8 @@ const bool = z
   .enum(['true', 'false', '1', '0'])
   .transform((v) => v === 'true' || v === '1');
 
+const hexKey = z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes as 64 hex digits');
+
 export const configSchema = z.object({
   KILN_ENV: z.enum(['development', 'test', 'production']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -26,8 +28,29 @@ export const configSchema = z.object({
   KILN_METRICS_TOKEN: z.string().min(16).optional(),
   KILN_TEMPORAL_UI_URL: z.url().default('http://127.0.0.1:8233'),
 
-  /** Signs capability URLs (prediction streams). Generated per user for local development. */
-  KILN_URL_SIGNING_KEY: z.string().min(16),
+  /**
+   * Root of the keys that sign capability URLs (streams, files, file references; see
+   * lib/signing.ts). The API and the control worker need it; engine nodes never get it, only the
+   * two purpose keys below. Generated per user for local development.
+   */
+  KILN_URL_SIGNING_KEY: z.string().min(16).optional(),
+  /** Engine nodes: the key that checks signed file URLs in inputs (purposeKey(root, 'file'), hex). */
+  KILN_FILE_URL_KEY: hexKey.optional(),
+  /** Engine nodes: the key that signs `kiln-file:` references in outputs (purposeKey(root, 'ref'), hex). */
+  KILN_FILE_REF_KEY: hexKey.optional(),
+  /**
+   * Encrypts secrets stored in the database (webhook signing secrets), AES-256-GCM; 32 bytes, hex.
+   * The API and the control worker need it. To rotate, move the old key to KILN_SECRETS_PREVIOUS_KEYS
+   * and run setup (or `npm run admin -- secrets reseal`).
+   */
+  KILN_SECRETS_KEY: hexKey.optional(),
+  /** Keys that may still have sealed stored secrets (comma-separated hex), read but never written. */
+  KILN_SECRETS_PREVIOUS_KEYS: z
+    .string()
+    .regex(/^\s*([0-9a-fA-F]{64}\s*(,\s*|$))*$/, 'a comma-separated list of 64-hex-digit keys')
+    .optional(),
+  /** The password setup gives the engine's database role (kiln_engine). */
+  KILN_ENGINE_DB_PASSWORD: z.string().min(16).optional(),
 
   /** Webhooks to private or loopback addresses are refused unless this is set (local stacks set it). */
   KILN_WEBHOOK_ALLOW_PRIVATE: bool.default(false),
@@ -52,6 +75,8 @@ export const configSchema = z.object({
   S3_REGION: z.string().default('us-east-1'),
   S3_ACCESS_KEY_ID: z.string().min(1),
   S3_SECRET_ACCESS_KEY: z.string().min(1),
+  /** Temporary credentials (an STS session, as engine nodes get) come with a session token. */
+  S3_SESSION_TOKEN: z.string().min(1).optional(),
   S3_BUCKET: z.string().min(3).default('kiln'),
   S3_FORCE_PATH_STYLE: bool.default(true),
 

@@ -46,7 +46,7 @@ export class Storage {
       endpoint: c.S3_ENDPOINT,
       region: c.S3_REGION,
       forcePathStyle: c.S3_FORCE_PATH_STYLE,
-      credentials: { accessKeyId: c.S3_ACCESS_KEY_ID, secretAccessKey: c.S3_SECRET_ACCESS_KEY },
+      credentials: { accessKeyId: c.S3_ACCESS_KEY_ID, secretAccessKey: c.S3_SECRET_ACCESS_KEY, sessionToken: c.S3_SESSION_TOKEN },
     });
     return new Storage(client, c.S3_BUCKET);
   }

@@ -1,6 +1,6 @@
 /** Kiln processes a test runs beside the suite's own: a second engine node, an API to kill. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { poll } from './helpers';
@@ -10,18 +10,34 @@ import { poll } from './helpers';
  * its log and ready file in a fresh temp dir, and waits until it says it serves (lib/ready.ts);
  * fails with the log's place if it exits first.
  */
-export async function startKilnProcess(entry: string, name: string, env: Record<string, string>): Promise<ChildProcess> {
+export async function startKilnProcess(entry: string, name: string, env: Record<string, string>, base: NodeJS.ProcessEnv = process.env): Promise<ChildProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${name}-`));
   const ready = path.join(dir, 'ready');
   const log = openSync(path.join(dir, `${name}.log`), 'w');
   const child = spawn('node', ['--import', 'tsx', entry], {
     cwd: path.resolve(__dirname, '..'),
-    env: { ...process.env, ...env, KILN_READY_FILE: ready },
+    env: { ...base, ...env, KILN_READY_FILE: ready },
     stdio: ['ignore', log, log],
   });
   await poll(async () => existsSync(ready) || child.exitCode !== null, (done) => done, { timeoutMs: 60_000, intervalMs: 100 });
   if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}; its log is in ${dir}`);
   return child;
+}
+
+/** Names of variables an engine never gets: the suite's root secrets (infra/app.sh withholds them too). */
+const ROOT_SECRETS = ['DATABASE_URL', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY', 'S3_SESSION_TOKEN', 'KILN_URL_SIGNING_KEY', 'KILN_SECRETS_KEY', 'KILN_SECRETS_PREVIOUS_KEYS', 'KILN_ENGINE_DB_PASSWORD'];
+
+/** The suite's environment as an engine node gets it: no root secrets, plus what setup wrote for engines. */
+export function engineNodeEnv(): NodeJS.ProcessEnv {
+  const file = path.join(process.env.KILN_DATA_DIR ?? path.resolve(__dirname, '..', '.data', 'test'), 'engine.env');
+  const handed = Object.fromEntries(
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1).replace(/^'(.*)'$/, '$1')]),
+  );
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !ROOT_SECRETS.includes(name)));
+  return { ...env, ...handed };
 }
 
 /**
@@ -35,5 +51,5 @@ export function startEngineNode(nodeId: string, memoryMb = 1500): Promise<ChildP
     KILN_NODE_MEMORY_MB: String(memoryMb),
     KILN_DATA_DIR: dataDir,
     KILN_METRICS_PORT: '0',
-  });
+  }, engineNodeEnv());
 }

@@ -8,7 +8,8 @@ import { Storage } from '../lib/storage';
 import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
 import { predictionJson } from '../api/prediction-json';
 import { snapshotToRow } from '../db/predictions';
-import { UrlSigner } from '../lib/signing';
+import { secretBoxFromConfig } from '../lib/secret-box';
+import { urlSignerFromConfig } from '../lib/signing';
 import { config } from '../lib/config';
 import { publicBaseUrl } from '../lib/public-url';
 import { createLogger } from '../lib/logger';
@@ -28,7 +29,8 @@ async function main() {
   const clientConnection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
   const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
-  const urls = { baseUrl: publicBaseUrl(c), signer: new UrlSigner(c.KILN_URL_SIGNING_KEY) };
+  const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
+  const secrets = secretBoxFromConfig(c);
   const worker = await Worker.create({
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
@@ -48,6 +50,7 @@ async function main() {
       ...createBatchControlActivities({ db, storage: Storage.fromConfig(c), baseUrl: urls.baseUrl, signer: urls.signer }),
       ...createWebhookActivities({
         db,
+        secrets,
         allowPrivate: c.KILN_WEBHOOK_ALLOW_PRIVATE,
         scheduleMs: parseSchedule(c.KILN_WEBHOOK_RETRY_SCHEDULE),
         maxAttempts: c.KILN_WEBHOOK_MAX_ATTEMPTS,

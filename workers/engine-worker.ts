@@ -12,7 +12,7 @@ import { EngineNode } from './engine-node';
 import { EchoFixtureEngine } from './engines/echo-fixture';
 import { LlamaEngine } from './engines/llama-engine';
 import { OnnxEngine } from './engines/onnx-engine';
-import { UrlSigner } from '../lib/signing';
+import { urlSignerFromConfig } from '../lib/signing';
 import { ModelCache } from './model-cache';
 
 async function main() {
@@ -25,6 +25,8 @@ async function main() {
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS, fixtures: c.KILN_ENABLE_FIXTURES });
   const storage = Storage.fromConfig(c);
+  // Engines parse untrusted model files: they hold only the file-URL and file-reference keys.
+  const signer = urlSignerFromConfig(c, ['file', 'ref']);
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage, {
     rangedMinBytes: c.KILN_MODEL_RANGED_MIN_MB * 2 ** 20,
     streams: c.KILN_MODEL_DOWNLOAD_STREAMS,
@@ -42,10 +44,10 @@ async function main() {
       onnx: {
         engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),
         storage,
-        signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
+        signer,
         fetch: {
           storage,
-          signer: new UrlSigner(c.KILN_URL_SIGNING_KEY),
+          signer,
           allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE,
           maxBytes: c.KILN_FETCH_MAX_BYTES,
           timeoutMs: c.KILN_FETCH_TIMEOUT_MS,

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { Router } from 'express';
 import type { Db } from '../../db/client';
 import { getPrediction } from '../../db/predictions';
+import type { SecretBox } from '../../lib/secret-box';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
 import { webhookWorkflowId, type WebhookDelivery } from '../../workflows/types';
 import { currentAccount } from '../auth';
@@ -9,17 +10,17 @@ import { ApiError, NotFoundError } from '../errors';
 import { rowToSnapshot } from '../prediction-json';
 import { isTerminalStatus } from '../../db/schema';
 
-export function webhookRoutes(deps: { db: Db; temporal: Client; controlQueue: string }): Router {
+export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Client; controlQueue: string }): Router {
   const router = Router();
 
   /** Replicate's: the key receivers verify signatures with. */
   router.get('/webhooks/default/secret', async (_req, res) => {
-    res.json({ key: await currentWebhookSecret(deps.db, currentAccount(res).id) });
+    res.json({ key: await currentWebhookSecret(deps.db, deps.secrets, currentAccount(res).id) });
   });
 
   /** A new key; the previous one keeps signing (both signatures are sent) until it expires. */
   router.post('/webhooks/default/secret/rotate', async (_req, res) => {
-    const { key, previousExpiresAt } = await rotateWebhookSecret(deps.db, currentAccount(res).id);
+    const { key, previousExpiresAt } = await rotateWebhookSecret(deps.db, deps.secrets, currentAccount(res).id);
     res.json({ key, previous_key_expires_at: previousExpiresAt.toISOString() });
   });
 

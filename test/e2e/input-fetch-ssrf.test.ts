@@ -18,6 +18,7 @@ import { UrlSigner } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import type { HostLookup } from '../../lib/webhook-target';
 import { api, newAccount, poll, testDb } from '../helpers';
+import { secretBoxFromConfig } from '../../lib/secret-box';
 
 jest.setTimeout(120_000);
 
@@ -84,6 +85,7 @@ beforeAll(async () => {
     storage: Storage.fromConfig(config()),
     // Only the batch's own JSON holds URLs of this API; the test reads none of them.
     publicUrl: 'http://127.0.0.1',
+    secrets: secretBoxFromConfig(config()),
     fetch: { allowPrivate: false, maxBytes: 2 ** 20, timeoutMs: 10_000, allowAddresses: ['127.0.0.1'], lookup: rebindingLookup },
   });
   kiln = app.listen(0, '127.0.0.1');

@@ -12,6 +12,7 @@ import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
 import { createLogger } from '../../lib/logger';
+import { secretBoxFromConfig } from '../../lib/secret-box';
 import { UrlSigner } from '../../lib/signing';
 import { predictionWorkflowId } from '../../workflows/types';
 import { config } from '../../lib/config';
@@ -76,6 +77,7 @@ describe('rate limits', () => {
       logger,
       hub,
       signer: new UrlSigner(process.env.KILN_URL_SIGNING_KEY!),
+      secrets: secretBoxFromConfig(config()),
       controlQueue: process.env.KILN_CONTROL_QUEUE ?? 'kiln-control',
       allowPrivateWebhooks: true,
       storage: Storage.fromConfig(config()),

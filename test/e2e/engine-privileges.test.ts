@@ -1,0 +1,151 @@
+/**
+ * Engine nodes parse untrusted model files, so what they hold is what a malicious GGUF could take.
+ * These tests look at the suite's running engine worker (its environment, read from /proc) and
+ * try each of its credentials against the real Postgres, MinIO and API.
+ */
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import postgres from 'postgres';
+import { streamUrl } from '../../api/prediction-json';
+import { closeDb, type Db } from '../../db/client';
+import { config } from '../../lib/config';
+import { newId } from '../../lib/ids';
+import type { UrlSigner } from '../../lib/signing';
+import { blobKey, Storage } from '../../lib/storage';
+import { API_URL, api, newAccount, testDb } from '../helpers';
+
+jest.setTimeout(60_000);
+
+const runDir = process.env.KILN_RUN_DIR ?? path.resolve('.data/test');
+
+/** The environment the suite's engine worker process runs with. */
+function engineProcessEnv(): Record<string, string> {
+  const pid = readFileSync(path.join(runDir, 'pids', 'engine-worker.pid'), 'utf8').trim();
+  const raw = readFileSync(`/proc/${pid}/environ`, 'utf8');
+  return Object.fromEntries(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+}
+
+let db: Db;
+let engine: Record<string, string>;
+let token: string;
+const storage = Storage.fromConfig(config());
+beforeAll(async () => {
+  db = testDb();
+  engine = engineProcessEnv();
+  token = (await newAccount(db, 'engine-priv')).token;
+});
+afterAll(() => closeDb(db));
+
+test('the engine process holds none of the root secrets', () => {
+  const roots = ['S3_SECRET_ACCESS_KEY', 'KILN_URL_SIGNING_KEY', 'KILN_SECRETS_KEY'];
+  for (const name of roots) {
+    const value = process.env[name];
+    expect(value).toBeTruthy();
+    const holders = Object.entries(engine).filter(([, v]) => v.includes(value!)).map(([k]) => k);
+    expect({ name, holders }).toEqual({ name, holders: [] });
+  }
+  expect(new URL(engine.DATABASE_URL).username).toBe('kiln_engine');
+  expect(engine.S3_ACCESS_KEY_ID).not.toBe(process.env.S3_ACCESS_KEY_ID);
+});
+
+describe("the engine's database role", () => {
+  let sql: postgres.Sql;
+  beforeAll(() => {
+    sql = postgres(engine.DATABASE_URL, { max: 1, onnotice: () => {} });
+  });
+  afterAll(() => sql.end());
+
+  const denied = (query: Promise<unknown>) => expect(query).rejects.toMatchObject({ code: '42501' /* insufficient_privilege */ });
+
+  test('cannot read accounts, API tokens, webhook secrets, predictions or files', async () => {
+    await denied(sql`select id, username from accounts limit 1`);
+    await denied(sql`select token_hash from api_tokens limit 1`);
+    await denied(sql`select key from webhook_secrets limit 1`);
+    await denied(sql`select input, output from predictions limit 1`);
+    await denied(sql`select id from files limit 1`);
+    await denied(sql`select data from prediction_events limit 1`);
+    await denied(sql`update model_versions set memory_bytes = 1`);
+    await denied(sql`select owner_id from deployments limit 1`);
+    await denied(sql`create table engine_was_here (x int)`);
+  });
+
+  test('can do what an engine does: read versions, keep its node row, append stream events, record output files', async () => {
+    await sql.begin(async (tx) => {
+      await tx`select id, files, memory_bytes, settings from model_versions limit 1`;
+      await tx`select version_id, min_instances, max_instances from deployments limit 1`;
+      const node = `priv-${newId().slice(0, 8)}`;
+      await tx`insert into nodes (id, memory_bytes) values (${node}, 1)`;
+      await tx`update nodes set heartbeat_at = now() where id = ${node}`;
+      await tx`delete from nodes where id = ${node}`;
+      await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x')`;
+      await tx`insert into files (id, account_id, name, content_type, size, sha256) values (${newId()}, 'none', 'o.png', 'image/png', 1, 'x')`;
+      // Nothing of it stays.
+      throw Object.assign(new Error('rollback'), { rollback: true });
+    }).catch((err: { rollback?: boolean }) => {
+      if (!err.rollback) throw err;
+    });
+  });
+});
+
+describe("the engine's storage credentials", () => {
+  const bucket = config().S3_BUCKET;
+  let s3: S3Client;
+  beforeAll(() => {
+    s3 = new S3Client({
+      endpoint: config().S3_ENDPOINT,
+      region: config().S3_REGION,
+      forcePathStyle: true,
+      credentials: { accessKeyId: engine.S3_ACCESS_KEY_ID, secretAccessKey: engine.S3_SECRET_ACCESS_KEY, sessionToken: engine.S3_SESSION_TOKEN },
+    });
+  });
+  afterAll(() => s3.destroy());
+
+  const denied = (send: Promise<unknown>) => expect(send).rejects.toMatchObject({ name: 'AccessDenied' });
+
+  test('read weights and write output files', async () => {
+    const [version] = await db.query.modelVersions.findMany({ limit: 1 });
+    const weights = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: blobKey(version.files[0].sha256) }));
+    expect(weights.ContentLength).toBe(version.files[0].size);
+    const output = `files/${newId()}`;
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: output, Body: 'engine output' }));
+    const back = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: output }));
+    expect(await back.Body!.transformToString()).toBe('engine output');
+    await storage.delete(output);
+  });
+
+  test('cannot write weights, delete anything, list the bucket, or write outside outputs', async () => {
+    const scratch = blobKey(`scratch-${newId()}`);
+    await storage.putStream(scratch, (await import('node:stream')).Readable.from([Buffer.from('weights')]));
+    try {
+      await denied(s3.send(new PutObjectCommand({ Bucket: bucket, Key: blobKey(`forged-${newId()}`), Body: 'not weights' })));
+      await denied(s3.send(new PutObjectCommand({ Bucket: bucket, Key: scratch, Body: 'overwritten' })));
+      await denied(s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: scratch })));
+      await denied(s3.send(new ListObjectsV2Command({ Bucket: bucket })));
+      await denied(s3.send(new PutObjectCommand({ Bucket: bucket, Key: `batches/${newId()}/input.jsonl`, Body: '{}' })));
+      await denied(s3.send(new PutObjectCommand({ Bucket: bucket, Key: `elsewhere/${newId()}`, Body: 'x' })));
+      expect(await storage.size(scratch)).toBe('weights'.length);
+    } finally {
+      await storage.delete(scratch);
+    }
+  });
+});
+
+test('no key the engine holds signs a stream URL the API accepts', async () => {
+  const created = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text: 'x' } }, headers: { prefer: 'wait' } });
+  expect(created.status).toBe(201);
+  const id: string = created.body.id;
+  const status = async (url: string) => {
+    const res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
+    await res.body?.cancel();
+    return res.status;
+  };
+  expect(await status(created.body.urls.stream)).toBe(200);
+  // Every value in the engine's environment, used as an HMAC key as it is or hex-decoded.
+  const keys = Object.values(engine).filter((v) => v.length >= 16).flatMap((v) => (/^[0-9a-f]+$/i.test(v) ? [v, Buffer.from(v, 'hex')] : [v]));
+  for (const key of keys) {
+    const signer = { sign: (subject: string) => createHmac('sha256', key).update(subject).digest('base64url').slice(0, 32) } as UrlSigner;
+    expect(await status(streamUrl({ baseUrl: API_URL, signer }, id))).toBe(401);
+  }
+});
