@@ -8,7 +8,7 @@
  * profile or workload identity), or an access key of a user that has only this policy; setup then
  * takes KILN_ENGINE_S3_ACCESS_KEY_ID / KILN_ENGINE_S3_SECRET_ACCESS_KEY as they are.
  */
-import { AssumeRoleCommand, STSClient } from '@aws-sdk/nested-clients/sts';
+import { AssumeRoleCommand, STSClient } from '@aws-sdk/client-sts';
 import type { Config } from '../lib/config';
 
 /** How long a local engine session lasts: npm start hands out a new one at every start. */
