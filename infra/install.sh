@@ -9,13 +9,18 @@ install_npm() {
   export ONNXRUNTIME_NODE_INSTALL=skip
   # npm install, not npm ci: npm 11's ci refuses a lock file that lists only this platform's
   # optional binaries (CUDA builds, swc, ...), while install honours the lock as it is.
+  # What was installed is recorded by the lock file's content, not its date: a fresh checkout
+  # (a clone, a git worktree) has a newer lock file without any change to install.
+  local want stamp=node_modules/.kiln-package-lock.sha256
+  want=$(sha256sum package-lock.json | cut -d' ' -f1)
   if [ ! -d node_modules ]; then
     log "installing npm packages (first run: about two minutes)"
     npm install --no-audit --no-fund --loglevel=error
-  elif [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  elif [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "package-lock.json changed: updating npm packages"
     npm install --no-audit --no-fund --loglevel=error
   fi
+  echo "$want" >"$stamp"
 }
 
 go_install() {
