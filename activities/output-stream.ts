@@ -6,6 +6,14 @@
 import type { Db } from '../db/client';
 import { appendEvents } from '../db/events';
 
+/**
+ * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
+ * a client reading the stream must not lose the chunks generated meanwhile.
+ */
+const WRITE_RETRY_MS = 30_000;
+const RETRY_FIRST_DELAY_MS = 100;
+const RETRY_MAX_DELAY_MS = 2_000;
+
 export class OutputStream {
   private pending: string[] = [];
   private timer?: NodeJS.Timeout;
@@ -35,15 +43,26 @@ export class OutputStream {
     if (this.pending.length === 0) return;
     const data = this.pending.join('');
     this.pending = [];
-    // Writes stay in order; a failed write loses stream chunks, never the prediction's output.
-    this.writing = this.writing
-      .then(() => appendEvents(this.db, this.predictionId, [{ event: 'output', data }]))
-      .catch(this.onError);
+    const write = () => appendEvents(this.db, this.predictionId, [{ event: 'output', data }]);
+    // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
+    this.writing = this.writing.then(() => retried(write)).catch(this.onError);
   }
 
   /** Sends what is left and waits until every chunk is written. */
   async close(): Promise<void> {
     this.flush();
     await this.writing;
+  }
+}
+
+async function retried(write: () => Promise<void>): Promise<void> {
+  const deadline = Date.now() + WRITE_RETRY_MS;
+  for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (Date.now() + delay > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
   }
 }
