@@ -4,7 +4,7 @@
  * fast model does not turn every token into a database round trip.
  */
 import type { Db } from '../db/client';
-import { appendEvents } from '../db/events';
+import { appendEvents, appendFirstOutput } from '../db/events';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
@@ -31,19 +31,22 @@ export class OutputStream {
     this.pending.push(chunk);
     if (!this.sentAny) {
       this.sentAny = true;
-      this.flush();
+      this.flush(true);
     } else {
       this.timer ??= setTimeout(() => this.flush(), this.batchMs);
     }
   }
 
-  private flush(): void {
+  private flush(first = false): void {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.pending.length === 0) return;
     const data = this.pending.join('');
     this.pending = [];
-    const write = () => appendEvents(this.db, this.predictionId, [{ event: 'output', data }]);
+    // The first write of an attempt says, if need be, that a failed attempt's output came before it.
+    const write = first
+      ? () => appendFirstOutput(this.db, this.predictionId, data)
+      : () => appendEvents(this.db, this.predictionId, [{ event: 'output', data }]);
     // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
     this.writing = this.writing.then(() => retried(write)).catch(this.onError);
   }

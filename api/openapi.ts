@@ -35,7 +35,7 @@ const prediction = {
     metrics: { type: 'object', additionalProperties: { type: 'number' } },
     urls: {
       type: 'object',
-      properties: { get: { type: 'string' }, cancel: { type: 'string' }, stream: { type: 'string', description: 'SSE: output, logs, error, done' } },
+      properties: { get: { type: 'string' }, cancel: { type: 'string' }, stream: { type: 'string', description: 'SSE: output, logs, error, done; reset (the output so far came from a failed attempt: drop it)' } },
     },
   },
 };

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents, type StreamEvent } from './schema';
@@ -25,6 +25,29 @@ export async function appendEvents(
   };
   if ('rollback' in db) await write(db);
   else await db.transaction(write);
+}
+
+/**
+ * The first output chunk of an engine attempt. Output already in the stream was written by an
+ * attempt that failed: a `reset` goes first, so a client drops that text and keeps one generation.
+ */
+export async function appendFirstOutput(db: Db, predictionId: string, data: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
+    const retried = await hasEvent(tx, predictionId, 'output');
+    await appendEvents(tx, predictionId, [...(retried ? [{ event: 'reset' as const, data: '{}' }] : []), { event: 'output', data }]);
+  });
+}
+
+/** The id of the prediction's last `reset` after `afterId`, or 0: output before it is a failed attempt's. */
+export async function lastResetAfter(db: Db, predictionId: string, afterId: number): Promise<number> {
+  const [row] = await db
+    .select({ id: predictionEvents.id })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'reset'), gt(predictionEvents.id, afterId)))
+    .orderBy(desc(predictionEvents.id))
+    .limit(1);
+  return row?.id ?? 0;
 }
 
 export async function eventsAfter(db: Db, predictionId: string, afterId: number, limit = 1000): Promise<PredictionEventRow[]> {

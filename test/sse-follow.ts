@@ -55,9 +55,15 @@ export function followSse(urlOf: () => string, { timeoutMs = 180_000 } = {}): Fo
   return stream;
 }
 
-/** The text a Replicate client assembles from a stream: its `output` events joined. */
-export const streamedText = (events: SseEvent[]): string =>
-  events
+/**
+ * The text a client assembles from a stream: its `output` events joined, dropping what came
+ * before a `reset` (output of an engine attempt that failed).
+ */
+export function streamedText(events: SseEvent[]): string {
+  const lastReset = events.map((e) => e.event).lastIndexOf('reset');
+  return events
+    .slice(lastReset + 1)
     .filter((e) => e.event === 'output')
     .map((e) => e.data)
     .join('');
+}

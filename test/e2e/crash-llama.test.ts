@@ -4,6 +4,7 @@
  * part of the stack dies: the API the client reads from, the control worker, the engine node
  * generating it, the Temporal server, Postgres. The client, reconnecting as EventSource does,
  * ends with the prediction's whole generation, and the webhook receiver gets one `completed`.
+ * Only the engine's death restarts the generation: its stream says so with one `reset`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { eq, sql } from 'drizzle-orm';
@@ -18,6 +19,7 @@ import { ensureTestModel } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startEngineNode } from '../processes';
 import { freePort, startReceiver, type Receiver } from '../receiver';
+import { readSse } from '../sse';
 import { followSse, streamedText, type FollowedStream } from '../sse-follow';
 
 jest.setTimeout(240_000);
@@ -94,16 +96,17 @@ async function untilStreaming(stream: FollowedStream): Promise<number> {
 
 /**
  * The end every fault must leave: the prediction succeeded with its whole generation; the
- * client's stream holds exactly that text, with no event twice and one `done`; more of it came
- * after the fault; and the receiver got one `completed`, delivered once.
+ * client's stream holds exactly that text, with no event twice, `resets` resets and one `done`;
+ * more of it came after the fault; and the receiver got one `completed`, delivered once.
  */
-async function expectOneWholeGeneration(id: string, stream: FollowedStream, eventsBeforeFault: number) {
+async function expectOneWholeGeneration(id: string, stream: FollowedStream, eventsBeforeFault: number, resets = 0) {
   await stream.finished;
   const p = await poll(() => readPrediction(id), (r) => TERMINAL.includes(r.status), { timeoutMs: 120_000, intervalMs: 250 });
   expect({ status: p.status, error: p.error, tokens: p.metrics?.output_token_count }).toEqual({ status: 'succeeded', error: null, tokens: TOKENS });
   const ids = stream.events.map((e) => Number(e.id));
   expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b));
   expect(stream.events.filter((e) => e.event === 'done')).toEqual([expect.objectContaining({ data: '{}' })]);
+  expect(stream.events.filter((e) => e.event === 'reset')).toHaveLength(resets);
   expect(stream.events.slice(eventsBeforeFault).filter((e) => e.event === 'output').length).toBeGreaterThan(0);
   expect(streamedText(stream.events)).toBe((p.output as string[]).join(''));
 
@@ -188,6 +191,21 @@ test('kill -9 of the engine node mid-generation: the prediction runs again elsew
   expect(running.logs).toContain(`on node ${NODE2}`);
 
   node2.kill('SIGKILL');
-  const done = await expectOneWholeGeneration(p.id, stream, before);
+  // The client had the failed attempt's first tokens; a reset voids them, then the new attempt's come.
+  const done = await expectOneWholeGeneration(p.id, stream, before, 1);
   expect(done.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE2}: .*placing the model again`));
+  const reset = stream.events.findIndex((e) => e.event === 'reset');
+  expect(stream.events.slice(0, reset).filter((e) => e.event === 'output').length).toBeGreaterThanOrEqual(5);
+
+  // A client that reads the stream afterwards, or that knows nothing of resets (Replicate's
+  // clients join every output), gets the one generation: the replay leaves the failed attempt out.
+  const full = (done.output as string[]).join('');
+  const replay = await readSse(p.urls.stream, { until: (e) => e.event === 'done' });
+  expect(replay.events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(full);
+  // One that reconnects from inside the failed attempt gets the reset, then the new attempt.
+  const firstOutput = stream.events.find((e) => e.event === 'output')!;
+  const resumed = await readSse(p.urls.stream, { headers: { 'last-event-id': firstOutput.id! }, until: (e) => e.event === 'done' });
+  const kinds = resumed.events.map((e) => e.event).filter((k) => k === 'output' || k === 'reset');
+  expect(kinds.indexOf('reset')).toBe(0);
+  expect(streamedText(resumed.events)).toBe(full);
 });
