@@ -93,7 +93,10 @@ export async function restartTemporal(): Promise<number> {
   const child = spawn(argv[0], argv.slice(1), { cwd, detached: true, stdio: ['ignore', log, log] });
   child.unref();
   // Whoever started it (infra/services.sh) stops it by its pid file: point that at the new one.
-  for (const pidfile of [path.join(ROOT, '.data/pids/temporal.pid'), FULL_SERVER_PIDFILE]) {
+  // The dev server's database lies in the .data of the checkout that started it, maybe another worktree's.
+  const dbAt = argv.indexOf('--db-filename');
+  const dataDirs = [path.join(ROOT, '.data'), ...(dbAt >= 0 ? [path.dirname(path.resolve(cwd, argv[dbAt + 1]))] : [])];
+  for (const pidfile of [...dataDirs.map((dir) => path.join(dir, 'pids/temporal.pid')), FULL_SERVER_PIDFILE]) {
     if (existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() === String(pid)) writeFileSync(pidfile, `${child.pid}\n`);
   }
   await poll(() => temporalServing(address), (ok) => ok, { timeoutMs: 90_000, intervalMs: 250 });
