@@ -4,7 +4,7 @@
  * fast model does not turn every token into a database round trip.
  */
 import type { Db } from '../db/client';
-import { appendEvents, appendFirstOutput } from '../db/events';
+import { appendEvents, appendFirstOutput, landedOutput } from '../db/events';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
@@ -19,6 +19,8 @@ export class OutputStream {
   private timer?: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
   private sentAny = false;
+  /** The id of the last event this stream wrote. */
+  private lastId?: number;
 
   constructor(
     private db: Db,
@@ -43,29 +45,40 @@ export class OutputStream {
     if (this.pending.length === 0) return;
     const data = this.pending.join('');
     this.pending = [];
-    // The first write of an attempt says, if need be, that a failed attempt's output came before it.
-    const write = first
-      ? () => appendFirstOutput(this.db, this.predictionId, data)
-      : () => appendEvents(this.db, this.predictionId, [{ event: 'output', data }]);
     // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
-    this.writing = this.writing.then(() => retried(write)).catch(this.onError);
+    this.writing = this.writing
+      .then(() => this.write(data, first))
+      .catch(this.onError);
+  }
+
+  /**
+   * One chunk, written once: after a failure, the write is made again only once the database
+   * says the failed one did not land (its commit may have gone through unanswered).
+   */
+  private async write(data: string, first: boolean): Promise<void> {
+    const deadline = Date.now() + WRITE_RETRY_MS;
+    let unsure = false;
+    for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
+      try {
+        const landed = unsure ? await landedOutput(this.db, this.predictionId, data, this.lastId) : undefined;
+        // The first write of an attempt says, if need be, that a failed attempt's output came before it.
+        this.lastId =
+          landed ??
+          (first
+            ? await appendFirstOutput(this.db, this.predictionId, data)
+            : await appendEvents(this.db, this.predictionId, [{ event: 'output', data }]));
+        return;
+      } catch (err) {
+        unsure = true;
+        if (Date.now() + delay > deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
   }
 
   /** Sends what is left and waits until every chunk is written. */
   async close(): Promise<void> {
     this.flush();
     await this.writing;
-  }
-}
-
-async function retried(write: () => Promise<void>): Promise<void> {
-  const deadline = Date.now() + WRITE_RETRY_MS;
-  for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
-    try {
-      return await write();
-    } catch (err) {
-      if (Date.now() + delay > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
   }
 }

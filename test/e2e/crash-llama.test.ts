@@ -202,7 +202,8 @@ test('kill -9 of the engine node mid-generation: the prediction runs again elsew
   const p = await startGeneration(fresh, 'the engine dies');
   const stream = followSse(() => p.urls.stream);
   const before = await untilStreaming(stream);
-  const running = await readPrediction(p.id);
+  // The projection says where it runs a moment after the first tokens.
+  const running = await poll(() => readPrediction(p.id), (r) => /Warming up .* on node /.test(r.logs ?? ''), { timeoutMs: 30_000, intervalMs: 100 });
   expect(running.logs).toContain(`on node ${NODE2}`);
 
   node2.kill('SIGKILL');
