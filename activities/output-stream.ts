@@ -8,9 +8,11 @@ import { appendEvents, appendFirstOutput, landedOutput } from '../db/events';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
- * a client reading the stream must not lose the chunks generated meanwhile.
+ * a client reading the stream must not lose the chunks generated meanwhile. Long enough for a
+ * restart that takes half a minute on a busy host plus a connect attempt made during it, which
+ * postgres.js gives up after 30 s.
  */
-const WRITE_RETRY_MS = 30_000;
+const WRITE_RETRY_MS = 120_000;
 const RETRY_FIRST_DELAY_MS = 100;
 const RETRY_MAX_DELAY_MS = 2_000;
 
