@@ -38,7 +38,7 @@ const prediction = {
       properties: {
         get: { type: 'string' },
         cancel: { type: 'string' },
-        stream: { type: 'string', description: 'SSE: output, logs, error, done. Signed; expires an hour after the read that returned it' },
+        stream: { type: 'string', description: 'SSE: output, logs, error, done; reset (the output so far came from a failed attempt: drop it). Signed; expires an hour after the read that returned it' },
       },
     },
   },

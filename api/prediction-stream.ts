@@ -1,10 +1,12 @@
 /**
  * Follows one prediction's stream: replays the events after a given id, then every new one as
  * the hub says it arrived, until `done`. Late joiners get everything produced so far; a
- * reconnect with Last-Event-ID resumes with no gap and no duplicate.
+ * reconnect with Last-Event-ID resumes with no gap and no duplicate. The replay leaves out the
+ * output of engine attempts that failed (the output before the last `reset`): the reset still
+ * goes out, for a client that had some of that output before it reconnected.
  */
 import type { Db } from '../db/client';
-import { eventsAfter, type PredictionEventRow } from '../db/events';
+import { eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/events';
 import { predictions } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import type { EventHub } from './event-hub';
@@ -21,6 +23,8 @@ export function followPrediction(
   onEnd: () => void,
 ): () => void {
   let last = afterId;
+  /** Output events below this id belong to a failed attempt: not replayed. */
+  let replayFrom: number | undefined;
   let closed = false;
   let running = false;
   let again = false;
@@ -43,11 +47,13 @@ export function followPrediction(
     try {
       do {
         again = false;
+        replayFrom ??= await lastResetAfter(deps.db, predictionId, afterId);
         for (;;) {
           const rows = await eventsAfter(deps.db, predictionId, last);
           for (const row of rows) {
             if (closed) return;
             last = row.id;
+            if (row.event === 'output' && row.id < replayFrom) continue;
             onEvent(row);
             if (row.event === 'done') return finish();
           }

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents, type StreamEvent } from './schema';
@@ -11,20 +11,64 @@ export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 /**
  * Appends events and notifies listeners at commit. Writers of one prediction take its advisory
  * lock, so event ids grow in commit order and a reader resuming after id N never skips one.
+ * Returns the id of the last event written.
  */
 export async function appendEvents(
   db: Db | Tx,
   predictionId: string,
   events: Array<{ event: StreamEvent; data: string }>,
-): Promise<void> {
-  if (events.length === 0) return;
+): Promise<number | undefined> {
+  if (events.length === 0) return undefined;
   const write = async (tx: Db | Tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
-    await tx.insert(predictionEvents).values(events.map((e) => ({ predictionId, event: e.event, data: withoutNul(e.data) })));
+    const rows = await tx
+      .insert(predictionEvents)
+      .values(events.map((e) => ({ predictionId, event: e.event, data: withoutNul(e.data) })))
+      .returning({ id: predictionEvents.id });
     await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
+    return Math.max(...rows.map((r) => r.id));
   };
-  if ('rollback' in db) await write(db);
-  else await db.transaction(write);
+  return 'rollback' in db ? write(db) : db.transaction(write);
+}
+
+/**
+ * The first output chunk of an engine attempt. Output already in the stream was written by an
+ * attempt that failed: a `reset` goes first, so a client drops that text and keeps one generation.
+ */
+export async function appendFirstOutput(db: Db, predictionId: string, data: string): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
+    const retried = await hasEvent(tx, predictionId, 'output');
+    return appendEvents(tx, predictionId, [...(retried ? [{ event: 'reset' as const, data: '{}' }] : []), { event: 'output', data }]);
+  });
+}
+
+/**
+ * Whether an output write whose commit went unanswered (the connection died) landed: the
+ * prediction's last output is `data`, written after `afterId` (the writer's previous event) or,
+ * for an attempt's first write, right after a reset or as the first output. Returns its id.
+ */
+export async function landedOutput(db: Db, predictionId: string, data: string, afterId: number | undefined): Promise<number | undefined> {
+  const [last, before] = await db
+    .select({ id: predictionEvents.id, event: predictionEvents.event, data: predictionEvents.data })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, ['output', 'reset'])))
+    .orderBy(desc(predictionEvents.id))
+    .limit(2);
+  if (last?.event !== 'output' || last.data !== withoutNul(data)) return undefined;
+  const ours = afterId === undefined ? before?.event !== 'output' : last.id > afterId;
+  return ours ? last.id : undefined;
+}
+
+/** The id of the prediction's last `reset` after `afterId`, or 0: output before it is a failed attempt's. */
+export async function lastResetAfter(db: Db, predictionId: string, afterId: number): Promise<number> {
+  const [row] = await db
+    .select({ id: predictionEvents.id })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'reset'), gt(predictionEvents.id, afterId)))
+    .orderBy(desc(predictionEvents.id))
+    .limit(1);
+  return row?.id ?? 0;
 }
 
 export async function eventsAfter(db: Db, predictionId: string, afterId: number, limit = 1000): Promise<PredictionEventRow[]> {

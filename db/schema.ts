@@ -180,7 +180,11 @@ export const predictions = pgTable(
 export const webhookEvents = ['start', 'output', 'logs', 'completed'] as const;
 export type WebhookEvent = (typeof webhookEvents)[number];
 
-export const streamEvents = ['output', 'logs', 'error', 'done'] as const;
+/**
+ * `reset`: the engine attempt that wrote the output before it failed, and a new attempt starts
+ * the output again; a client drops the text it has (Kiln's extension of Replicate's events).
+ */
+export const streamEvents = ['output', 'logs', 'error', 'done', 'reset'] as const;
 export type StreamEvent = (typeof streamEvents)[number];
 
 /**

@@ -27,6 +27,15 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Gone, or a zombie its parent has not reaped yet. */
+function exited(pid: number): boolean {
+  try {
+    return /^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
 /**
  * The Temporal server listening on TEMPORAL_ADDRESS's port, whoever started it: the dev server
  * names its port on its command line; the full server (KILN_TEMPORAL=server) has it in its
@@ -84,7 +93,10 @@ export async function restartTemporal(): Promise<number> {
   const child = spawn(argv[0], argv.slice(1), { cwd, detached: true, stdio: ['ignore', log, log] });
   child.unref();
   // Whoever started it (infra/services.sh) stops it by its pid file: point that at the new one.
-  for (const pidfile of [path.join(ROOT, '.data/pids/temporal.pid'), FULL_SERVER_PIDFILE]) {
+  // The dev server's database lies in the .data of the checkout that started it, maybe another worktree's.
+  const dbAt = argv.indexOf('--db-filename');
+  const dataDirs = [path.join(ROOT, '.data'), ...(dbAt >= 0 ? [path.dirname(path.resolve(cwd, argv[dbAt + 1]))] : [])];
+  for (const pidfile of [...dataDirs.map((dir) => path.join(dir, 'pids/temporal.pid')), FULL_SERVER_PIDFILE]) {
     if (existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() === String(pid)) writeFileSync(pidfile, `${child.pid}\n`);
   }
   await poll(() => temporalServing(address), (ok) => ok, { timeoutMs: 90_000, intervalMs: 250 });
@@ -106,6 +118,24 @@ export async function restartPostgres(): Promise<number> {
   // Asynchronously: a blocked event loop would leave this process's keep-alive sockets stale.
   await promisify(execFile)('pg_ctlcluster', ['--skip-systemctl-redirect', version, name, 'restart', '-m', 'fast']);
   return Date.now() - started;
+}
+
+/**
+ * kill -9 of one of the suite's own processes (infra/app.sh: `api`, `control-worker`,
+ * `engine-worker`), then a new one from the same entry and environment, as a supervisor would
+ * start it; its pid file names the new process, so the suite's cleanup stops it.
+ */
+export async function killAndRestartSuiteProcess(name: string, entry: string, env: Record<string, string> = {}): Promise<ChildProcess> {
+  const pidfile = path.join(RUN_DIR, 'pids', `${name}.pid`);
+  const pid = Number(readFileSync(pidfile, 'utf8').trim());
+  if (!alive(pid)) throw new Error(`the suite's ${name} (pid ${pid} in ${pidfile}) is not running`);
+  process.kill(pid, 'SIGKILL');
+  await poll(async () => exited(pid), (gone) => gone, { timeoutMs: 30_000, intervalMs: 50 });
+  const child = await startKilnProcess(entry, name, env);
+  writeFileSync(pidfile, `${child.pid}\n`);
+  // It outlives this test file, as the one it replaces would have: the suite's cleanup stops it.
+  child.unref();
+  return child;
 }
 
 /** An API process of its own on `port`, to be killed without disturbing the suite's API. */

@@ -277,6 +277,11 @@ function watch(p) {
       state.streamedText += e.data;
       textBox().textContent = state.streamedText;
     });
+    // The engine attempt that wrote the text so far failed; the next one starts it again.
+    stream.addEventListener('reset', () => {
+      state.streamedText = '';
+      textBox().textContent = '';
+    });
     stream.addEventListener('done', () => stream.close());
     stream.addEventListener('error', () => {
       if (stream.readyState === EventSource.CLOSED) state.stream = null;

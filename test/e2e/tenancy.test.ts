@@ -4,20 +4,15 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { temporal as temporalProto } from '@temporalio/proto';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createApp } from '../../api/app';
-import { EventHub } from '../../api/event-hub';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
-import { createLogger } from '../../lib/logger';
-import { secretBoxFromConfig } from '../../lib/secret-box';
-import { UrlSigner } from '../../lib/signing';
 import { predictionWorkflowId } from '../../workflows/types';
-import { config } from '../../lib/config';
-import { Storage } from '../../lib/storage';
-import { api, API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { startApi } from '../chaos';
+import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { freePort } from '../receiver';
 
 jest.setTimeout(180_000);
 
@@ -60,38 +55,20 @@ describe('account and tokens', () => {
 });
 
 describe('rate limits', () => {
-  let second: Server;
+  let second: ChildProcess;
   let secondUrl: string;
-  let connection: Connection;
-  let hub: EventHub;
 
   beforeAll(async () => {
-    // A second API process of its own: the limit must hold across both.
-    connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
-    const logger = createLogger('test-api', 'silent');
-    hub = new EventHub(db.$client, logger);
-    await hub.start();
-    const app = createApp({
-      db,
-      temporal: new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' }),
-      logger,
-      hub,
-      signer: new UrlSigner(process.env.KILN_URL_SIGNING_KEY!),
-      secrets: secretBoxFromConfig(config()),
-      controlQueue: process.env.KILN_CONTROL_QUEUE ?? 'kiln-control',
-      allowPrivateWebhooks: true,
-      storage: Storage.fromConfig(config()),
-      publicUrl: API_URL,
-    });
-    second = app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => second.once('listening', resolve));
-    secondUrl = `http://127.0.0.1:${(second.address() as AddressInfo).port}`;
+    // A second API process of its own (node, its own pool and Temporal client): the limit must
+    // hold across both.
+    const port = await freePort();
+    second = await startApi(port);
+    secondUrl = `http://127.0.0.1:${port}`;
   });
   afterAll(async () => {
-    second.closeAllConnections();
-    await new Promise((resolve) => second.close(resolve));
-    await hub.stop();
-    await connection.close();
+    const exited = once(second, 'exit');
+    second.kill('SIGTERM');
+    await exited;
   });
 
   test('over the per-task limit: 429 with Retry-After, X-RateLimit-* and a detail, across API processes', async () => {
