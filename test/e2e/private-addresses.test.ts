@@ -25,6 +25,7 @@ import { UrlSigner } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
 import { startEngineNode } from '../processes';
+import { startReceiver, type Receiver } from '../receiver';
 
 jest.setTimeout(180_000);
 
@@ -63,6 +64,7 @@ describe('the API refuses private webhook and input URLs', () => {
   let connection: Connection;
   let hub: EventHub;
   let files: Awaited<ReturnType<typeof startFileServer>>;
+  let rx: Receiver | undefined;
 
   beforeAll(async () => {
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
@@ -92,6 +94,7 @@ describe('the API refuses private webhook and input URLs', () => {
     await hub.stop();
     await connection.close();
     await files.close();
+    await rx?.close();
   });
 
   const viaStrict = async (path: string, body: unknown) => {
@@ -104,11 +107,12 @@ describe('the API refuses private webhook and input URLs', () => {
   };
 
   test('a webhook to a private, loopback or link-local address is 422 on `webhook`, and nothing starts', async () => {
+    rx = await startReceiver();
     const hooks = [
-      `http://127.0.0.1:${files.port}/hook`,
-      `http://localhost:${files.port}/hook`,
-      `http://[::1]:${files.port}/hook`,
-      `http://[::ffff:127.0.0.1]:${files.port}/hook`,
+      `http://127.0.0.1:${rx.port}/hook`,
+      `http://localhost:${rx.port}/hook`,
+      `http://[::1]:${rx.port}/hook`,
+      `http://[::ffff:127.0.0.1]:${rx.port}/hook`,
       'http://10.1.2.3/hook',
       'http://172.16.0.1/hook',
       'http://192.168.1.1/hook',
@@ -123,17 +127,19 @@ describe('the API refuses private webhook and input URLs', () => {
         const r = await viaStrict(path, body);
         expect({ webhook, path, status: r.status }).toEqual({ webhook, path, status: 422 });
         expect(r.body.invalid_fields[0].field).toBe('webhook');
-        expect(r.body.detail).toMatch(/private|loopback/);
+        expect(r.body.detail).toMatch(/private|loopback|internal|link-local|reserved/i);
       }
     }
     expect((await api('/v1/predictions', { token: me.token })).body.results).toEqual([]);
-    expect(files.requests).toEqual([]);
-    // The suite's API, which allows private addresses, takes the same webhook.
+    expect(rx.received).toEqual([]);
+    // The suite's API, which allows private addresses, takes the same webhook, and calls it.
     const allowed = await api('/v1/models/kiln/tiny-llama/predictions', {
       token: me.token,
       body: { input: { prompt: 'x', max_tokens: 1 }, webhook: hooks[0], webhook_events_filter: ['completed'] },
     });
     expect(allowed.status).toBe(201);
+    const [hook] = await poll(async () => rx!.received, (r) => r.length > 0);
+    expect(hook.json.id).toBe(allowed.body.id);
   });
 
   test("a batch's input_url on a private address is 422 on `input_url`, and the URL is never fetched", async () => {
@@ -142,7 +148,7 @@ describe('the API refuses private webhook and input URLs', () => {
       const r = await viaStrict('/v1/batches', { version: 'kiln/tiny-llama', input_url: url });
       expect({ url, status: r.status }).toEqual({ url, status: 422 });
       expect(r.body.invalid_fields[0].field).toBe('input_url');
-      expect(r.body.detail).toMatch(/private|loopback/);
+      expect(r.body.detail).toMatch(/private|loopback|internal|link-local|reserved/i);
     }
     expect(files.requests).toEqual([]);
     // Allowed, the same URL is fetched and the batch is made.
@@ -197,7 +203,7 @@ describe('the engine refuses private input URLs', () => {
     );
     expect(done.body.status).toBe('failed');
     expect(done.body.logs).toContain(`on node ${NODE}`);
-    expect(done.body.error).toMatch(/image: .*(private|loopback)/);
+    expect(done.body.error).toMatch(/image: .*(private|loopback|internal|link-local|reserved)/i);
     expect(image.requests).toEqual([]);
   });
 });
