@@ -42,14 +42,15 @@ export function engineNodeEnv(): NodeJS.ProcessEnv {
 
 /**
  * A second engine node `nodeId` with its own cache. Its memory budget is smaller than the suite's
- * first node's, so best-fit placement puts new models there.
+ * first node's, so best-fit placement puts new models there. `env` overrides the suite's settings.
  */
-export function startEngineNode(nodeId: string, memoryMb = 1500): Promise<ChildProcess> {
+export function startEngineNode(nodeId: string, memoryMb = 1500, env: Record<string, string> = {}): Promise<ChildProcess> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
   return startKilnProcess('workers/engine-worker.ts', nodeId, {
     KILN_NODE_ID: nodeId,
     KILN_NODE_MEMORY_MB: String(memoryMb),
     KILN_DATA_DIR: dataDir,
     KILN_METRICS_PORT: '0',
+    ...env,
   }, engineNodeEnv());
 }
