@@ -100,6 +100,16 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
 
   const loading = new Map<string, Promise<LoadResult>>();
 
+  /**
+   * Fixtures only (the echo fixture is there exactly where fixtures are enabled): a version's
+   * `fixtureWarmUpHoldMs` holds each warm-up phase that long, so a test sees the download and
+   * load progress on any machine instead of racing a warm-up that a fast one ends at once.
+   */
+  async function holdWarmUpPhase(settings: Record<string, unknown> | undefined): Promise<void> {
+    const ms = echoFixture && typeof settings?.fixtureWarmUpHoldMs === 'number' ? settings.fixtureWarmUpHoldMs : 0;
+    if (ms > 0) await Context.current().sleep(ms);
+  }
+
   async function load(versionId: string): Promise<LoadResult> {
     const ctx = Context.current();
     const version = await getVersion(db, versionId);
@@ -131,7 +141,9 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       paths.push(cached.path);
     }
     const downloadSeconds = downloadedBytes > 0 ? (performance.now() - downloadStarted) / 1000 : 0;
+    await holdWarmUpPhase(version.settings);
     ctx.heartbeat({ phase: 'load' });
+    await holdWarmUpPhase(version.settings);
     const loadStarted = performance.now();
     if (version.engine === 'onnxruntime' && onnx) {
       const model = version.files.findIndex((f) => f.path.endsWith('.onnx'));

@@ -98,6 +98,10 @@ export class EngineNode implements NodeHooks {
       taskQueue: nodeQueue(this.nodeId),
       activities: { loadModel: this.activities.loadModel },
       maxConcurrentActivityTaskExecutions: 4,
+      // GET /v1/predictions/{id}/setup shows these heartbeats: by default every one after the
+      // first would wait 24 s (80% of the 30 s heartbeat timeout), so a warm-up showed its first
+      // download chunk and nothing more.
+      maxHeartbeatThrottleInterval: '500 ms',
     });
     const running = this.nodeWorker.run();
     announceReady();

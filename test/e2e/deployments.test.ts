@@ -56,11 +56,30 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
     current_release: { number: 1, model: `${me.username}/served`, version: version.id, configuration: { min_instances: 1, max_instances: 2 } },
   });
 
-  const loaded = async () => (await db.select().from(nodes)).some((n) => n.loaded.some((l) => l.versionId === version.id));
+  const holders = async (versionId: string) => (await db.select().from(nodes)).filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id);
+  const loaded = async () => (await holders(version.id)).length > 0;
   await poll(loaded, (x) => x, { timeoutMs: 30_000, intervalMs: 250 });
-  // Past the 1 s TTL and a few reaper ticks (every 5 s): still there.
-  await new Promise((resolve) => setTimeout(resolve, 12_000));
-  expect(await loaded()).toBe(true);
+  const [node] = await holders(version.id);
+
+  // Past the 1 s TTL as the reaper sees it: a version with the same TTL and no deployment, used
+  // after this one was loaded, is unloaded from the same node; this one, idle longer, stays.
+  await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'unserved', visibility: 'private', task: 'text-generation' } });
+  const controlFile = path.join(dir, 'unserved.gguf');
+  await writeLlamaGguf(controlFile, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 8) % 100000 });
+  const pushed = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'], {
+    env,
+    cwd: path.resolve(__dirname, '../..'),
+  });
+  const control = JSON.parse(pushed.stdout.trim().split('\n').pop()!);
+  const used = await api(`/v1/models/${me.username}/unserved/predictions`, {
+    token: me.token,
+    body: { input: { prompt: 'once', max_tokens: 1 } },
+    headers: { prefer: 'wait' },
+  });
+  expect(used.body.status).toBe('succeeded');
+  expect(used.body.logs).toContain(`on node ${node}`);
+  await poll(() => holders(control.id), (h) => h.length === 0, { timeoutMs: 30_000, intervalMs: 250 });
+  expect(await holders(version.id)).toContain(node);
 
   const p = await api(`/v1/deployments/${me.username}/served-prod/predictions`, {
     token: me.token,

@@ -8,7 +8,7 @@ import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { eq } from 'drizzle-orm';
-import { ensureTestModel, SLOW_LLAMA } from '../fixtures/models';
+import { ensureTestModel, PACED_TOKEN_MS, TEST_LLAMA } from '../fixtures/models';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
 
 jest.setTimeout(180_000);
@@ -32,12 +32,13 @@ afterAll(async () => {
 test('kill -9 of the engine node during inference: the prediction fails over and succeeds', async () => {
   node2 = await startEngineNode(NODE2);
 
-  // A fresh model, so a fresh version to place, on the usual test weights.
-  const version = await ensureTestModel(db, `failover-${Date.now()}`, SLOW_LLAMA);
+  // A fresh model, so a fresh version to place, on the usual test weights, paced: 300 tokens
+  // last 6 s or more on any machine, so the kill lands mid-generation.
+  const version = await ensureTestModel(db, `failover-${Date.now()}`, TEST_LLAMA, { tokenDelayMs: PACED_TOKEN_MS });
   const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
   const created = await api(`/v1/models/${model!.owner}/${model!.name}/predictions`, {
     token,
-    body: { input: { prompt: 'keep going', max_tokens: 4000, min_tokens: 4000, seed: 1 } },
+    body: { input: { prompt: 'keep going', max_tokens: 300, min_tokens: 300, seed: 1 } },
   });
   expect(created.status).toBe(201);
   const id = created.body.id;
@@ -51,7 +52,7 @@ test('kill -9 of the engine node during inference: the prediction fails over and
     intervalMs: 500,
   }).then((r) => r.body);
   expect(done.status).toBe('succeeded');
-  expect(done.metrics.output_token_count).toBe(4000);
+  expect(done.metrics.output_token_count).toBe(300);
   expect(done.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE2}: .*placing the model again`));
   expect(done.logs).toMatch(/Warming up .* on node (?!test-node-2)/);
 });

@@ -1,6 +1,9 @@
 /** The official `replicate` npm client, pointed at Kiln with baseUrl, works unchanged. */
-import Replicate, { validateWebhook } from 'replicate';
+import Replicate, { validateWebhook, type Page, type Prediction } from 'replicate';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
+import { predictions } from '../../db/schema';
+import { pacedLlama } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 
@@ -9,9 +12,11 @@ jest.setTimeout(120_000);
 let db: Db;
 let replicate: Replicate;
 let rx: Receiver;
+let accountId: string;
 beforeAll(async () => {
   db = testDb();
-  const { token } = await newAccount(db, 'replicate');
+  const { token, account } = await newAccount(db, 'replicate');
+  accountId = account.id;
   replicate = new Replicate({ auth: token, baseUrl: `${API_URL}/v1` });
   rx = await startReceiver();
 });
@@ -57,11 +62,13 @@ test('stream yields output events whose text is the final output', async () => {
 });
 
 test('predictions.cancel stops a long generation', async () => {
-  const p = await replicate.predictions.create({ model: 'kiln/tiny-llama', input: { prompt: 'long', max_tokens: 8192, min_tokens: 8192 } });
+  // 2000 paced tokens last 40 s or more on any machine: the cancel lands mid-generation.
+  await pacedLlama(db);
+  const p = await replicate.predictions.create({ model: 'kiln-test/paced-llama', input: { prompt: 'long', max_tokens: 2000, min_tokens: 2000 } });
   await poll(() => replicate.predictions.get(p.id), (x) => x.status === 'processing');
   await replicate.predictions.cancel(p.id);
   const done = await poll(() => replicate.predictions.get(p.id), (x) => x.status === 'canceled');
-  expect((done.metrics as { output_token_count: number }).output_token_count).toBeLessThan(8192);
+  expect((done.metrics as { output_token_count: number }).output_token_count).toBeLessThan(2000);
 });
 
 test('webhooks.default.secret.get and validateWebhook accept what Kiln sends', async () => {
@@ -81,8 +88,16 @@ test('webhooks.default.secret.get and validateWebhook accept what Kiln sends', a
 });
 
 test('paginate walks the cursor pages', async () => {
-  const seen: string[] = [];
-  for await (const page of replicate.paginate(() => replicate.predictions.list())) seen.push(...page.map((p) => p.id));
-  expect(seen.length).toBeGreaterThanOrEqual(5);
-  expect(new Set(seen).size).toBe(seen.length);
+  // Pages of 2 (the API keeps page_size in its next links): the account's predictions of the
+  // tests above fill several, so paginate must follow the cursor to see them all.
+  const mine = (await db.select({ id: predictions.id }).from(predictions).where(eq(predictions.accountId, accountId))).map((r) => r.id);
+  expect(mine.length).toBeGreaterThanOrEqual(5);
+  const firstPage = () => replicate.request('/predictions', { method: 'GET', params: { page_size: 2 } }).then((r) => r.json() as Promise<Page<Prediction>>);
+  const pages: string[][] = [];
+  for await (const page of replicate.paginate(firstPage)) pages.push(page.map((p) => p.id));
+  expect(pages.length).toBe(Math.ceil(mine.length / 2));
+  for (const page of pages) expect(page.length).toBeLessThanOrEqual(2);
+  const seen = pages.flat();
+  expect(seen).toHaveLength(mine.length);
+  expect(new Set(seen)).toEqual(new Set(mine));
 });

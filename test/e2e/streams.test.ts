@@ -2,6 +2,7 @@
 import { closeDb, type Db } from '../../db/client';
 import { streamUrl } from '../../api/prediction-json';
 import { UrlSigner } from '../../lib/signing';
+import { pacedLlama } from '../fixtures/models';
 import { api, API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
 import { readSse } from '../sse';
 
@@ -59,12 +60,18 @@ test('reconnecting with Last-Event-ID resumes with no gap and no duplicate', asy
 });
 
 test('a canceled prediction’s stream ends with done and the reason', async () => {
-  const p = (await create({ prompt: 'cancel me', max_tokens: 8192, min_tokens: 8192 })).body;
+  // 2000 paced tokens last 40 s or more on any machine: the cancel lands mid-generation.
+  await pacedLlama(db);
+  const p = (await api('/v1/models/kiln-test/paced-llama/predictions', { token, body: { input: { prompt: 'cancel me', max_tokens: 2000, min_tokens: 2000 } } }))
+    .body;
   const reading = readSse(p.urls.stream);
   await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => r.body.status !== 'starting');
   await api(`/v1/predictions/${p.id}/cancel`, { token, method: 'POST' });
   const { events } = await reading;
   expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{"reason":"canceled"}' });
+  const done = await finished(p.id);
+  expect(done.status).toBe('canceled');
+  expect(done.metrics.output_token_count).toBeLessThan(2000);
 });
 
 test('the stream URL is a capability: a wrong signature needs the owner’s token', async () => {

@@ -6,7 +6,7 @@ import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { models } from '../../db/schema';
 import { progressFromHeartbeat } from '../../api/setup-progress';
-import { ensureTestModel, SLOW_LLAMA } from '../fixtures/models';
+import { ensureTestModel, TEST_LLAMA } from '../fixtures/models';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
 
 jest.setTimeout(120_000);
@@ -36,7 +36,9 @@ test('heartbeat details map to a progress report', () => {
 
 test('a cold prediction reports its warm-up while starting, and nothing after', async () => {
   // Fresh weights (a new seed): not in the node's cache, so this is a real download and load.
-  const version = await ensureTestModel(db, `warmup-${Date.now()}`, { ...SLOW_LLAMA, seed: Date.now() % 100_000 });
+  // Each phase is held 2 s (a fixture setting), far longer than heartbeats take to reach
+  // Temporal (500 ms at most): both phases are there to be seen on any machine.
+  const version = await ensureTestModel(db, `warmup-${Date.now()}`, { ...TEST_LLAMA, seed: Date.now() % 100_000 }, { warmUpHoldMs: 2_000 });
   const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
   const created = await api(`/v1/models/${model!.owner}/${model!.name}/predictions`, { token, body: { input: { prompt: 'warm', max_tokens: 2 } } });
   expect(created.status).toBe(201);
@@ -55,9 +57,19 @@ test('a cold prediction reports its warm-up while starting, and nothing after', 
   );
   for (const s of seen) {
     expect([null, 'queued', 'download', 'load']).toContain(s.phase);
-    if (s.phase === 'download' && s.total !== undefined) expect(s.bytes).toBeLessThanOrEqual(s.total);
     if (s.phase !== null) expect(s.status).toBe('starting');
   }
+  // The download was seen, with the file and its true size, then the load, in that order.
+  const phases = seen.map((s) => s.phase);
+  const downloads = seen.filter((s) => s.phase === 'download');
+  expect(downloads.length).toBeGreaterThan(0);
+  for (const d of downloads) {
+    expect(d).toMatchObject({ file: 'model.gguf', total: version.files[0].size });
+    expect(d.bytes).toBeLessThanOrEqual(d.total);
+  }
+  expect(downloads[downloads.length - 1].bytes).toBe(version.files[0].size);
+  expect(phases).toContain('load');
+  expect(phases.lastIndexOf('download')).toBeLessThan(phases.indexOf('load'));
   const done = await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status));
   expect(done.body.status).toBe('succeeded');
   expect(done.body.metrics.setup_time).toBeGreaterThan(0);

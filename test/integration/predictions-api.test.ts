@@ -5,6 +5,7 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from '../../db/client';
 import { closeDb } from '../../db/client';
+import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 
 jest.setTimeout(120_000);
@@ -127,7 +128,13 @@ describe('creating and reading predictions', () => {
 
 describe('cancel', () => {
   test('cancel during generation stops the engine and keeps partial output', async () => {
-    const r = await create({ prompt: 'go on and on', max_tokens: 8192, min_tokens: 8192 });
+    // 2000 paced tokens last 40 s or more on any machine: the cancel lands mid-generation.
+    await pacedLlama(db);
+    const r = await api('/v1/models/kiln-test/paced-llama/predictions', {
+      token,
+      body: { input: { prompt: 'go on and on', max_tokens: 2000, min_tokens: 2000 } },
+    });
+    expect(r.status).toBe(201);
     const id = r.body.id;
     await until(id, ['processing', ...TERMINAL]);
     const canceled = await api(`/v1/predictions/${id}/cancel`, { token, method: 'POST' });
@@ -136,7 +143,7 @@ describe('cancel', () => {
     const done = await until(id, TERMINAL);
     expect(done.status).toBe('canceled');
     // The engine stopped early: far fewer tokens than requested.
-    expect(done.metrics.output_token_count).toBeLessThan(8192);
+    expect(done.metrics.output_token_count).toBeLessThan(2000);
     expect(done.logs).toMatch(/Canceled after \d+ tokens/);
     expect(done.completed_at).not.toBeNull();
   });
