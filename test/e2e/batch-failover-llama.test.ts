@@ -5,16 +5,16 @@
  * a checkpoint held comes back word for word. Each item samples with a seed of its own drawn at
  * random, so an item that ran again would almost surely have other text.
  */
-import { defaultPayloadConverter } from '@temporalio/common';
 import type { ChildProcess } from 'node:child_process';
 import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
-import { batchWorkflowId, type ChunkProgress } from '../../workflows/batch-types';
+import type { ChunkProgress } from '../../workflows/batch-types';
 import { killAndRestartSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
+import { runningChunks } from '../batch-checkpoints';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 import { startEngineNode } from '../processes';
 
@@ -40,19 +40,6 @@ afterAll(async () => {
   await closeDb(db);
 });
 
-/** The checkpoints of the batch's running chunks, as the Temporal UI shows them. */
-async function runningChunks(batchId: string): Promise<ChunkProgress[]> {
-  try {
-    const d = await temporal.client.workflow.getHandle(batchWorkflowId(batchId)).describe();
-    return (d.raw.pendingActivities ?? [])
-      .map((a) => a.heartbeatDetails?.payloads?.[0])
-      .filter((p) => p !== undefined && p !== null)
-      .map((p) => defaultPayloadConverter.fromPayload<ChunkProgress>(p!));
-  } catch {
-    // Between two runs of a batch that continues as new.
-    return [];
-  }
-}
 
 test('kill -9 of the engine node and the control worker mid-batch: chunks resume from their checkpoints, no item done twice', async () => {
   node2 = await startEngineNode(NODE2);
@@ -68,7 +55,7 @@ test('kill -9 of the engine node and the control worker mid-batch: chunks resume
   const id = created.body.id;
 
   const cutOff = (c: ChunkProgress) => c.node === NODE2 && c.items_done >= 1;
-  const inFlight = await poll(() => runningChunks(id), (chunks) => chunks.some(cutOff), { timeoutMs: 120_000, intervalMs: 100 });
+  const inFlight = await poll(() => runningChunks(temporal.client, id), (chunks) => chunks.some(cutOff), { timeoutMs: 120_000, intervalMs: 100 });
   node2.kill('SIGKILL');
   await killAndRestartSuiteProcess('control-worker', 'workers/control-worker.ts', { KILN_METRICS_PORT: process.env.KILN_CONTROL_METRICS_PORT ?? '0' });
   const victims = inFlight.filter((c) => c.node === NODE2 && c.items_done > 0);

@@ -4,13 +4,12 @@
  * output holds every input exactly once, in order, with the right output.
  */
 import { startEngineNode } from '../processes';
-import { defaultPayloadConverter } from '@temporalio/common';
 import type { ChildProcess } from 'node:child_process';
 import { createAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
-import { batchWorkflowId, type ChunkProgress } from '../../workflows/batch-types';
+import { runningChunks } from '../batch-checkpoints';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 
 jest.setTimeout(240_000);
@@ -34,14 +33,6 @@ afterAll(async () => {
 });
 
 
-/** The checkpoints of the batch's running chunks, as the Temporal UI shows them. */
-async function runningChunks(batchId: string): Promise<ChunkProgress[]> {
-  const d = await temporal.client.workflow.getHandle(batchWorkflowId(batchId)).describe();
-  return (d.raw.pendingActivities ?? [])
-    .map((a) => a.heartbeatDetails?.payloads?.[0])
-    .filter((p) => p !== undefined && p !== null)
-    .map((p) => defaultPayloadConverter.fromPayload<ChunkProgress>(p!));
-}
 
 test('kill -9 of the engine node mid-batch: chunks resume elsewhere, every item once', async () => {
   node2 = await startEngineNode(NODE2);
@@ -59,7 +50,7 @@ test('kill -9 of the engine node mid-batch: chunks resume elsewhere, every item 
 
   // Wait until node 2 is well into a chunk: its heartbeat details show the items it has done.
   const inFlight = await poll(
-    () => runningChunks(id),
+    () => runningChunks(temporal.client, id),
     (chunks) => chunks.some((c) => c.node === NODE2 && c.items_done >= 3),
     { timeoutMs: 90_000, intervalMs: 100 },
   );
