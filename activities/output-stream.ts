@@ -62,7 +62,7 @@ export class OutputStream {
     let unsure = false;
     for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
       try {
-        const landed = unsure ? await landedOutput(this.db, this.predictionId, data, this.lastId) : undefined;
+        const landed = unsure ? await landedOutput(this.db, this.predictionId, this.lastId) : undefined;
         // The first write of an attempt says, if need be, that a failed attempt's output came before it.
         this.lastId =
           landed ??

@@ -45,17 +45,21 @@ export async function appendFirstOutput(db: Db, predictionId: string, data: stri
 
 /**
  * Whether an output write whose commit went unanswered (the connection died) landed: the
- * prediction's last output is `data`, written after `afterId` (the writer's previous event) or,
- * for an attempt's first write, right after a reset or as the first output. Returns its id.
+ * prediction's last output was written after `afterId` (the writer's previous event) or, for an
+ * attempt's first write, right after a reset or as the first output. Returns its id.
+ *
+ * Only ids and event names are read: the engine, which writes the stream, may not read what any
+ * stream holds (its database role has no SELECT on `data`). The writer of an attempt is the only
+ * one writing its prediction's output, so an output after its own last event is its own.
  */
-export async function landedOutput(db: Db, predictionId: string, data: string, afterId: number | undefined): Promise<number | undefined> {
+export async function landedOutput(db: Db, predictionId: string, afterId: number | undefined): Promise<number | undefined> {
   const [last, before] = await db
-    .select({ id: predictionEvents.id, event: predictionEvents.event, data: predictionEvents.data })
+    .select({ id: predictionEvents.id, event: predictionEvents.event })
     .from(predictionEvents)
     .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, ['output', 'reset'])))
     .orderBy(desc(predictionEvents.id))
     .limit(2);
-  if (last?.event !== 'output' || last.data !== withoutNul(data)) return undefined;
+  if (last?.event !== 'output') return undefined;
   const ours = afterId === undefined ? before?.event !== 'output' : last.id > afterId;
   return ours ? last.id : undefined;
 }

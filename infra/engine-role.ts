@@ -1,7 +1,7 @@
 /**
  * The engine's own Postgres role. Engine nodes parse untrusted model files, so they connect as
  * `kiln_engine`, which may touch only what an engine writes or reads: the node registry, the
- * versions it loads, deployments' replica bounds, stream events and output file rows. Accounts,
+ * versions it loads, deployments' replica bounds and owners, stream events and output file rows. Accounts,
  * API tokens, webhook secrets, predictions and usage are out of its reach.
  *
  * Roles are cluster-wide and grants per database: setup runs this for each database it prepares
@@ -16,8 +16,10 @@ export const ENGINE_ROLE = 'kiln_engine';
 const ENGINE_GRANTS = [
   'GRANT SELECT ON model_versions TO kiln_engine',
   'GRANT SELECT, INSERT, UPDATE, DELETE ON nodes TO kiln_engine',
-  'GRANT SELECT (version_id, min_instances, max_instances) ON deployments TO kiln_engine',
-  'GRANT INSERT ON prediction_events TO kiln_engine',
+  // owner_id: which account pins a version, so a node holds no more than its share of one account's pinned replicas.
+  'GRANT SELECT (version_id, min_instances, max_instances, owner_id) ON deployments TO kiln_engine',
+  // Ids and event names, never `data`: RETURNING id, whether an attempt came before (a reset goes first), whether a write landed.
+  'GRANT INSERT, SELECT (id, prediction_id, event) ON prediction_events TO kiln_engine',
   'GRANT USAGE ON SEQUENCE prediction_events_id_seq TO kiln_engine',
   'GRANT INSERT ON files TO kiln_engine',
 ];

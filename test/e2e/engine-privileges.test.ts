@@ -67,19 +67,20 @@ describe("the engine's database role", () => {
     await denied(sql`select id from files limit 1`);
     await denied(sql`select data from prediction_events limit 1`);
     await denied(sql`update model_versions set memory_bytes = 1`);
-    await denied(sql`select owner_id from deployments limit 1`);
+    await denied(sql`select name, owner from deployments limit 1`);
     await denied(sql`create table engine_was_here (x int)`);
   });
 
   test('can do what an engine does: read versions, keep its node row, append stream events, record output files', async () => {
     await sql.begin(async (tx) => {
       await tx`select id, files, memory_bytes, settings from model_versions limit 1`;
-      await tx`select version_id, min_instances, max_instances from deployments limit 1`;
+      await tx`select version_id, min_instances, max_instances, owner_id from deployments limit 1`;
       const node = `priv-${newId().slice(0, 8)}`;
       await tx`insert into nodes (id, memory_bytes) values (${node}, 1)`;
       await tx`update nodes set heartbeat_at = now() where id = ${node}`;
       await tx`delete from nodes where id = ${node}`;
-      await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x')`;
+      const [event] = await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x') returning id`;
+      await tx`select id, event from prediction_events where prediction_id = 'priv-test' and id >= ${event.id}`;
       await tx`insert into files (id, account_id, name, content_type, size, sha256) values (${newId()}, 'none', 'o.png', 'image/png', 1, 'x')`;
       // Nothing of it stays.
       throw Object.assign(new Error('rollback'), { rollback: true });
