@@ -121,3 +121,11 @@ test('a fixture version paced by fixtureTokenDelayMs holds every token on the re
     await unpaced.dispose();
   }
 });
+
+test('max_tokens is never exceeded, also where the last token ends mid-character', async () => {
+  // Seeds where node-llama-cpp, holding a token that ends mid-character, drew one token more.
+  for (const seed of [117, 254, 293]) {
+    const r = await engine.generate('v1', textGenerationInput.parse({ prompt: 'and me', max_tokens: 5, min_tokens: 5, seed }));
+    expect({ seed, tokens: r.outputTokens, stop: r.stopReason }).toEqual({ seed, tokens: 5, stop: 'maxTokens' });
+  }
+});

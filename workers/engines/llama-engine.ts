@@ -278,6 +278,7 @@ export class LlamaEngine {
     const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
     let text = '';
     let stopped = false;
+    let clipped: Token[] | undefined;
     const options = {
       maxTokens: input.max_tokens,
       temperature: input.temperature,
@@ -289,10 +290,16 @@ export class LlamaEngine {
       signal,
       stopOnAbortSignal: true,
       onToken: (tokens: Token[]) => {
-        outputTokens += tokens.length;
+        // node-llama-cpp holds a token that ends mid-character and skips its maxTokens check for
+        // it, so it can draw one token past max_tokens; whatever lies past is cut off here.
+        const room = input.max_tokens - outputTokens;
+        if (tokens.length > room) clipped = tokens.slice(0, Math.max(0, room));
+        outputTokens += Math.min(tokens.length, room);
       },
-      onTextChunk: (chunk: string) => {
-        if (stopped) return;
+      onTextChunk: (whole: string) => {
+        const chunk = clipped ? entry.model.detokenize(clipped) : whole;
+        clipped = undefined;
+        if (stopped || chunk === '') return;
         firstChunkAt ??= performance.now();
         const before = text.length;
         text += chunk;
