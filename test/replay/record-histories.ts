@@ -1,0 +1,69 @@
+/**
+ * Records the histories that `workflow-replay.test.ts` replays: one closed run of each workflow
+ * type and path, picked from a namespace the suite has just run in. Run it after `npm test` (the
+ * suite's namespace keeps its runs) when a workflow gains a path worth guarding:
+ *   node --import tsx test/replay/record-histories.ts [namespace]
+ * Recorded histories are never edited by hand: they are what older workers wrote.
+ */
+import { Client, Connection } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+type History = temporal.api.history.v1.IHistory;
+
+const activities = (h: History) =>
+  (h.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name ?? ''] : []));
+const count = (h: History, name: string) => activities(h).filter((a) => a === name).length;
+
+/** Each file: a visibility query and what its history must show. */
+const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolean }> = [
+  { file: 'prediction-warm', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded' AND KilnModel='kiln/tiny-llama'", shows: (h) => count(h, 'loadModel') === 0 && count(h, 'predict') === 1 },
+  { file: 'prediction-cold', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => count(h, 'loadModel') === 1 },
+  { file: 'prediction-retried', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => count(h, 'predict') >= 2 },
+  { file: 'prediction-failed', query: "WorkflowType='predictionWorkflow' AND KilnStatus='failed'", shows: () => true },
+  { file: 'prediction-canceled', query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'", shows: (h) => count(h, 'predict') >= 1 },
+  { file: 'prediction-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: () => true },
+  { file: 'batch-continued-as-new', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='ContinuedAsNew'", shows: () => true },
+  { file: 'batch-completed', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: () => true },
+  { file: 'webhook-delivered', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'", shows: (h) => count(h, 'deliverWebhook') >= 1 },
+  { file: 'webhook-gave-up', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Failed'", shows: () => true },
+  { file: 'warm-deployment', query: "WorkflowType='warmDeploymentWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
+  { file: 'replica-scaler', query: "WorkflowType='replicaScalerWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
+];
+
+async function main() {
+  const namespace = process.argv[2] ?? 'kiln-test';
+  const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection, namespace });
+  try {
+    for (const want of WANTED) {
+      let found = false;
+      for await (const wf of client.workflow.list({ query: want.query })) {
+        const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+        if (!want.shows(history)) continue;
+        // The CLI writes the protobuf JSON that Worker.runReplayHistories reads (as the Temporal UI downloads it).
+        const { stdout } = await promisify(execFile)(
+          process.env.TEMPORAL_BIN ?? 'temporal',
+          ['workflow', 'show', '--address', address, '--namespace', namespace, '-w', wf.workflowId, '-r', wf.runId, '--output', 'json'],
+          { maxBuffer: 64 * 2 ** 20 },
+        );
+        await writeFile(path.join(__dirname, 'histories', `${want.file}.json`), stdout);
+        console.log(`${want.file}: ${wf.workflowId} (${history.events?.length} events)`);
+        found = true;
+        break;
+      }
+      if (!found) console.warn(`${want.file}: no run in ${namespace} matches; keeping the recorded one, if any`);
+    }
+  } finally {
+    await connection.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,36 @@
+/**
+ * Recorded histories of every workflow type and path (test/replay/histories, written by
+ * test/replay/record-histories.ts from real runs) replay against today's workflow code: a change
+ * to a workflow's commands that is not guarded by `patched()` fails here, before it can break
+ * runs in flight across an upgrade.
+ */
+import { Worker } from '@temporalio/worker';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+jest.setTimeout(120_000);
+
+const dir = path.join(__dirname, '..', 'replay', 'histories');
+const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+
+test('the recorded histories cover every workflow type', () => {
+  const types = new Set(
+    files.map((f) => {
+      const [first] = JSON.parse(readFileSync(path.join(dir, f), 'utf8')).events;
+      return first.workflowExecutionStartedEventAttributes.workflowType.name as string;
+    }),
+  );
+  expect([...types].sort()).toEqual(['batchWorkflow', 'predictionWorkflow', 'replicaScalerWorkflow', 'warmDeploymentWorkflow', 'webhookDeliveryWorkflow']);
+});
+
+test('every recorded history replays on the current workflow code', async () => {
+  const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: JSON.parse(readFileSync(path.join(dir, f), 'utf8')) }));
+  const failures: string[] = [];
+  let replayed = 0;
+  for await (const result of Worker.runReplayHistories({ workflowsPath: require.resolve('../../workflows'), replayName: 'kiln-replay' }, histories)) {
+    replayed += 1;
+    if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
+  }
+  expect(failures).toEqual([]);
+  expect(replayed).toBe(files.length);
+});
