@@ -1,13 +1,15 @@
 /**
  * Records the histories that `workflow-replay.test.ts` replays: one closed run of each workflow
  * type and path, picked from a namespace the suite has just run in. Run it after `npm test` (the
- * suite's namespace keeps its runs) when a workflow gains a path worth guarding:
+ * suite's namespace keeps its runs) when a workflow gains a path worth guarding (add it to WANTED
+ * under a new file name; files already recorded are never replaced):
  *   node --import tsx test/replay/record-histories.ts [namespace]
  * Recorded histories are never edited by hand: they are what older workers wrote.
  */
 import { Client, Connection } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -41,6 +43,9 @@ async function main() {
   const client = new Client({ connection, namespace });
   try {
     for (const want of WANTED) {
+      const file = path.join(__dirname, 'histories', `${want.file}.json`);
+      // A recorded history is what an older worker wrote: it stays, so the code must keep replaying it.
+      if (existsSync(file)) continue;
       let found = false;
       for await (const wf of client.workflow.list({ query: want.query })) {
         const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
@@ -51,12 +56,12 @@ async function main() {
           ['workflow', 'show', '--address', address, '--namespace', namespace, '-w', wf.workflowId, '-r', wf.runId, '--output', 'json'],
           { maxBuffer: 64 * 2 ** 20 },
         );
-        await writeFile(path.join(__dirname, 'histories', `${want.file}.json`), stdout);
+        await writeFile(file, stdout);
         console.log(`${want.file}: ${wf.workflowId} (${history.events?.length} events)`);
         found = true;
         break;
       }
-      if (!found) console.warn(`${want.file}: no run in ${namespace} matches; keeping the recorded one, if any`);
+      if (!found) console.warn(`${want.file}: no run in ${namespace} matches`);
     }
   } finally {
     await connection.close();
