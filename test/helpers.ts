@@ -2,6 +2,8 @@
 import { Client, Connection } from '@temporalio/client';
 import { createAccount, createApiToken, type Account } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
+import { liveNodes } from '../db/nodes';
+import { nodes } from '../db/schema';
 import { newId } from '../lib/ids';
 
 export const API_URL = process.env.KILN_API_URL ?? 'http://127.0.0.1:8081';
@@ -68,3 +70,9 @@ export async function poll<T>(
 }
 
 export const TERMINAL = ['succeeded', 'failed', 'canceled', 'aborted'];
+
+/** Ids of the nodes whose registry row lists the version as loaded (`live`: only nodes whose heartbeat is fresh), sorted. */
+export async function nodesHolding(db: Db, versionId: string, opts: { live?: boolean } = {}): Promise<string[]> {
+  const rows = opts.live ? await liveNodes(db) : await db.select().from(nodes);
+  return rows.filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id).sort();
+}

@@ -5,9 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
-import { nodes } from '../../db/schema';
 import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { api, API_URL, newAccount, nodesHolding, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -56,7 +55,7 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
     current_release: { number: 1, model: `${me.username}/served`, version: version.id, configuration: { min_instances: 1, max_instances: 2 } },
   });
 
-  const holders = async (versionId: string) => (await db.select().from(nodes)).filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id);
+  const holders = (versionId: string) => nodesHolding(db, versionId);
   const loaded = async () => (await holders(version.id)).length > 0;
   await poll(loaded, (x) => x, { timeoutMs: 30_000, intervalMs: 250 });
   const [node] = await holders(version.id);

@@ -7,7 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import { liveNodes, removeNode } from '../../db/nodes';
 import { llamaVersion } from '../fixtures/llama-versions';
-import { api, newAccount, poll, testDb } from '../helpers';
+import { api, newAccount, nodesHolding, poll, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 
 jest.setTimeout(180_000);
@@ -28,8 +28,7 @@ afterAll(async () => {
 });
 
 /** The live nodes (heartbeat within the TTL) that hold the version. */
-const holders = async (versionId: string) =>
-  (await liveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id).sort();
+const holders = (versionId: string) => nodesHolding(db, versionId, { live: true });
 
 test('kill -9 of the node holding a min_instances 1 replica: the replica comes back on a live node, and the deployment serves warm', async () => {
   const me = await newAccount(db, 'min-inst');

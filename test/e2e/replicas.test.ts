@@ -9,8 +9,7 @@ import type { Account } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
-import { nodes } from '../../db/schema';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, nodesHolding, poll, testDb, TERMINAL } from '../helpers';
 
 jest.setTimeout(240_000);
 
@@ -65,11 +64,8 @@ async function finished(ids: string[], onPoll?: () => Promise<void>) {
   );
 }
 
-/** The live nodes that list the version as loaded. */
-async function holders(versionId: string): Promise<string[]> {
-  const rows = await db.select().from(nodes);
-  return rows.filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id);
-}
+/** The nodes that list the version as loaded. */
+const holders = (versionId: string) => nodesHolding(db, versionId);
 
 const servedBy = (logs: string) => /slept \d+ ms on node (\S+)/.exec(logs)?.[1];
 
