@@ -1,67 +1,93 @@
 #!/usr/bin/env bash
-# Kiln's own processes: the API, the control worker and an engine worker. Sourced by start.sh
-# and test.sh, which set the environment (ports, database, namespace) before calling these.
+# Kiln's own processes: the API, the control worker and an engine worker, kept alive by
+# infra/supervisor.ts. Sourced by start.sh, stop.sh, test.sh and run-app.sh, which set the
+# environment (ports, database, namespace) before calling these.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-run_ts() { node --import tsx "$@"; }
+# KILN_CODE=dist (npm start, npm test) runs the compiled build (npm run build; install.sh
+# rebuilds it when the sources changed); KILN_CODE=tsx runs the TypeScript sources as they are.
+KILN_CODE="${KILN_CODE:-dist}"
+case "$KILN_CODE" in dist | tsx) ;; *) die "KILN_CODE must be dist or tsx (got '$KILN_CODE')" ;; esac
+export KILN_CODE
 
-# start_app NAME ENTRY: starts it unless its pid file names a live process, and waits until the
-# process says it is serving (lib/ready.ts writes the file named by KILN_READY_FILE).
-start_app() {
-  local name=$1 entry=$2
-  local pidfile="$RUN_DIR/pids/$name.pid" ready="$RUN_DIR/pids/$name.ready"
-  if pid_alive "$pidfile"; then return 0; fi
-  rm -f "$ready"
-  KILN_READY_FILE="$ready" start_daemon "$name" "$pidfile" node --import tsx "$KILN_ROOT/$entry"
-  wait_for_app "$name" 120 test -f "$ready"
+KILN_PROGRAMS=(api control-worker engine-worker)
+
+# node_command ENTRY: the command line that runs ENTRY (a .ts path from the root) in this mode.
+node_command() {
+  if [ "$KILN_CODE" = dist ]; then
+    local compiled="$KILN_ROOT/dist/${1%.ts}.js"
+    [ -f "$compiled" ] || die "no $compiled: run npm run build (or KILN_CODE=tsx)"
+    echo node --enable-source-maps "$compiled"
+  else
+    echo node --import tsx "$KILN_ROOT/$1"
+  fi
 }
 
-# Like wait_for, but also notices a process that died, and shows the end of its log.
-wait_for_app() {
-  local name=$1 seconds=$2; shift 2
-  local deadline=$((SECONDS + seconds)) pidfile="$RUN_DIR/pids/$name.pid"
-  until "$@" >/dev/null 2>&1; do
+exec_kiln() {
+  local command
+  command=$(node_command "$1")
+  # shellcheck disable=SC2086
+  exec $command
+}
+
+run_kiln() {
+  local command
+  command=$(node_command "$1")
+  shift
+  # shellcheck disable=SC2086
+  (cd "$KILN_ROOT" && $command "$@")
+}
+
+# The engine worker parses untrusted model files, so it runs without any of the local secrets
+# (root storage keys, the signing root, the sealing key, the superuser database URL): it gets
+# only what setup wrote for it in engine.env (infra/engine-env.ts).
+engine_environment() {
+  local env_file="${KILN_DATA_DIR:-$DATA}/engine.env"
+  [ -f "$env_file" ] || die "no $env_file: setup writes it"
+  # shellcheck disable=SC2046
+  unset $(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' "$SECRETS") \
+    DATABASE_URL S3_ACCESS_KEY_ID S3_SECRET_ACCESS_KEY S3_SESSION_TOKEN \
+    KILN_URL_SIGNING_KEY KILN_SECRETS_KEY KILN_SECRETS_PREVIOUS_KEYS KILN_ENGINE_DB_PASSWORD \
+    KILN_ENGINE_S3_ACCESS_KEY_ID KILN_ENGINE_S3_SECRET_ACCESS_KEY
+  set -a
+  # shellcheck disable=SC1090
+  . "$env_file"
+  set +a
+}
+
+# Starts the supervisor unless it runs, and waits until every program says it serves; a
+# program that dies before that fails the start, with the end of its log.
+start_kiln() {
+  run_kiln infra/setup.ts || die "setup failed (database, bucket, namespace or seed)"
+  local pidfile="$RUN_DIR/pids/supervisor.pid" ready="$RUN_DIR/pids/supervisor.ready"
+  if pid_alive "$pidfile" && [ -f "$ready" ]; then return 0; fi
+  if ! pid_alive "$pidfile"; then
+    rm -f "$ready"
+    local command
+    command=$(node_command infra/supervisor.ts)
+    # shellcheck disable=SC2086
+    KILN_READY_FILE="$ready" start_daemon supervisor "$pidfile" $command --run-dir "$RUN_DIR" "${KILN_PROGRAMS[@]}"
+  fi
+  local deadline=$((SECONDS + 180))
+  until [ -f "$ready" ]; do
     if ! pid_alive "$pidfile" || [ $SECONDS -ge $deadline ]; then
-      tail -n 20 "$RUN_DIR/logs/$name.log" >&2 || true
-      die "$name is not healthy (log: $RUN_DIR/logs/$name.log)"
+      local name
+      for name in "${KILN_PROGRAMS[@]}" supervisor; do
+        echo "--- $RUN_DIR/logs/$name.log" >&2
+        tail -n 15 "$RUN_DIR/logs/$name.log" >&2 || true
+      done
+      stop_pidfile "$pidfile" 20
+      die "Kiln's processes did not start (logs in $RUN_DIR/logs/)"
     fi
     sleep 0.3
   done
 }
 
-# The engine worker parses untrusted model files, so it starts without any of the local secrets
-# (root storage keys, the signing root, the sealing key, the superuser database URL): it gets
-# only what setup wrote for it in engine.env (infra/engine-env.ts).
-start_engine_worker() {
-  local env_file="${KILN_DATA_DIR:-$DATA}/engine.env"
-  [ -f "$env_file" ] || die "no $env_file: setup writes it"
-  (
-    # shellcheck disable=SC2046
-    unset $(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' "$SECRETS") \
-      DATABASE_URL S3_ACCESS_KEY_ID S3_SECRET_ACCESS_KEY S3_SESSION_TOKEN \
-      KILN_URL_SIGNING_KEY KILN_SECRETS_KEY KILN_SECRETS_PREVIOUS_KEYS KILN_ENGINE_DB_PASSWORD \
-      KILN_ENGINE_S3_ACCESS_KEY_ID KILN_ENGINE_S3_SECRET_ACCESS_KEY
-    set -a
-    # shellcheck disable=SC1090
-    . "$env_file"
-    set +a
-    start_app engine-worker workers/engine-worker.ts
-  )
-}
-
-start_kiln() {
-  (cd "$KILN_ROOT" && run_ts infra/setup.ts) || die "setup failed (database, bucket, namespace or seed)"
-  KILN_METRICS_PORT="${KILN_CONTROL_METRICS_PORT:-9464}" start_app control-worker workers/control-worker.ts &
-  local cw=$!
-  KILN_METRICS_PORT="${KILN_ENGINE_METRICS_PORT:-9465}" start_engine_worker &
-  local ew=$!
-  start_app api api/index.ts &
-  local ap=$!
-  wait $cw || die "the control worker did not start"
-  wait $ew || die "the engine worker did not start"
-  wait $ap || die "the API did not start"
-}
-
 stop_kiln() {
-  for name in api control-worker engine-worker; do stop_pidfile "$RUN_DIR/pids/$name.pid"; done
+  # It gives its programs 15 s each to stop before it kills them.
+  stop_pidfile "$RUN_DIR/pids/supervisor.pid" 20
+  rm -f "$RUN_DIR/pids/supervisor.ready"
+  # Left by a stack started before the supervisor, or by a supervisor killed with -9.
+  local name
+  for name in "${KILN_PROGRAMS[@]}"; do stop_pidfile "$RUN_DIR/pids/$name.pid"; done
 }

@@ -88,14 +88,14 @@ start_daemon() {
   echo $! >"$pidfile"
 }
 
-# stop_pidfile PIDFILE: TERM, then KILL after 15 s.
+# stop_pidfile PIDFILE [SECONDS]: TERM, then KILL after SECONDS (15).
 stop_pidfile() {
-  local pidfile=$1
+  local pidfile=$1 seconds=${2:-15}
   [ -f "$pidfile" ] || return 0
   local pid; pid=$(cat "$pidfile")
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 $((seconds * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing and nothing else: npm packages, the Temporal CLI and MinIO (built
-# from Go modules into the per-user cache), and a Postgres server if the machine has none.
+# from Go modules into the per-user cache), a Postgres server if the machine has none, and
+# Kiln's compiled build (dist/) when the sources changed.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 install_npm() {
@@ -79,5 +80,7 @@ minio_pid=$!
 install_postgres
 if [ "${1:-}" = "--with-browser" ] && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
 wait $npm_pid || die "npm install failed"
+# npm start and npm test run the compiled build: rebuilt only when a source changed.
+bash "$KILN_ROOT/infra/build.sh" --if-changed
 wait $temporal_pid || die "building the Temporal CLI failed"
 wait $minio_pid || die "building MinIO failed"

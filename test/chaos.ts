@@ -1,6 +1,6 @@
 /**
  * Faults injected into the real processes of the stack: restart the Temporal server or the
- * Postgres cluster, start and kill -9 an API process. Used by test/e2e/chaos.test.ts.
+ * Postgres cluster, start and kill -9 an API process, kill -9 one of the suite's supervised processes.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -121,21 +121,28 @@ export async function restartPostgres(): Promise<number> {
 }
 
 /**
- * kill -9 of one of the suite's own processes (infra/app.sh: `api`, `control-worker`,
- * `engine-worker`), then a new one from the same entry and environment, as a supervisor would
- * start it; its pid file names the new process, so the suite's cleanup stops it.
+ * kill -9 of one of the suite's own processes (`api`, `control-worker`, `engine-worker`): its
+ * supervisor (infra/supervisor.ts) starts a new one, with no help from the test. Resolves when the
+ * new process says it serves, with both pids and how long the program was away.
  */
-export async function killAndRestartSuiteProcess(name: string, entry: string, env: Record<string, string> = {}): Promise<ChildProcess> {
+export async function killSuiteProcess(name: string): Promise<{ killed: number; restarted: number; downMs: number }> {
   const pidfile = path.join(RUN_DIR, 'pids', `${name}.pid`);
-  const pid = Number(readFileSync(pidfile, 'utf8').trim());
-  if (!alive(pid)) throw new Error(`the suite's ${name} (pid ${pid} in ${pidfile}) is not running`);
-  process.kill(pid, 'SIGKILL');
-  await poll(async () => exited(pid), (gone) => gone, { timeoutMs: 30_000, intervalMs: 50 });
-  const child = await startKilnProcess(entry, name, env);
-  writeFileSync(pidfile, `${child.pid}\n`);
-  // It outlives this test file, as the one it replaces would have: the suite's cleanup stops it.
-  child.unref();
-  return child;
+  const ready = path.join(RUN_DIR, 'pids', `${name}.ready`);
+  const killed = Number(readFileSync(pidfile, 'utf8').trim());
+  if (!alive(killed)) throw new Error(`the suite's ${name} (pid ${killed} in ${pidfile}) is not running`);
+  const down = Date.now();
+  process.kill(killed, 'SIGKILL');
+  await poll(async () => exited(killed), (gone) => gone, { timeoutMs: 30_000, intervalMs: 50 });
+  const readPid = (file: string) => (existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) : 0);
+  const restarted = await poll(
+    async () => {
+      const pid = readPid(pidfile);
+      return pid !== killed && pid > 0 && readPid(ready) === pid ? pid : 0;
+    },
+    (pid) => pid > 0,
+    { timeoutMs: 120_000, intervalMs: 100 },
+  );
+  return { killed, restarted, downMs: Date.now() - down };
 }
 
 /** An API process of its own on `port`, to be killed without disturbing the suite's API. */

@@ -12,7 +12,7 @@ import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import type { ChunkProgress } from '../../workflows/batch-types';
-import { killAndRestartSuiteProcess } from '../chaos';
+import { killSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
 import { runningChunks } from '../batch-checkpoints';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
@@ -57,7 +57,7 @@ test('kill -9 of the engine node and the control worker mid-batch: chunks resume
   const cutOff = (c: ChunkProgress) => c.node === NODE2 && c.items_done >= 1;
   const inFlight = await poll(() => runningChunks(temporal.client, id), (chunks) => chunks.some(cutOff), { timeoutMs: 120_000, intervalMs: 100 });
   node2.kill('SIGKILL');
-  await killAndRestartSuiteProcess('control-worker', 'workers/control-worker.ts', { KILN_METRICS_PORT: process.env.KILN_CONTROL_METRICS_PORT ?? '0' });
+  await killSuiteProcess('control-worker');
   const victims = inFlight.filter((c) => c.node === NODE2 && c.items_done > 0);
   for (const v of victims) expect(v.lines).toHaveLength(v.items_done);
 

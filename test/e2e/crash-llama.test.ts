@@ -14,7 +14,7 @@ import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import { webhookWorkflowId } from '../../workflows/types';
-import { killAndRestartSuiteProcess, restartPostgres, restartTemporal, startApi } from '../chaos';
+import { killSuiteProcess, restartPostgres, restartTemporal, startApi } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startEngineNode } from '../processes';
@@ -164,7 +164,7 @@ test('kill -9 of the control worker while tokens stream: the restarted worker fi
   const stream = followSse(() => p.urls.stream);
   const before = await untilStreaming(stream);
 
-  await killAndRestartSuiteProcess('control-worker', 'workers/control-worker.ts', { KILN_METRICS_PORT: process.env.KILN_CONTROL_METRICS_PORT ?? '0' });
+  await killSuiteProcess('control-worker');
   await expectOneWholeGeneration(p.id, stream, before);
 });
 

@@ -1,0 +1,182 @@
+/**
+ * npm run status: every component of the local stack, up or down, with its pid, uptime, restarts
+ * and a health check of its own kind. Services (Temporal, MinIO, Postgres) are found by the port
+ * they listen on, whoever started them; Kiln's processes by their supervisor's state
+ * (infra/supervisor.ts). Exits 1 when any component is down. `--json` prints the rows as JSON.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Connection } from '@temporalio/client';
+import postgres from 'postgres';
+import { STATE_FILE, type SupervisorState } from './supervisor-state';
+
+export interface ComponentStatus {
+  component: string;
+  up: boolean;
+  pid: number | null;
+  uptimeS: number | null;
+  restarts: number | null;
+  health: string;
+}
+
+const root = process.env.KILN_ROOT ?? path.resolve(__dirname, path.basename(path.resolve(__dirname, '..')) === 'dist' ? '../..' : '..');
+
+/** Seconds since the process started, from /proc (its start time in clock ticks after boot). */
+function uptimeOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const bootUptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    return Math.max(0, Math.round(bootUptime - startTicks / 100));
+  } catch {
+    return null;
+  }
+}
+
+/** The pid listening on 127.0.0.1:port (ss shows other users' processes only to root). */
+async function listenerPid(port: number): Promise<number | null> {
+  try {
+    const { stdout } = await promisify(execFile)('ss', ['-Hltnp', `sport = :${port}`], { encoding: 'utf8' });
+    const m = /pid=(\d+)/.exec(stdout);
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+async function httpStatus(url: string): Promise<string> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(3_000) });
+    return `HTTP ${res.status}`;
+  } catch (err) {
+    return `unreachable (${(err as Error).message})`;
+  }
+}
+
+async function service(component: string, port: number, probe: () => Promise<{ ok: boolean; health: string }>): Promise<ComponentStatus> {
+  const [pid, { ok, health }] = await Promise.all([listenerPid(port), probe().catch((err: Error) => ({ ok: false, health: err.message }))]);
+  return { component, up: ok, pid, uptimeS: pid ? uptimeOf(pid) : null, restarts: null, health };
+}
+
+async function temporalProbe(address: string) {
+  const connection = await Connection.connect({ address, connectTimeout: 2_000 });
+  try {
+    const info = await connection.workflowService.getSystemInfo({});
+    return { ok: true, health: `serving ${address} (server ${info.serverVersion || 'unknown'})` };
+  } finally {
+    await connection.close();
+  }
+}
+
+async function postgresProbe(url: string) {
+  const sql = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => undefined });
+  try {
+    const [{ version }] = await sql<{ version: string }[]>`select current_setting('server_version') as version`;
+    return { ok: true, health: `accepting queries (PostgreSQL ${version})` };
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+function readyPid(runDir: string, name: string): number | null {
+  try {
+    return Number(readFileSync(path.join(runDir, 'pids', `${name}.ready`), 'utf8').trim());
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Kiln's processes of one stack (the development one in .data, the suite's in .data/test). */
+async function kilnProcesses(runDir: string, label: string): Promise<ComponentStatus[]> {
+  let state: SupervisorState;
+  try {
+    state = JSON.parse(readFileSync(path.join(runDir, STATE_FILE), 'utf8')) as SupervisorState;
+  } catch {
+    return [];
+  }
+  const supervisorUp = alive(state.pid);
+  const rows: ComponentStatus[] = [
+    {
+      component: `${label}supervisor`,
+      up: supervisorUp,
+      pid: supervisorUp ? state.pid : null,
+      uptimeS: supervisorUp ? uptimeOf(state.pid) : null,
+      restarts: null,
+      health: supervisorUp ? `running (state ${path.relative(root, path.join(runDir, STATE_FILE))})` : 'not running',
+    },
+  ];
+  // A stopped development stack is one DOWN row; a stopped test stack (the usual case) none.
+  if (!supervisorUp) return label === '' ? rows : [];
+  for (const p of state.programs) {
+    const up = p.pid !== null && alive(p.pid);
+    let health: string;
+    if (!up) health = p.state === 'backoff' && p.nextStartAt ? `restarting at ${p.nextStartAt.slice(11, 19)} UTC` : p.state;
+    else if (p.name === 'api') health = `${await httpStatus(`${state.apiUrl}/healthz`)} ${state.apiUrl}/healthz`;
+    else health = readyPid(runDir, p.name) === p.pid ? 'ready (polling Temporal)' : 'starting';
+    if (p.lastExit && p.restarts > 0) health += `; last exit ${p.lastExit.signal ?? `code ${p.lastExit.code}`} at ${p.lastExit.at.slice(11, 19)}`;
+    rows.push({ component: `${label}${p.name}`, up, pid: up ? p.pid : null, uptimeS: up && p.startedAt ? Math.round((Date.now() - Date.parse(p.startedAt)) / 1000) : null, restarts: p.restarts, health });
+  }
+  return rows;
+}
+
+function formatUptime(s: number | null): string {
+  if (s === null) return '-';
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+export async function stackStatus(): Promise<ComponentStatus[]> {
+  const temporalAddress = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
+  const fullServer = process.env.KILN_TEMPORAL === 'server';
+  const data = path.join(root, '.data');
+  const uiUrl = process.env.KILN_TEMPORAL_UI_URL ?? 'http://127.0.0.1:8233';
+  const services = await Promise.all([
+    service(fullServer ? 'temporal-server' : 'temporal', Number(temporalAddress.split(':').pop()), () => temporalProbe(temporalAddress)),
+    service('temporal-ui', Number(new URL(uiUrl).port || 80), async () => {
+      const health = await httpStatus(uiUrl);
+      return { ok: health === 'HTTP 200', health: `${health} ${uiUrl}` };
+    }),
+    service('minio', Number(process.env.MINIO_PORT ?? 9000), async () => {
+      const health = await httpStatus(`http://127.0.0.1:${process.env.MINIO_PORT ?? 9000}/minio/health/ready`);
+      return { ok: health === 'HTTP 200', health: `${health} /minio/health/ready` };
+    }),
+    service('postgres', 5432, () => postgresProbe(process.env.KILN_STATUS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')),
+  ]);
+  const dev = await kilnProcesses(data, '');
+  const test = await kilnProcesses(path.join(data, 'test'), 'test:');
+  if (dev.length === 0) dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
+  return [...services, ...dev, ...test];
+}
+
+async function main() {
+  const rows = await stackStatus();
+  if (process.argv.includes('--json')) console.log(JSON.stringify(rows, null, 2));
+  else {
+    const table = [
+      ['COMPONENT', 'STATE', 'PID', 'UPTIME', 'RESTARTS', 'HEALTH'],
+      ...rows.map((r) => [r.component, r.up ? 'up' : 'DOWN', r.pid === null ? '-' : String(r.pid), formatUptime(r.uptimeS), r.restarts === null ? '-' : String(r.restarts), r.health]),
+    ];
+    const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)));
+    for (const row of table) console.log(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
+  }
+  process.exit(rows.every((r) => r.up) ? 0 : 1);
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(2);
+  });
+}
