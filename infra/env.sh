@@ -19,6 +19,9 @@ export TEMPORAL_BIN MINIO_BIN
 TEMPORAL_SERVER_VERSION="v1.29.1"
 TEMPORAL_SERVER_BIN="$KILN_CACHE/bin/temporal-server-$TEMPORAL_SERVER_VERSION/temporal-server"
 TEMPORAL_SQL_TOOL_BIN="$KILN_CACHE/bin/temporal-sql-tool-$TEMPORAL_SERVER_VERSION/temporal-sql-tool"
+# The Web UI beside the full server: the UI server release the CLI above embeds in its dev server.
+TEMPORAL_UI_SERVER_VERSION="v2.42.1"
+TEMPORAL_UI_SERVER_BIN="$KILN_CACHE/bin/temporal-ui-server-$TEMPORAL_UI_SERVER_VERSION/temporal-ui-server"
 
 DATA="$KILN_ROOT/.data"
 # Tests run their own API and workers under .data/test; services are shared.
@@ -31,9 +34,13 @@ TEMPORAL_UI_PORT=8233
 # instead of the dev server; its frontend listens beside the dev server's, so both can be up.
 KILN_TEMPORAL="${KILN_TEMPORAL:-dev}"
 TEMPORAL_SERVER_PORT=7243
+TEMPORAL_SERVER_UI_PORT=8243
 case "$KILN_TEMPORAL" in
   dev) ;;
-  server) export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:$TEMPORAL_SERVER_PORT}" ;;
+  server)
+    export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:$TEMPORAL_SERVER_PORT}"
+    export KILN_TEMPORAL_UI_URL="${KILN_TEMPORAL_UI_URL:-http://127.0.0.1:$TEMPORAL_SERVER_UI_PORT}"
+    ;;
   *) echo "kiln: KILN_TEMPORAL must be dev or server (got '$KILN_TEMPORAL')" >&2; exit 1 ;;
 esac
 MINIO_PORT=9000

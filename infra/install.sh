@@ -21,7 +21,9 @@ install_npm() {
     log "package-lock.json changed: updating npm packages"
     npm install --no-audit --no-fund --loglevel=error
   fi
-  echo "$want" >"$stamp"
+  # A new file, not a write through the old one: a checkout whose node_modules is a hard-linked
+  # copy (cp -al) shares the old file's inode with the checkout it was copied from.
+  echo "$want" >"$stamp.$$" && mv "$stamp.$$" "$stamp"
 }
 
 go_install() {
@@ -58,12 +60,14 @@ install_chromium() {
     || die "apt-get install chromium failed"
 }
 
-# The full Temporal server and its schema tool, for the production path only
+# The full Temporal server, its schema tool and its Web UI server, for the production path only
 # (infra/temporal-server.sh); npm start and npm test use the CLI's dev server.
 # One after the other: the second build reuses the first one's compiled packages.
 install_temporal_server() {
   go_install "$TEMPORAL_SERVER_BIN" "go.temporal.io/server/cmd/server@$TEMPORAL_SERVER_VERSION" server
   go_install "$TEMPORAL_SQL_TOOL_BIN" "go.temporal.io/server/cmd/tools/sql@$TEMPORAL_SERVER_VERSION" sql
+  # Its Web UI (the dev server has one built in); the UI's assets are embedded in the binary.
+  go_install "$TEMPORAL_UI_SERVER_BIN" "github.com/temporalio/ui-server/v2/cmd/server@$TEMPORAL_UI_SERVER_VERSION" server
 }
 
 if [ "${1:-}" = temporal-server ]; then

@@ -17,7 +17,7 @@ start_kiln
 
 token=$(cat "$DATA/api-token")
 temporal_line="Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows"
-[ "$KILN_TEMPORAL" = server ] && temporal_line="Temporal     $TEMPORAL_ADDRESS (full server on Postgres; no UI)"
+[ "$KILN_TEMPORAL" = server ] && temporal_line="Temporal UI  $KILN_TEMPORAL_UI_URL/namespaces/default/workflows   (full server on Postgres, $TEMPORAL_ADDRESS)"
 cat <<INFO
 
   Kiln is running ($((SECONDS - started)) s).

@@ -7,5 +7,6 @@ KILN_RUN_DIR="$DATA/test" RUN_DIR="$DATA/test"
 [ -d "$RUN_DIR/pids" ] && stop_kiln
 stop_pidfile "$DATA/pids/minio.pid"
 stop_pidfile "$DATA/pids/temporal.pid"
+stop_pidfile "$DATA/pids/temporal-ui.pid"
 stop_pidfile "$DATA/pids/temporal-server.pid"
 log "stopped"

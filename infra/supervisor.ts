@@ -192,7 +192,7 @@ async function main() {
     }
     writeState();
     await waitUntilGone(pids, STOP_GRACE_MS);
-    for (const name of names) rmSync(pidFile(name), { force: true });
+    for (const name of names) for (const file of [pidFile(name), readyFile(name)]) rmSync(file, { force: true });
     writeState();
     logger.info('stopped');
     process.exit(exitCode);

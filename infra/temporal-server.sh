@@ -3,6 +3,8 @@
 # services in one process) persisting to Postgres, instead of the CLI's SQLite dev server.
 #   bash infra/temporal-server.sh [start]   builds it if missing, sets up the databases, starts it
 #   bash infra/temporal-server.sh stop
+# Its Web UI (Temporal's UI server, built from Go modules like the server) runs beside it on
+# :8243 (TEMPORAL_SERVER_UI_PORT), as the dev server's does on 8233.
 # Safe to run again: databases, schema and namespaces that are already right are left alone.
 # Its ports sit beside the dev server's (7233), so both can run on one machine.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -12,7 +14,9 @@ PG_PORT="${KILN_TEMPORAL_PG_PORT:-5432}"
 PG_USER="${KILN_TEMPORAL_PG_USER:-postgres}"
 SERVER_DIR="$DATA/temporal-server"
 PIDFILE="$DATA/pids/temporal-server.pid"
+UI_PIDFILE="$DATA/pids/temporal-ui.pid"
 ADDRESS="127.0.0.1:$TEMPORAL_SERVER_PORT"
+UI_URL="http://127.0.0.1:$TEMPORAL_SERVER_UI_PORT"
 
 server_healthy() { "$TEMPORAL_BIN" operator cluster health --address "$ADDRESS" 2>/dev/null | grep -q SERVING; }
 
@@ -136,6 +140,33 @@ ensure_namespace() {
 start() {
   if ! server_healthy; then start_server; fi
   for ns in default kiln-test; do ensure_namespace "$ns"; done
+  start_ui
+}
+
+ui_healthy() { curl -fsS -o /dev/null "$UI_URL/"; }
+
+start_ui() {
+  if ui_healthy; then return 0; fi
+  if ! pid_alive "$UI_PIDFILE"; then
+    [ -x "$TEMPORAL_UI_SERVER_BIN" ] || bash "$KILN_ROOT/infra/install.sh" temporal-server
+    mkdir -p "$SERVER_DIR/ui/config"
+    # The UI's own config file (--env kiln reads config/kiln.yaml); the browser talks to this
+    # server only, which calls the frontend over gRPC.
+    cat >"$SERVER_DIR/ui/config/kiln.yaml" <<YAML
+temporalGrpcAddress: "$ADDRESS"
+host: 127.0.0.1
+port: $TEMPORAL_SERVER_UI_PORT
+enableUi: true
+defaultNamespace: default
+notifyOnNewVersion: false
+cors:
+  cookieInsecure: true
+  allowOrigins: []
+YAML
+    log "starting the Temporal UI ($UI_URL)"
+    start_daemon temporal-ui "$UI_PIDFILE" "$TEMPORAL_UI_SERVER_BIN" --root "$SERVER_DIR/ui" --config config --env kiln start
+  fi
+  wait_for temporal-ui 60 ui_healthy
 }
 
 start_server() {
@@ -154,6 +185,9 @@ start_server() {
 
 case "${1:-start}" in
   start) start ;;
-  stop) stop_pidfile "$PIDFILE" ;;
+  stop)
+    stop_pidfile "$UI_PIDFILE"
+    stop_pidfile "$PIDFILE"
+    ;;
   *) die "usage: infra/temporal-server.sh [start|stop]" ;;
 esac

@@ -8,7 +8,7 @@ bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck and lint"
 (cd "$KILN_ROOT" && tsc --noEmit && eslint .) || die "typecheck or lint failed"
 ours=()
-temporal_svc=temporal; [ "$KILN_TEMPORAL" = server ] && temporal_svc=temporal-server
+temporal_svc=temporal; [ "$KILN_TEMPORAL" = server ] && temporal_svc="temporal-server temporal-ui"
 for svc in $temporal_svc minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done
 bash "$KILN_ROOT/infra/services.sh"
 # Only those that were not up before and that this clone now runs.
