@@ -10,6 +10,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
+import { processAlive, readPidFile } from '../lib/pid-files';
+import { KILN_ROOT } from './checkout';
 import { STATE_FILE, type SupervisorState } from './supervisor-state';
 
 export interface ComponentStatus {
@@ -20,8 +22,6 @@ export interface ComponentStatus {
   restarts: number | null;
   health: string;
 }
-
-const root = process.env.KILN_ROOT ?? path.resolve(__dirname, path.basename(path.resolve(__dirname, '..')) === 'dist' ? '../..' : '..');
 
 /** Seconds since the process started, from /proc (its start time in clock ticks after boot). */
 function uptimeOf(pid: number): number | null {
@@ -80,23 +80,6 @@ async function postgresProbe(url: string) {
   }
 }
 
-function readyPid(runDir: string, name: string): number | null {
-  try {
-    return Number(readFileSync(path.join(runDir, 'pids', `${name}.ready`), 'utf8').trim());
-  } catch {
-    return null;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Kiln's processes of one stack (the development one in .data, the suite's in .data/test). */
 async function kilnProcesses(runDir: string, label: string): Promise<ComponentStatus[]> {
   let state: SupervisorState;
@@ -105,7 +88,7 @@ async function kilnProcesses(runDir: string, label: string): Promise<ComponentSt
   } catch {
     return [];
   }
-  const supervisorUp = alive(state.pid);
+  const supervisorUp = processAlive(state.pid);
   const rows: ComponentStatus[] = [
     {
       component: `${label}supervisor`,
@@ -113,17 +96,17 @@ async function kilnProcesses(runDir: string, label: string): Promise<ComponentSt
       pid: supervisorUp ? state.pid : null,
       uptimeS: supervisorUp ? uptimeOf(state.pid) : null,
       restarts: null,
-      health: supervisorUp ? `running (state ${path.relative(root, path.join(runDir, STATE_FILE))})` : 'not running',
+      health: supervisorUp ? `running (state ${path.relative(KILN_ROOT, path.join(runDir, STATE_FILE))})` : 'not running',
     },
   ];
   // A stopped development stack is one DOWN row; a stopped test stack (the usual case) none.
   if (!supervisorUp) return label === '' ? rows : [];
   for (const p of state.programs) {
-    const up = p.pid !== null && alive(p.pid);
+    const up = p.pid !== null && processAlive(p.pid);
     let health: string;
     if (!up) health = p.state === 'backoff' && p.nextStartAt ? `restarting at ${p.nextStartAt.slice(11, 19)} UTC` : p.state;
     else if (p.name === 'api') health = `${await httpStatus(`${state.apiUrl}/healthz`)} ${state.apiUrl}/healthz`;
-    else health = readyPid(runDir, p.name) === p.pid ? 'ready (polling Temporal)' : 'starting';
+    else health = readPidFile(path.join(runDir, 'pids', `${p.name}.ready`)) === p.pid ? 'ready (polling Temporal)' : 'starting';
     if (p.lastExit && p.restarts > 0) health += `; last exit ${p.lastExit.signal ?? `code ${p.lastExit.code}`} at ${p.lastExit.at.slice(11, 19)}`;
     rows.push({ component: `${label}${p.name}`, up, pid: up ? p.pid : null, uptimeS: up && p.startedAt ? Math.round((Date.now() - Date.parse(p.startedAt)) / 1000) : null, restarts: p.restarts, health });
   }
@@ -140,7 +123,7 @@ function formatUptime(s: number | null): string {
 export async function stackStatus(): Promise<ComponentStatus[]> {
   const temporalAddress = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
   const fullServer = process.env.KILN_TEMPORAL === 'server';
-  const data = path.join(root, '.data');
+  const data = path.join(KILN_ROOT, '.data');
   const uiUrl = process.env.KILN_TEMPORAL_UI_URL ?? 'http://127.0.0.1:8233';
   const services = await Promise.all([
     service(fullServer ? 'temporal-server' : 'temporal', Number(temporalAddress.split(':').pop()), () => temporalProbe(temporalAddress)),

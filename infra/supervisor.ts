@@ -16,10 +16,12 @@
  * to install, knows Kiln's readiness protocol, and runs per checkout (each test slot has its own).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../lib/logger';
+import { processAlive, readPidFile } from '../lib/pid-files';
 import { announceReady } from '../lib/ready';
+import { KILN_ROOT } from './checkout';
 import { STATE_FILE, type ProgramStatus, type SupervisorState } from './supervisor-state';
 
 /** A run at least this long counts as a success: the next crash restarts after the first delay again. */
@@ -38,9 +40,6 @@ interface Program {
   timer?: NodeJS.Timeout;
 }
 
-/** The checkout: infra/env.sh exports it; from dist/infra/ or infra/ otherwise. */
-const root = process.env.KILN_ROOT ?? path.resolve(__dirname, path.basename(path.resolve(__dirname, '..')) === 'dist' ? '../..' : '..');
-
 function parseArgs(argv: string[]) {
   const at = argv.indexOf('--run-dir');
   if (at < 0 || !argv[at + 1]) throw new Error('usage: supervisor --run-dir DIR NAME...');
@@ -49,28 +48,10 @@ function parseArgs(argv: string[]) {
   return { runDir: path.resolve(argv[at + 1]), names };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function readPid(file: string): number | null {
-  try {
-    const pid = Number(readFileSync(file, 'utf8').trim());
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
-  } catch {
-    return null;
-  }
-}
-
 async function waitUntilGone(pids: number[], ms: number): Promise<void> {
   const deadline = Date.now() + ms;
-  while (pids.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
+  while (pids.some(processAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  for (const pid of pids.filter(processAlive)) process.kill(pid, 'SIGKILL');
 }
 
 async function main() {
@@ -109,7 +90,7 @@ async function main() {
 
   // Processes left by a supervisor that was killed (or by a stack started before supervision):
   // stopped first, so that two of one program never run side by side from one checkout.
-  const orphans = names.map((n) => readPid(pidFile(n))).filter((pid): pid is number => pid !== null && alive(pid));
+  const orphans = names.map((n) => readPidFile(pidFile(n))).filter((pid): pid is number => pid !== null && processAlive(pid));
   if (orphans.length > 0) {
     logger.warn({ pids: orphans }, 'stopping processes left by an earlier run');
     for (const pid of orphans) process.kill(pid, 'SIGTERM');
@@ -128,8 +109,8 @@ async function main() {
     const logFile = path.join(runDir, 'logs', `${name}.log`);
     if (p.status.restarts === 0 && existsSync(logFile)) renameSync(logFile, `${logFile}.1`);
     const out = openSync(logFile, 'a');
-    const child = spawn('bash', [path.join(root, 'infra/run-app.sh'), name], {
-      cwd: root,
+    const child = spawn('bash', [path.join(KILN_ROOT, 'infra/run-app.sh'), name], {
+      cwd: KILN_ROOT,
       env: { ...process.env, KILN_READY_FILE: readyFile(name) },
       stdio: ['ignore', out, out],
     });
@@ -141,7 +122,7 @@ async function main() {
     writeState();
     const watchReady = setInterval(() => {
       if (p.child !== child || p.status.state !== 'starting') return clearInterval(watchReady);
-      if (readPid(readyFile(name)) !== child.pid) return;
+      if (readPidFile(readyFile(name)) !== child.pid) return;
       clearInterval(watchReady);
       p.everReady = true;
       Object.assign(p.status, { state: 'ready', readyMs: Date.now() - p.startedMs });

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { processAlive, readPidFile } from '../lib/pid-files';
 import { poll } from './helpers';
 import { startKilnProcess } from './processes';
 
@@ -16,15 +17,6 @@ const FULL_SERVER_PIDFILE = path.join(ROOT, '.data/pids/temporal-server.pid');
 
 function argvOf(pid: number): string[] {
   return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Gone, or a zombie its parent has not reaped yet. */
@@ -44,7 +36,7 @@ function exited(pid: number): boolean {
 function temporalServerPid(port: string): number {
   if (process.env.KILN_TEMPORAL === 'server') {
     const pid = Number(readFileSync(FULL_SERVER_PIDFILE, 'utf8').trim());
-    if (!alive(pid)) throw new Error(`the Temporal server of ${FULL_SERVER_PIDFILE} is not running`);
+    if (!processAlive(pid)) throw new Error(`the Temporal server of ${FULL_SERVER_PIDFILE} is not running`);
     return pid;
   }
   for (const entry of readdirSync('/proc')) {
@@ -87,7 +79,7 @@ export async function restartTemporal(): Promise<number> {
   const cwd = readlinkSync(`/proc/${pid}/cwd`);
   const down = Date.now();
   process.kill(pid, 'SIGTERM');
-  await poll(async () => alive(pid), (a) => !a, { timeoutMs: 30_000, intervalMs: 100 });
+  await poll(async () => processAlive(pid), (a) => !a, { timeoutMs: 30_000, intervalMs: 100 });
   mkdirSync(path.join(RUN_DIR, 'logs'), { recursive: true });
   const log = openSync(path.join(RUN_DIR, 'logs', 'temporal-restarted.log'), 'a');
   const child = spawn(argv[0], argv.slice(1), { cwd, detached: true, stdio: ['ignore', log, log] });
@@ -129,15 +121,14 @@ export async function killSuiteProcess(name: string): Promise<{ killed: number; 
   const pidfile = path.join(RUN_DIR, 'pids', `${name}.pid`);
   const ready = path.join(RUN_DIR, 'pids', `${name}.ready`);
   const killed = Number(readFileSync(pidfile, 'utf8').trim());
-  if (!alive(killed)) throw new Error(`the suite's ${name} (pid ${killed} in ${pidfile}) is not running`);
+  if (!processAlive(killed)) throw new Error(`the suite's ${name} (pid ${killed} in ${pidfile}) is not running`);
   const down = Date.now();
   process.kill(killed, 'SIGKILL');
   await poll(async () => exited(killed), (gone) => gone, { timeoutMs: 30_000, intervalMs: 50 });
-  const readPid = (file: string) => (existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) : 0);
   const restarted = await poll(
     async () => {
-      const pid = readPid(pidfile);
-      return pid !== killed && pid > 0 && readPid(ready) === pid ? pid : 0;
+      const pid = readPidFile(pidfile) ?? 0;
+      return pid !== killed && pid > 0 && readPidFile(ready) === pid ? pid : 0;
     },
     (pid) => pid > 0,
     { timeoutMs: 120_000, intervalMs: 100 },
