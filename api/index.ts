@@ -45,7 +45,13 @@ async function main() {
       pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
     },
   });
-  const server = app.listen(c.PORT, c.HOST, () => {
+  // Express 5 calls this with the error when listening fails (the port is taken): exit, so that
+  // the supervisor sees it and npm start says so, instead of a process that serves nothing.
+  const server = app.listen(c.PORT, c.HOST, (err?: Error) => {
+    if (err) {
+      logger.fatal({ err }, `cannot listen on ${c.HOST}:${c.PORT}`);
+      process.exit(1);
+    }
     logger.info({ url: `http://${c.HOST}:${c.PORT}` }, 'api listening');
     announceReady();
   });
