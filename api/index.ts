@@ -34,7 +34,8 @@ async function main() {
     storage: Storage.fromConfig(c),
     publicUrl: publicBaseUrl(c),
     metricsToken: c.KILN_METRICS_TOKEN,
-    temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },
+    temporalUi: c.KILN_TEMPORAL_UI_URL ? { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE } : undefined,
+    temporalNamespace: c.TEMPORAL_NAMESPACE,
     fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
     batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN, maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES },
     resources: {

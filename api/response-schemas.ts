@@ -37,12 +37,14 @@ export const predictionBody = z
     metrics: z.record(z.string(), z.number()),
     webhook: z.string().optional(),
     webhook_events_filter: z.array(z.enum(webhookEvents)).optional(),
+    workflow_id: z.string().describe('The Temporal workflow that runs it: temporal workflow describe -w <workflow_id>'),
     urls: z.object({
       get: z.string(),
       cancel: z.string(),
       stream: z
         .string()
         .describe('SSE: output, logs, error, done; reset (the output so far came from a failed attempt: drop it). Signed; expires an hour after the read that returned it'),
+      temporal_ui: z.string().optional().describe("The workflow in the operators' Temporal UI; only where the server sets KILN_TEMPORAL_UI_URL, never in webhooks"),
     }),
   })
   .meta({ id: 'Prediction' });

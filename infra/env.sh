@@ -32,7 +32,8 @@ TEMPORAL_UI_PORT=8233
 KILN_TEMPORAL="${KILN_TEMPORAL:-dev}"
 TEMPORAL_SERVER_PORT=7243
 case "$KILN_TEMPORAL" in
-  dev) ;;
+  # The dev server's UI: the API links each prediction to its workflow there (urls.temporal_ui).
+  dev) export KILN_TEMPORAL_UI_URL="${KILN_TEMPORAL_UI_URL:-http://127.0.0.1:$TEMPORAL_UI_PORT}" ;;
   server) export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:$TEMPORAL_SERVER_PORT}" ;;
   *) echo "kiln: KILN_TEMPORAL must be dev or server (got '$KILN_TEMPORAL')" >&2; exit 1 ;;
 esac
