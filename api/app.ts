@@ -17,6 +17,7 @@ import { errorHandler, notFoundHandler } from './errors';
 import { rejectNulOutsideInput } from './nul-guard';
 import { rejectMalformedPath } from './path-guard';
 import { requestLog } from './request-log';
+import { requestTrace } from './request-trace';
 import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
@@ -77,6 +78,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(securityHeaders({ https: baseUrl.startsWith('https:') }));
   app.use(requestLog(deps.logger));
+  app.use(requestTrace);
   app.use(rejectMalformedPath);
   app.use((req, res, next) => {
     const end = httpRequests.startTimer({ method: req.method });

@@ -12,14 +12,16 @@ import { Storage } from '../lib/storage';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
 import { answerClientErrors } from './client-errors';
+import { startTracing } from '../lib/tracing';
 
 async function main() {
   const c = config();
   const logger = createLogger('api', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);
+  const tracing = startTracing('kiln-api', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE });
+  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE, plugins: tracing ? [tracing.plugin] : [] });
   const hub = new EventHub(db.$client, logger);
   await hub.start();
   const app = createApp({
@@ -58,6 +60,7 @@ async function main() {
       await hub.stop();
       await connection.close();
       await closeDb(db);
+      await tracing?.shutdown();
       process.exit(0);
     });
   };

@@ -32,6 +32,8 @@ export const configSchema = z.object({
    * npm start sets the dev server's). Webhook bodies never carry it. Unset, the playground assumes :8233.
    */
   KILN_TEMPORAL_UI_URL: z.url().optional(),
+  /** Set, each process exports OpenTelemetry traces there over OTLP/HTTP (lib/tracing.ts). */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
 
   /**
    * Root of the keys that sign capability URLs (streams, files, file references; see
