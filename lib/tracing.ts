@@ -4,7 +4,7 @@
  * from the API's client call through the workflow (spans exported by a sink, so replay and
  * determinism are untouched) to each activity, the engine's included: one trace per request.
  */
-import { trace, type Span } from '@opentelemetry/api';
+import { trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -29,6 +29,3 @@ export function startTracing(service: string, endpoint: string | undefined, expo
 }
 
 export const tracer = () => trace.getTracer('kiln');
-
-/** The span of the work in progress (the API request), if tracing is on. */
-export const activeSpan = (): Span | undefined => trace.getActiveSpan();
