@@ -10,12 +10,14 @@ import type { SecretBox } from '../lib/secret-box';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { requireAuth, requireOperatorToken } from './auth';
-import { openApiDocument, REFERENCE_HTML } from './openapi';
+import { openApiDocument } from './openapi';
+import { REFERENCE_HTML } from './reference-page';
 import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
 import { rejectNulOutsideInput } from './nul-guard';
 import { rejectMalformedPath } from './path-guard';
 import { requestLog } from './request-log';
+import { requestTrace } from './request-trace';
 import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { EventHub } from './event-hub';
 import type { UrlContext } from './prediction-json';
@@ -50,8 +52,13 @@ export interface AppDeps {
   publicUrl: string;
   /** The bearer token a metrics scraper sends for `/metrics` (KILN_METRICS_TOKEN); unset: not served. */
   metricsToken?: string;
-  /** Where the playground links each run: the Temporal UI and the namespace predictions run in. */
+  /**
+   * The Temporal UI (KILN_TEMPORAL_UI_URL) and the namespace predictions run in: set, prediction JSON links
+   * each workflow there (urls.temporal_ui) and so does the playground.
+   */
   temporalUi?: { url: string; namespace: string };
+  /** The namespace predictions run in (the playground's links when no UI URL is set). */
+  temporalNamespace?: string;
   /** How the API fetches a batch's `input_url`. */
   fetch?: Omit<FetchInputDeps, 'storage' | 'signer'>;
   batches?: { parallelism: number; chunksPerRun: number; maxInputBytes: number };
@@ -66,11 +73,12 @@ export function createApp(deps: AppDeps): express.Express {
   app.disable('x-powered-by');
   app.set('trust proxy', 'loopback');
   const baseUrl = deps.publicUrl.replace(/\/$/, '');
-  const urls = (_req: Request): UrlContext => ({ baseUrl, signer: deps.signer });
+  const urls = (_req: Request): UrlContext => ({ baseUrl, signer: deps.signer, temporalUi: deps.temporalUi });
   const docsCsp = inlinePageCsp(REFERENCE_HTML);
 
   app.use(securityHeaders({ https: baseUrl.startsWith('https:') }));
   app.use(requestLog(deps.logger));
+  app.use(requestTrace);
   app.use(rejectMalformedPath);
   app.use((req, res, next) => {
     const end = httpRequests.startTimer({ method: req.method });
@@ -95,7 +103,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/playground/config.json', (_req, res) => {
     res.json({
       temporal_ui_url: (deps.temporalUi?.url ?? 'http://127.0.0.1:8233').replace(/\/$/, ''),
-      temporal_namespace: deps.temporalUi?.namespace ?? 'default',
+      temporal_namespace: deps.temporalUi?.namespace ?? deps.temporalNamespace ?? 'default',
     });
   });
   const playground = path.join(__dirname, 'playground');

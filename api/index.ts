@@ -12,14 +12,16 @@ import { Storage } from '../lib/storage';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
 import { answerClientErrors } from './client-errors';
+import { startTracing } from '../lib/tracing';
 
 async function main() {
   const c = config();
   const logger = createLogger('api', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);
+  const tracing = startTracing('kiln-api', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE });
+  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE, plugins: tracing ? [tracing.plugin] : [] });
   const hub = new EventHub(db.$client, logger);
   await hub.start();
   const app = createApp({
@@ -34,7 +36,8 @@ async function main() {
     storage: Storage.fromConfig(c),
     publicUrl: publicBaseUrl(c),
     metricsToken: c.KILN_METRICS_TOKEN,
-    temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },
+    temporalUi: c.KILN_TEMPORAL_UI_URL ? { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE } : undefined,
+    temporalNamespace: c.TEMPORAL_NAMESPACE,
     fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
     batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN, maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES },
     resources: {
@@ -63,6 +66,7 @@ async function main() {
       await hub.stop();
       await connection.close();
       await closeDb(db);
+      await tracing?.shutdown();
       process.exit(0);
     });
   };

@@ -2,11 +2,15 @@ import type { PredictionRow, PredictionSnapshot } from '../db/predictions';
 import type { UrlSigner } from '../lib/signing';
 import { signUntil, verifyUntil } from '../lib/expiring-signature';
 import { renderFileRefs } from '../lib/file-urls';
+import { temporalUiUrl, type TemporalUi } from '../lib/temporal-ui';
+import { predictionWorkflowId } from '../workflows/types';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
 export interface UrlContext {
   baseUrl: string;
   signer: UrlSigner;
+  /** The operators' Temporal UI: set, each prediction links its workflow there. */
+  temporalUi?: TemporalUi;
 }
 
 /**
@@ -26,6 +30,7 @@ export function verifyStreamUrl(signer: UrlSigner, id: string, expires: unknown,
 /** A prediction in Replicate's JSON shape. */
 export function predictionJson(row: PredictionRow, ctx: UrlContext) {
   const self = `${ctx.baseUrl}/v1/predictions/${row.id}`;
+  const workflowId = predictionWorkflowId(row.id);
   return {
     id: row.id,
     model: row.model,
@@ -43,7 +48,13 @@ export function predictionJson(row: PredictionRow, ctx: UrlContext) {
     metrics: row.metrics,
     webhook: row.webhook ?? undefined,
     webhook_events_filter: row.webhookEventsFilter ?? undefined,
-    urls: { get: self, cancel: `${self}/cancel`, stream: streamUrl(ctx, row.id) },
+    workflow_id: workflowId,
+    urls: {
+      get: self,
+      cancel: `${self}/cancel`,
+      stream: streamUrl(ctx, row.id),
+      ...(ctx.temporalUi ? { temporal_ui: temporalUiUrl(ctx.temporalUi, workflowId) } : {}),
+    },
   };
 }
 

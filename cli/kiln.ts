@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { apiContext, CliError, request } from './client';
 import { registerCommands } from './commands';
+import { inspectPrediction, printInspection } from './inspect';
 import { push } from './push';
 
 const program = new Command('kiln').description('Kiln: run models over a Temporal-backed API').option('--json', 'print JSON for scripts');
@@ -35,6 +36,15 @@ program
     const version = await push(ctx, model, files, { quiet: Boolean(json), settings, retry });
     if (json) console.log(JSON.stringify(version));
     else console.log(`pushed ${model}:${version.id}\nrun it: curl -X POST ${ctx.url}/v1/models/${model}/predictions -H "Authorization: Bearer $KILN_API_TOKEN" -d '{"input": {...}}'`);
+  });
+
+program
+  .command('inspect <id>')
+  .description('a prediction next to its Temporal workflow: run, status, history, pending activities, and the Temporal UI link')
+  .action(async (id: string) => {
+    const inspection = await inspectPrediction(apiContext(), id);
+    if (program.opts().json) console.log(JSON.stringify(inspection));
+    else printInspection(inspection);
   });
 
 registerCommands(program);

@@ -36,7 +36,8 @@ KILN_TEMPORAL="${KILN_TEMPORAL:-dev}"
 TEMPORAL_SERVER_PORT=7243
 TEMPORAL_SERVER_UI_PORT=8243
 case "$KILN_TEMPORAL" in
-  dev) ;;
+  # The UI of the server in use: the API links each prediction to its workflow there (urls.temporal_ui).
+  dev) export KILN_TEMPORAL_UI_URL="${KILN_TEMPORAL_UI_URL:-http://127.0.0.1:$TEMPORAL_UI_PORT}" ;;
   server)
     export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:$TEMPORAL_SERVER_PORT}"
     export KILN_TEMPORAL_UI_URL="${KILN_TEMPORAL_UI_URL:-http://127.0.0.1:$TEMPORAL_SERVER_UI_PORT}"

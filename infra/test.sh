@@ -28,6 +28,8 @@ export KILN_CONTROL_METRICS_PORT=$((9474 + slot * 10)) KILN_ENGINE_METRICS_PORT=
 export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_test${suffix//-/_}}"
 export TEMPORAL_NAMESPACE="kiln-test$suffix" S3_BUCKET="kiln-test$suffix" KILN_NODE_ID="test-node-1$suffix"
 export LOG_LEVEL=warn
+# Traces go to the port test/e2e/traces.test.ts collects them on, sent within a moment.
+export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$((4318 + slot * 10))" OTEL_BSP_SCHEDULE_DELAY=200
 # Receivers in the suite listen on loopback; retries come fast so a down receiver is tested in seconds.
 # Batches continue as new every 4 chunks, so the suite's batches exercise it.
 export KILN_BATCH_CHUNKS_PER_RUN=4

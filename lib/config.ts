@@ -26,7 +26,14 @@ export const configSchema = z.object({
   KILN_PUBLIC_URL: z.url().optional(),
   /** The bearer token a metrics scraper sends for the API's /metrics; unset, the API does not serve it. */
   KILN_METRICS_TOKEN: z.string().min(16).optional(),
-  KILN_TEMPORAL_UI_URL: z.url().default('http://127.0.0.1:8233'),
+  /**
+   * The Temporal UI operators open. Set, each prediction's JSON from the API links its workflow there
+   * (urls.temporal_ui): set it where the API's readers are the operators (one team, local development;
+   * npm start sets the dev server's). Webhook bodies never carry it. Unset, the playground assumes :8233.
+   */
+  KILN_TEMPORAL_UI_URL: z.url().optional(),
+  /** Set, each process exports OpenTelemetry traces there over OTLP/HTTP (lib/tracing.ts). */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
 
   /**
    * Root of the keys that sign capability URLs (streams, files, file references; see

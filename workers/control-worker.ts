@@ -19,6 +19,7 @@ import { workflowCode } from './workflow-code';
 import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
 import { REPLICA_SCALER_ID } from '../workflows/types';
+import { startTracing } from '../lib/tracing';
 
 async function main() {
   const c = config();
@@ -26,9 +27,11 @@ async function main() {
   surviveRestartsOfPostgres(logger);
   Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL);
+  const tracing = startTracing('kiln-control-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
+  const plugins = tracing ? [tracing.plugin] : [];
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const clientConnection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE });
+  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE, plugins });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
   const secrets = secretBoxFromConfig(c);
@@ -36,7 +39,10 @@ async function main() {
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
-    ...workflowCode(),
+    // The tracing plugin adds its workflow interceptors at bundle time, which a prebuilt bundle
+    // does not have: with tracing on, the worker bundles the workflows itself.
+    ...(plugins.length > 0 ? { workflowsPath: require.resolve('../workflows') } : workflowCode()),
+    plugins,
     // Keep the backlog in Temporal's fair queues, not in this process: a worker that pulls in
     // hundreds of tasks serves them first come, first served, whatever their fairness key.
     maxConcurrentWorkflowTaskExecutions: c.KILN_CONTROL_CONCURRENCY,
@@ -74,6 +80,7 @@ async function main() {
   metrics?.close();
   await connection.close();
   await closeDb(db);
+  await tracing?.shutdown();
 }
 
 main().catch((err) => {

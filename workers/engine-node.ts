@@ -3,7 +3,7 @@
  * `node:<id>`, and polls `model:<versionId>` for each version it holds, so that only nodes with
  * the model ever take its predictions.
  */
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import type { Db } from '../db/client';
 import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
 import { replicaLimits } from '../db/deployments';
@@ -61,6 +61,8 @@ export class EngineNode implements NodeHooks {
     private deps: {
       db: Db;
       connection: NativeConnection;
+      /** Temporal worker plugins (tracing). */
+      plugins?: WorkerPlugin[];
       llama: LlamaEngine;
       cache: ModelCache;
       logger: Logger;
@@ -96,6 +98,7 @@ export class EngineNode implements NodeHooks {
       connection: this.deps.connection,
       namespace: this.opts.namespace,
       taskQueue: nodeQueue(this.nodeId),
+      plugins: this.deps.plugins,
       activities: { loadModel: this.activities.loadModel },
       maxConcurrentActivityTaskExecutions: 4,
       // GET /v1/predictions/{id}/setup shows these heartbeats: by default every one after the
@@ -137,6 +140,7 @@ export class EngineNode implements NodeHooks {
       connection: this.deps.connection,
       namespace: this.opts.namespace,
       taskQueue: modelQueue(versionId),
+      plugins: this.deps.plugins,
       activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
       // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
       maxConcurrentActivityTaskExecutions: concurrency ?? this.opts.sequences,

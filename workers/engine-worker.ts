@@ -14,6 +14,7 @@ import { LlamaEngine } from './engines/llama-engine';
 import { OnnxEngine } from './engines/onnx-engine';
 import { urlSignerFromConfig } from '../lib/signing';
 import { ModelCache } from './model-cache';
+import { startTracing } from '../lib/tracing';
 
 async function main() {
   const c = config();
@@ -21,6 +22,7 @@ async function main() {
   surviveRestartsOfPostgres(logger);
   Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
   const db = createDb(c.DATABASE_URL, { max: 4 });
+  const tracing = startTracing('kiln-engine-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS, fixtures: c.KILN_ENABLE_FIXTURES });
@@ -36,6 +38,7 @@ async function main() {
     {
       db,
       connection,
+      plugins: tracing ? [tracing.plugin] : [],
       llama,
       cache,
       logger,
@@ -70,6 +73,7 @@ async function main() {
   metrics?.close();
   await connection.close();
   await closeDb(db);
+  await tracing?.shutdown();
 }
 
 main().catch((err) => {

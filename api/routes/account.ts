@@ -8,6 +8,8 @@ import { rateLimitFor, taskNames } from '../../tasks';
 import { currentAccount } from '../auth';
 import { NotFoundError } from '../errors';
 import { parseOr422 } from '../validation';
+import { errorResponses, jsonContent, jsonResponse, pathParams, type RouteContract } from '../route-contract';
+import { accountBody, newTokenBody, revokedTokenBody, tokenListBody, usageBody } from '../response-schemas';
 
 export const tokenBody = z.strictObject({ name: z.string().trim().min(1).max(100).default('api') });
 
@@ -83,3 +85,29 @@ export function accountRoutes(deps: { db: Db }): Router {
 
   return router;
 }
+
+export const accountContracts: RouteContract[] = [
+  { method: 'get', path: '/v1/account', summary: 'Your account, limits and load', responses: { '200': jsonResponse('The account', accountBody), ...errorResponses } },
+  {
+    method: 'post',
+    path: '/v1/account/tokens',
+    summary: 'A new token, shown once',
+    request: { body: jsonContent(tokenBody) },
+    responses: { '201': jsonResponse('The token', newTokenBody), ...errorResponses },
+  },
+  { method: 'get', path: '/v1/account/tokens', summary: 'Your tokens (never their secret)', responses: { '200': jsonResponse('Tokens', tokenListBody), ...errorResponses } },
+  {
+    method: 'delete',
+    path: '/v1/account/tokens/{id}',
+    summary: 'Revoke a token',
+    request: { params: pathParams('id') },
+    responses: { '200': jsonResponse('Revoked', revokedTokenBody), ...errorResponses },
+  },
+  {
+    method: 'get',
+    path: '/v1/account/usage',
+    summary: 'Usage by day (UTC) and model',
+    request: { query: usageQuery },
+    responses: { '200': jsonResponse('Usage', usageBody), ...errorResponses },
+  },
+];

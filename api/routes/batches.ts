@@ -24,6 +24,8 @@ import { NotFoundError, ValidationError } from '../errors';
 import type { UrlContext } from '../prediction-json';
 import { resolveVersionRef } from '../resolve-version';
 import { parseOr422 } from '../validation';
+import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
+import { batchBody } from '../response-schemas';
 
 export const createBatchBody = z
   .strictObject({
@@ -169,3 +171,24 @@ export function batchRoutes(deps: BatchRouteDeps): Router {
 
   return router;
 }
+
+const oneBatch = { '200': jsonResponse('The batch', batchBody), ...errorResponses };
+
+export const batchContracts: RouteContract[] = [
+  {
+    method: 'post',
+    path: '/v1/batches',
+    summary: 'Run many inputs on one model (inline, an uploaded JSONL file, or a JSONL URL)',
+    request: { body: jsonContent(createBatchBody) },
+    responses: { '201': jsonResponse('Created', batchBody), ...errorResponses },
+  },
+  {
+    method: 'get',
+    path: '/v1/batches',
+    summary: 'Your batches, newest first',
+    request: { query: listQuery },
+    responses: { '200': jsonResponse('A page', pageOf(batchBody)), ...errorResponses },
+  },
+  { method: 'get', path: '/v1/batches/{id}', summary: 'A batch and its progress', request: { params: pathParams('id') }, responses: oneBatch },
+  { method: 'post', path: '/v1/batches/{id}/cancel', summary: 'Cancel; the output keeps the inputs finished before', request: { params: pathParams('id') }, responses: oneBatch },
+];

@@ -33,6 +33,8 @@ import { predictionJson, type UrlContext } from '../prediction-json';
 import { parseOr422 } from '../validation';
 import { modelCreateBody, parseCancelAfter, parsePriority, preferWaitSeconds } from './predictions';
 import { notePrediction } from '../request-log';
+import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, predictionCreateHeaders, type RouteContract } from '../route-contract';
+import { deploymentBody, errorBody, predictionBody } from '../response-schemas';
 
 const scaling = {
   hardware: z.string().min(1).max(50).optional().describe("Accepted for Replicate's clients; placement decides"),
@@ -200,3 +202,37 @@ export function deploymentRoutes(
 
   return router;
 }
+
+const deploymentParams = pathParams('owner', 'name');
+
+export const deploymentContracts: RouteContract[] = [
+  { method: 'get', path: '/v1/deployments', summary: 'Your deployments', responses: { '200': jsonResponse('A page', pageOf(deploymentBody)), ...errorResponses } },
+  {
+    method: 'post',
+    path: '/v1/deployments',
+    summary: "Create a deployment. The min_instances of all your deployments count against your account's max_pinned_replicas (422 naming min_instances past it)",
+    request: { body: jsonContent(createDeploymentBody) },
+    responses: { '201': jsonResponse('Created', deploymentBody), '409': jsonResponse('It exists', errorBody), ...errorResponses },
+  },
+  {
+    method: 'get',
+    path: '/v1/deployments/{owner}/{name}',
+    summary: 'A deployment',
+    request: { params: deploymentParams },
+    responses: { '200': jsonResponse('The deployment', deploymentBody), ...errorResponses },
+  },
+  {
+    method: 'patch',
+    path: '/v1/deployments/{owner}/{name}',
+    summary: 'A new release (min_instances within your max_pinned_replicas)',
+    request: { params: deploymentParams, body: jsonContent(updateDeploymentBody) },
+    responses: { '200': jsonResponse('The deployment', deploymentBody), ...errorResponses },
+  },
+  {
+    method: 'post',
+    path: '/v1/deployments/{owner}/{name}/predictions',
+    summary: "Create a prediction on a deployment's current release",
+    request: { params: deploymentParams, headers: predictionCreateHeaders, body: jsonContent(modelCreateBody) },
+    responses: { '201': jsonResponse('Created (or, with Prefer: wait, finished)', predictionBody), ...errorResponses },
+  },
+];

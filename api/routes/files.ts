@@ -17,6 +17,9 @@ import type { Storage } from '../../lib/storage';
 import { currentAccount, optionalAccount } from '../auth';
 import { ApiError, BadRequestError, NotFoundError, UnauthorizedError } from '../errors';
 import { untrustedContentHeaders } from '../untrusted-content';
+import { z } from 'zod';
+import { errorResponses, jsonResponse, pageOf, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
+import { errorBody, fileBody } from '../response-schemas';
 
 export interface FileDeps {
   db: Db;
@@ -133,3 +136,46 @@ export function fileRoutes(deps: FileDeps): Router {
 
   return router;
 }
+
+export const fileContracts: RouteContract[] = [
+  {
+    method: 'post',
+    path: '/v1/files',
+    summary: 'Upload a file (multipart, field content)',
+    request: { body: { content: { 'multipart/form-data': { schema: z.object({ content: z.string().meta({ format: 'binary' }) }) } } } },
+    responses: {
+      '201': jsonResponse('The file, with a signed urls.get', fileBody),
+      '400': jsonResponse('Not multipart, or no field named content', errorBody),
+      '413': jsonResponse('Over the upload size limit', errorBody),
+      ...errorResponses,
+    },
+  },
+  { method: 'get', path: '/v1/files', summary: 'Your files', responses: { '200': jsonResponse('A page', pageOf(fileBody)), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/files/{id}',
+    summary: 'A file',
+    request: { params: pathParams('id') },
+    responses: { '200': jsonResponse('The file, with a fresh signed urls.get', fileBody), ...errorResponses },
+  },
+  {
+    method: 'delete',
+    path: '/v1/files/{id}',
+    summary: 'Delete a file',
+    request: { params: pathParams('id') },
+    responses: { '204': { description: 'Deleted' }, ...errorResponses },
+  },
+  {
+    method: 'get',
+    path: '/v1/files/{id}/content',
+    summary:
+      "A file's bytes (use urls.get). Always a download (Content-Disposition: attachment) under a sandboxing CSP; types a browser could run are sent as application/octet-stream",
+    security: [{}, { bearer: [] }],
+    request: { params: pathParams('id'), query: signedUrlQuery },
+    responses: {
+      '200': { description: 'The bytes', content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary' }) } } },
+      '401': jsonResponse('Expired or unsigned, and no token', errorBody),
+      '404': errorResponses['404'],
+    },
+  },
+];

@@ -22,6 +22,8 @@ import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../er
 import { modelJson, versionJson } from '../model-json';
 import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
+import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
+import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 
@@ -225,3 +227,65 @@ export function modelRoutes(deps: {
 
   return router;
 }
+
+const modelParams = pathParams('owner', 'name');
+
+export const modelContracts: RouteContract[] = [
+  {
+    method: 'get',
+    path: '/v1/models',
+    summary: 'Models you can use',
+    request: { query: z.object({ cursor: z.string().optional() }) },
+    responses: { '200': jsonResponse('A page', pageOf(modelBody)), ...errorResponses },
+  },
+  {
+    method: 'post',
+    path: '/v1/models',
+    summary: 'Create a model',
+    request: { body: jsonContent(createModelBody) },
+    responses: { '201': jsonResponse('Created', modelBody), '409': jsonResponse('It exists', errorBody), ...errorResponses },
+  },
+  { method: 'get', path: '/v1/models/{owner}/{name}', summary: 'A model', request: { params: modelParams }, responses: { '200': jsonResponse('The model', modelBody), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/models/{owner}/{name}/versions',
+    summary: 'Versions',
+    request: { params: modelParams },
+    responses: { '200': jsonResponse('A page', pageOf(versionBody)), ...errorResponses },
+  },
+  {
+    method: 'post',
+    path: '/v1/models/{owner}/{name}/versions',
+    summary:
+      "Create a version from blobs you uploaded (or that a model you own, or a public one, uses). memory_bytes is the server's figure from the weights (GGUF metadata × context × sequences; ONNX file size × 3), or yours if larger",
+    request: { params: modelParams, body: jsonContent(createVersionBody) },
+    responses: { '201': jsonResponse('Created', versionBody), ...errorResponses },
+  },
+  {
+    method: 'get',
+    path: '/v1/models/{owner}/{name}/versions/{id}',
+    summary: 'A version',
+    request: { params: pathParams('owner', 'name', 'id') },
+    responses: { '200': jsonResponse('The version', versionBody), ...errorResponses },
+  },
+  {
+    method: 'head',
+    path: '/v1/blobs/sha256/{digest}',
+    summary: 'Is this blob stored for you? Yes only if you uploaded it or a model you own, or a public one, uses it; others’ weights read as absent',
+    request: { params: pathParams('digest') },
+    responses: { '200': { description: 'Yes: Content-Length is its size' }, '404': { description: 'Not stored, or not yours to use' } },
+  },
+  {
+    method: 'put',
+    path: '/v1/blobs/sha256/{digest}',
+    summary: 'Upload weights: streamed to a key of this upload, checked against the digest, then copied into place; verified bytes make you one of the blob’s uploaders',
+    request: { params: pathParams('digest'), body: { content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary' }) } } } },
+    responses: {
+      '201': jsonResponse('Stored', blobUploadBody),
+      '200': jsonResponse('Already stored; now yours to use', blobUploadBody),
+      '413': jsonResponse('Over the server’s blob size limit', errorBody),
+      ...errorResponses,
+    },
+  },
+  { method: 'get', path: '/v1/hardware', summary: 'What the live engine nodes offer', responses: { '200': jsonResponse('Hardware', hardwareBody), ...errorResponses } },
+];

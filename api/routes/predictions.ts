@@ -18,6 +18,8 @@ import { isTerminalStatus, webhookEvents } from '../../db/schema';
 import { parseOr422 } from '../validation';
 import { notePrediction } from '../request-log';
 import { setupProgress } from '../setup-progress';
+import { errorResponses, jsonContent, predictionCreateHeaders, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
+import { predictionBody, setupProgressBody } from '../response-schemas';
 
 const inputSchema = z.record(z.string(), z.unknown());
 
@@ -184,3 +186,32 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
 
   return router;
 }
+const created = { '201': jsonResponse('Created (or, with Prefer: wait, finished)', predictionBody), ...errorResponses };
+const onePrediction = { '200': jsonResponse('The prediction', predictionBody), ...errorResponses };
+
+export const predictionContracts: RouteContract[] = [
+  { method: 'post', path: '/v1/predictions', summary: 'Create a prediction', request: { headers: predictionCreateHeaders, body: jsonContent(createBody) }, responses: created },
+  {
+    method: 'post',
+    path: '/v1/models/{owner}/{name}/predictions',
+    summary: "Create a prediction on a model's latest version",
+    request: { params: pathParams('owner', 'name'), headers: predictionCreateHeaders, body: jsonContent(modelCreateBody) },
+    responses: created,
+  },
+  {
+    method: 'get',
+    path: '/v1/predictions',
+    summary: 'Your predictions, newest first',
+    request: { query: listQuery },
+    responses: { '200': jsonResponse('A page', pageOf(predictionBody)), ...errorResponses },
+  },
+  { method: 'get', path: '/v1/predictions/{id}', summary: 'A prediction', request: { params: pathParams('id') }, responses: onePrediction },
+  {
+    method: 'get',
+    path: '/v1/predictions/{id}/setup',
+    summary: "A starting prediction's warm-up: phase (queued, download, load, or null once started), file, bytes, total",
+    request: { params: pathParams('id') },
+    responses: { '200': jsonResponse('Warm-up progress', setupProgressBody), ...errorResponses },
+  },
+  { method: 'post', path: '/v1/predictions/{id}/cancel', summary: 'Cancel', request: { params: pathParams('id') }, responses: onePrediction },
+];

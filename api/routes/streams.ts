@@ -10,6 +10,9 @@ import type { EventHub } from '../event-hub';
 import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
+import { z } from 'zod';
+import { errorResponses, jsonResponse, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
+import { errorBody } from '../response-schemas';
 
 /**
  * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
@@ -46,3 +49,18 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; b
 
   return router;
 }
+
+export const streamContracts: RouteContract[] = [
+  {
+    method: 'get',
+    path: '/v1/predictions/{id}/stream',
+    summary: 'Server-sent events of a prediction (use urls.stream: its signature is the permission, until it expires)',
+    security: [{}, { bearer: [] }],
+    request: { params: pathParams('id'), query: signedUrlQuery },
+    responses: {
+      '200': { description: 'text/event-stream: output, logs, error, done, reset', content: { 'text/event-stream': { schema: z.string() } } },
+      '401': jsonResponse('Expired or unsigned, and no token', errorBody),
+      '404': errorResponses['404'],
+    },
+  },
+];

@@ -9,6 +9,8 @@ import { currentAccount } from '../auth';
 import { ApiError, NotFoundError } from '../errors';
 import { rowToSnapshot } from '../prediction-json';
 import { isTerminalStatus } from '../../db/schema';
+import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
+import { errorBody, redeliveryBody, rotatedSecretBody, webhookDeliveriesBody, webhookSecretBody } from '../response-schemas';
 
 export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Client; controlQueue: string }): Router {
   const router = Router();
@@ -68,3 +70,27 @@ export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Clie
 
   return router;
 }
+
+export const webhookContracts: RouteContract[] = [
+  { method: 'get', path: '/v1/webhooks/default/secret', summary: 'The webhook signing secret', responses: { '200': jsonResponse('The key', webhookSecretBody), ...errorResponses } },
+  {
+    method: 'post',
+    path: '/v1/webhooks/default/secret/rotate',
+    summary: 'A new signing secret; the previous one signs too for a while',
+    responses: { '200': jsonResponse('The new key', rotatedSecretBody), ...errorResponses },
+  },
+  {
+    method: 'get',
+    path: '/v1/predictions/{id}/webhooks',
+    summary: 'Webhook delivery log',
+    request: { params: pathParams('id') },
+    responses: { '200': jsonResponse('Every delivery attempt', webhookDeliveriesBody), ...errorResponses },
+  },
+  {
+    method: 'post',
+    path: '/v1/predictions/{id}/webhooks/redeliver',
+    summary: 'Send the completed event again, with its original webhook-id',
+    request: { params: pathParams('id') },
+    responses: { '202': jsonResponse('Started', redeliveryBody), '409': jsonResponse('No webhook, or not finished', errorBody), ...errorResponses },
+  },
+];

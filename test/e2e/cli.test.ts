@@ -87,3 +87,31 @@ test('errors say what to do, with a non-zero exit', async () => {
     stderr: expect.stringContaining('kiln login'),
   });
 });
+
+test('inspect shows the prediction next to its workflow in Temporal, with the Temporal UI link', async () => {
+  const env = { KILN_API_URL: API_URL, KILN_API_TOKEN: token };
+  const { stderr } = await kiln(['run', 'kiln/tiny-llama', '-i', 'prompt=inspect me', '-i', 'max_tokens=3'], env);
+  const id = /^([a-z2-7]{26}) /.exec(stderr)![1];
+  const shown = JSON.parse((await kiln(['--json', 'inspect', id], env)).stdout);
+  expect(shown.prediction).toMatchObject({ id, status: 'succeeded', workflow_id: `prediction-${id}` });
+  expect(shown.workflow).toMatchObject({
+    workflow_id: `prediction-${id}`,
+    status: 'COMPLETED',
+    search_attributes: { KilnStatus: 'succeeded', KilnModel: 'kiln/tiny-llama', KilnAccount: expect.stringMatching(/^cli-/) },
+  });
+  expect(shown.workflow.run_id).toMatch(/^[0-9a-f-]{36}$/);
+  expect(shown.workflow.history_length).toBeGreaterThan(3);
+  // The suite's API links its namespace in the dev server's UI (infra/env.sh sets KILN_TEMPORAL_UI_URL).
+  const link = `${process.env.KILN_TEMPORAL_UI_URL}/namespaces/${process.env.TEMPORAL_NAMESPACE}/workflows/prediction-${id}`;
+  expect(shown.temporal_ui).toBe(link);
+  expect(shown.prediction.urls.temporal_ui).toBe(link);
+
+  const { stdout } = await kiln(['inspect', id], env);
+  expect(stdout).toContain(`run          ${shown.workflow.run_id}`);
+  expect(stdout).toContain(`temporal ui  ${link}`);
+
+  // Without Temporal in reach (a tenant's machine), the API's side is still shown.
+  const away = await kiln(['inspect', id], { ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' });
+  expect(away.stdout).toMatch(/temporal +Temporal at 127\.0\.0\.1:1 is not reachable/);
+  expect(away.stdout).toContain(`workflow     prediction-${id}`);
+});

@@ -2,18 +2,26 @@
 import OpenAI from 'openai';
 import { closeDb, type Db } from '../../db/client';
 import { api, API_URL, newAccount, testDb } from '../helpers';
+import { specCheckedFetch } from '../spec-checked-fetch';
 
 jest.setTimeout(120_000);
 
 let db: Db;
 let token: string;
 let openai: OpenAI;
+// Every response the client sees is checked against the API reference (/openapi.json's contracts).
+const spec = specCheckedFetch();
 beforeAll(async () => {
   db = testDb();
   token = (await newAccount(db, 'openai')).token;
-  openai = new OpenAI({ apiKey: token, baseURL: `${API_URL}/openai/v1`, maxRetries: 0 });
+  openai = new OpenAI({ apiKey: token, baseURL: `${API_URL}/openai/v1`, maxRetries: 0, fetch: spec.fetch });
 });
-afterAll(() => closeDb(db));
+afterEach(() => expect(spec.problems.splice(0)).toEqual([]));
+afterAll(async () => {
+  // The checks ran on the calls above, not on none.
+  expect(spec.seen.length).toBeGreaterThan(5);
+  await closeDb(db);
+});
 
 test('models lists the language and embedding models', async () => {
   const ids: string[] = [];
@@ -109,6 +117,6 @@ test('errors come in OpenAI’s shape', async () => {
   await expect(
     openai.chat.completions.create({ model: 'kiln/tiny-llama', messages: [] }),
   ).rejects.toMatchObject({ status: 400, type: 'invalid_request_error' });
-  const bad = new OpenAI({ apiKey: 'kiln_wrong', baseURL: `${API_URL}/openai/v1`, maxRetries: 0 });
+  const bad = new OpenAI({ apiKey: 'kiln_wrong', baseURL: `${API_URL}/openai/v1`, maxRetries: 0, fetch: spec.fetch });
   await expect(bad.models.list()).rejects.toMatchObject({ status: 401 });
 });

@@ -44,8 +44,10 @@ const spoofed = { host: 'evil.example', 'x-forwarded-host': 'evil.example', 'x-f
 test("a prediction's URLs and the OpenAPI servers ignore the Host a client sends", async () => {
   const created = await rawRequest('/v1/models/kiln/echo-fixture/predictions', { ...spoofed, authorization: `Bearer ${token}` }, { input: { text: 'where am I' } });
   expect(created.status).toBe(201);
-  const urls = created.body.urls as Record<string, string>;
+  const { temporal_ui: temporalUi, ...urls } = created.body.urls as Record<string, string>;
   for (const url of Object.values(urls)) expect(url.startsWith(`${API_URL}/v1/predictions/${created.body.id}`)).toBe(true);
+  // The operators' Temporal UI link comes from KILN_TEMPORAL_UI_URL, never from the request either.
+  expect(temporalUi.startsWith(`${process.env.KILN_TEMPORAL_UI_URL}/`)).toBe(true);
   const read = await rawRequest(`/v1/predictions/${created.body.id}`, { ...spoofed, authorization: `Bearer ${token}` });
   expect(read.body.urls.stream.startsWith(`${API_URL}/`)).toBe(true);
   const doc = await rawRequest('/openapi.json', spoofed);

@@ -6,6 +6,7 @@ import { predictions } from '../../db/schema';
 import { pacedLlama } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
+import { specCheckedFetch } from '../spec-checked-fetch';
 
 jest.setTimeout(120_000);
 
@@ -13,14 +14,19 @@ let db: Db;
 let replicate: Replicate;
 let rx: Receiver;
 let accountId: string;
+// Every response the client sees is checked against the API reference (/openapi.json's contracts).
+const spec = specCheckedFetch();
 beforeAll(async () => {
   db = testDb();
   const { token, account } = await newAccount(db, 'replicate');
   accountId = account.id;
-  replicate = new Replicate({ auth: token, baseUrl: `${API_URL}/v1` });
+  replicate = new Replicate({ auth: token, baseUrl: `${API_URL}/v1`, fetch: spec.fetch });
   rx = await startReceiver();
 });
+afterEach(() => expect(spec.problems.splice(0)).toEqual([]));
 afterAll(async () => {
+  // The checks ran on the calls above, not on none.
+  expect(spec.seen.length).toBeGreaterThan(10);
   await rx.close();
   await closeDb(db);
 });

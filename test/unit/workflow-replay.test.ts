@@ -4,7 +4,10 @@
  * to a workflow's commands that is not guarded by `patched()` fails here, before it can break
  * runs in flight across an upgrade.
  */
-import { Worker } from '@temporalio/worker';
+import { Resource } from '@opentelemetry/resources';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
+import { Worker, type WorkerPlugin } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -23,14 +26,21 @@ test('the recorded histories cover every workflow type', () => {
   expect([...types].sort()).toEqual(['batchWorkflow', 'predictionWorkflow', 'replicaScalerWorkflow', 'warmDeploymentWorkflow', 'webhookDeliveryWorkflow']);
 });
 
-test('every recorded history replays on the current workflow code', async () => {
+async function replayAll(plugins: WorkerPlugin[] = []) {
   const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: JSON.parse(readFileSync(path.join(dir, f), 'utf8')) }));
   const failures: string[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowsPath: require.resolve('../../workflows'), replayName: 'kiln-replay' }, histories)) {
+  for await (const result of Worker.runReplayHistories({ workflowsPath: require.resolve('../../workflows'), replayName: 'kiln-replay', plugins }, histories)) {
     replayed += 1;
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
   }
   expect(failures).toEqual([]);
   expect(replayed).toBe(files.length);
-});
+}
+
+test('every recorded history replays on the current workflow code', () => replayAll());
+
+// Workers run the OpenTelemetry interceptors inside workflows where tracing is on (lib/tracing.ts):
+// they must add no command, so histories written with and without them replay either way.
+test('every recorded history replays with the tracing interceptors in the workflow', () =>
+  replayAll([new OpenTelemetryPlugin({ resource: new Resource({ 'service.name': 'kiln-replay' }), spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()) })]));
