@@ -9,6 +9,7 @@ import { announceReady } from '../lib/ready';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
+import { payloadRefCodec } from '../lib/payload-refs';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
 import { answerClientErrors } from './client-errors';
@@ -18,8 +19,11 @@ async function main() {
   const logger = createLogger('api', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);
+  const storage = Storage.fromConfig(c);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE });
+  // Payloads over KILN_PAYLOAD_INLINE_MAX_BYTES go by reference; the codec server resolves them for the UI.
+  const codec = payloadRefCodec(storage, c);
+  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE, dataConverter: { payloadCodecs: [codec] } });
   const hub = new EventHub(db.$client, logger);
   await hub.start();
   const app = createApp({
@@ -31,7 +35,8 @@ async function main() {
     secrets: secretBoxFromConfig(c),
     controlQueue: c.KILN_CONTROL_QUEUE,
     allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
-    storage: Storage.fromConfig(c),
+    storage,
+    codecServer: { codec, operatorToken: c.KILN_OPERATOR_TOKEN, corsOrigins: c.KILN_CODEC_CORS_ORIGINS },
     publicUrl: publicBaseUrl(c),
     metricsToken: c.KILN_METRICS_TOKEN,
     temporalUi: { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE },

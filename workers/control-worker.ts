@@ -5,6 +5,7 @@ import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
 import { createBatchControlActivities } from '../activities/batch-control';
 import { Storage } from '../lib/storage';
+import { kilnDataConverter } from '../lib/payload-refs';
 import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
 import { predictionJson } from '../api/prediction-json';
 import { snapshotToRow } from '../db/predictions';
@@ -27,7 +28,10 @@ async function main() {
   const db = createDb(c.DATABASE_URL);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const clientConnection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE });
+  const storage = Storage.fromConfig(c);
+  // One codec for the worker and the client: payloads over KILN_PAYLOAD_INLINE_MAX_BYTES go by reference.
+  const dataConverter = kilnDataConverter(storage, c);
+  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE, dataConverter });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
   const secrets = secretBoxFromConfig(c);
@@ -35,6 +39,7 @@ async function main() {
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
+    dataConverter,
     workflowsPath: require.resolve('../workflows'),
     // Keep the backlog in Temporal's fair queues, not in this process: a worker that pulls in
     // hundreds of tasks serves them first come, first served, whatever their fairness key.
@@ -47,7 +52,7 @@ async function main() {
         temporal,
         replicas: { backlogPerReplica: c.KILN_REPLICA_BACKLOG, maxReplicas: c.KILN_MAX_REPLICAS },
       }),
-      ...createBatchControlActivities({ db, storage: Storage.fromConfig(c), baseUrl: urls.baseUrl, signer: urls.signer }),
+      ...createBatchControlActivities({ db, storage, baseUrl: urls.baseUrl, signer: urls.signer }),
       ...createWebhookActivities({
         db,
         secrets,

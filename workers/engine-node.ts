@@ -4,6 +4,7 @@
  * the model ever take its predictions.
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
+import type { DataConverter } from '@temporalio/common';
 import type { Db } from '../db/client';
 import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
 import { replicaLimits } from '../db/deployments';
@@ -67,6 +68,8 @@ export class EngineNode implements NodeHooks {
       echoFixture?: EchoFixtureEngine;
       onnx?: EngineDeps['onnx'];
       storage?: EngineDeps['storage'];
+      /** The payload codec (lib/payload-refs.ts) every worker of this node decodes and encodes with. */
+      dataConverter?: DataConverter;
     },
   ) {
     this.nodeId = opts.nodeId;
@@ -95,6 +98,7 @@ export class EngineNode implements NodeHooks {
     this.nodeWorker = await Worker.create({
       connection: this.deps.connection,
       namespace: this.opts.namespace,
+      dataConverter: this.deps.dataConverter,
       taskQueue: nodeQueue(this.nodeId),
       activities: { loadModel: this.activities.loadModel },
       maxConcurrentActivityTaskExecutions: 4,
@@ -136,6 +140,7 @@ export class EngineNode implements NodeHooks {
     const worker = await Worker.create({
       connection: this.deps.connection,
       namespace: this.opts.namespace,
+      dataConverter: this.deps.dataConverter,
       taskQueue: modelQueue(versionId),
       activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
       // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
