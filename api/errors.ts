@@ -112,7 +112,9 @@ export function requestError(err: unknown): ApiError | undefined {
   const field = (status: number, title: string, name: string, description: string) =>
     new ApiError(status, title, `${name}: ${description}`, { invalid_fields: [{ type: 'invalid', field: name, description }] });
   if (e.type === 'entity.parse.failed') return field(400, 'Bad request', 'body', `is not valid JSON (${e.message})`);
-  if (e.type === 'entity.too.large') return field(413, 'Payload too large', 'body', `is larger than the ${e.limit} byte limit`);
+  if (e.type === 'entity.too.large') {
+    return field(413, 'Payload too large', 'body', `is larger than the ${e.limit} byte limit (${((e.limit ?? 0) / 2 ** 20).toFixed(0)} MiB): upload large inputs with POST /v1/files and pass the file's URL`);
+  }
   if (e.type === 'charset.unsupported') return field(415, 'Unsupported media type', 'Content-Type', `charset ${e.charset} is not supported: send UTF-8`);
   if (e.type === 'encoding.unsupported') return field(415, 'Unsupported media type', 'Content-Encoding', `${e.encoding} is not supported`);
   // The router's own decoding of a path parameter (rejectMalformedPath usually answers first).

@@ -1,8 +1,10 @@
 /**
  * `npm run bench -- history`: how big a prediction's workflow history is (bytes as Temporal
- * stores it, protobuf, and events), and its largest payload, for one warm kiln/tiny-llama
- * prediction and kiln/remove-background predictions with a small and a 3 MB image. The floor
- * beside each is the request body the client sent: history bytes per body byte.
+ * stores it, protobuf, and events), and its largest payload, for warm kiln/tiny-llama
+ * predictions and kiln/remove-background predictions with a small and a 3 MB image. The floor
+ * beside each is the request body the client sent: history bytes per body byte. Each case runs
+ * `runs` times and shows the median and the range: how many workflow tasks a prediction takes
+ * depends on timing (an activity that ends while a workflow task runs joins the next one).
  */
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
@@ -14,20 +16,27 @@ interface HistoryFigures {
   case: string;
   status: string;
   body_bytes: number;
-  history_bytes: number | string;
-  events: number | string;
+  /** Median over the runs, then [min–max]. */
+  history_bytes: string;
+  events: string;
   largest_payload_bytes: number | string;
+  /** Payloads stored by reference (lib/payload-refs.ts): the history holds their references. */
+  references: string;
   history_per_body_byte: string;
 }
 
-/** The largest `data` of any payload anywhere in the history. */
-function largestPayload(node: unknown): number {
-  if (!node || typeof node !== 'object') return 0;
-  if (node instanceof Uint8Array) return 0;
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor((v.length - 1) / 2)];
+const spread = (v: number[]) => `${median(v)} [${Math.min(...v)}–${Math.max(...v)}]`;
+
+type AnyPayload = { data: Uint8Array; metadata?: Record<string, Uint8Array> | null };
+
+/** Every payload anywhere in the history. */
+function payloadsIn(node: unknown, out: AnyPayload[] = []): AnyPayload[] {
+  if (!node || typeof node !== 'object' || node instanceof Uint8Array) return out;
   const o = node as Record<string, unknown>;
-  let max = o.data instanceof Uint8Array && 'metadata' in o ? o.data.length : 0;
-  for (const v of Object.values(o)) max = Math.max(max, largestPayload(v));
-  return max;
+  if (o.data instanceof Uint8Array && 'metadata' in o) out.push(o as AnyPayload);
+  for (const v of Object.values(o)) payloadsIn(v, out);
+  return out;
 }
 
 async function predict(token: string, model: string, input: unknown): Promise<{ status: number; id?: string; state: string; bodyBytes: number }> {
@@ -41,7 +50,7 @@ async function predict(token: string, model: string, input: unknown): Promise<{ 
   return { status: res.status, id: json.id, state: json.status ?? `HTTP ${res.status}: ${json.detail}`, bodyBytes: Buffer.byteLength(body) };
 }
 
-export async function historySize(): Promise<void> {
+export async function historySize(opts: { runs: number }): Promise<void> {
   const token = await apiToken();
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   // No codec: the history as the server holds it, which is what this measures.
@@ -61,22 +70,41 @@ export async function historySize(): Promise<void> {
   const rows: HistoryFigures[] = [];
   try {
     for (const [name, model, input] of cases) {
-      const r = await predict(token, model, input);
-      if (!r.id) {
-        rows.push({ case: name, status: r.state, body_bytes: r.bodyBytes, history_bytes: '-', events: '-', largest_payload_bytes: '-', history_per_body_byte: '-' });
-        continue;
+      const runs = [];
+      for (let i = 0; i < opts.runs; i++) {
+        const r = await predict(token, model, input);
+        if (!r.id) {
+          runs.push({ r, bytes: NaN, events: NaN, largest: NaN, refs: NaN });
+          continue;
+        }
+        const history = await client.workflow.getHandle(`prediction-${r.id}`).fetchHistory();
+        const payloads = payloadsIn(history);
+        runs.push({
+          r,
+          bytes: temporal.api.history.v1.History.encode(history).finish().length,
+          events: history.events?.length ?? 0,
+          largest: Math.max(0, ...payloads.map((p) => p.data.length)),
+          // The metadata key lib/payload-refs.ts marks references with (spelled out: the bench also runs on code without it).
+          refs: payloads.filter((p) => p.metadata?.['kiln-payload-ref']).length,
+        });
       }
-      const history = await client.workflow.getHandle(`prediction-${r.id}`).fetchHistory();
-      const bytes = temporal.api.history.v1.History.encode(history).finish().length;
-      rows.push({
-        case: name,
-        status: r.state,
-        body_bytes: r.bodyBytes,
-        history_bytes: bytes,
-        events: history.events?.length ?? 0,
-        largest_payload_bytes: largestPayload(history),
-        history_per_body_byte: (bytes / r.bodyBytes).toFixed(2),
-      });
+      const ok = runs.filter((x) => x.r.id);
+      const statuses = [...new Set(runs.map((x) => x.r.state))].join(', ');
+      const body = runs[0].r.bodyBytes;
+      rows.push(
+        ok.length === 0
+          ? { case: name, status: statuses, body_bytes: body, history_bytes: '-', events: '-', largest_payload_bytes: '-', references: '-', history_per_body_byte: '-' }
+          : {
+              case: name,
+              status: statuses,
+              body_bytes: body,
+              history_bytes: spread(ok.map((x) => x.bytes)),
+              events: spread(ok.map((x) => x.events)),
+              largest_payload_bytes: Math.max(...ok.map((x) => x.largest)),
+              references: spread(ok.map((x) => x.refs)),
+              history_per_body_byte: (median(ok.map((x) => x.bytes)) / body).toPrecision(3),
+            },
+      );
     }
   } finally {
     await connection.close();

@@ -58,7 +58,8 @@ program
 program
   .command('history')
   .description('workflow history size (bytes, events, largest payload) of one warm tiny-llama and remove-background predictions (small and 3 MB image)')
-  .action(() => historySize());
+  .option('-n, --runs <n>', 'predictions per case', int, 5)
+  .action((o) => historySize({ runs: o.runs }));
 
 program.parseAsync().then(
   () => process.exit(0),

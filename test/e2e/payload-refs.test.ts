@@ -80,6 +80,10 @@ test('its history holds no payload over the inline limit, and the references say
     const shown = JSON.parse(Buffer.from(refs[0].data!).toString());
     expect(shown.kiln_payload_ref).toMatchObject({ sha256: expect.stringMatching(/^[0-9a-f]{64}$/), size: expect.any(Number), encoding: 'json/plain' });
     expect(shown.kiln_payload_ref.size).toBeGreaterThan(dataUri.length);
+    // Search attributes are never encoded: they name the account, model and status, never input or output.
+    const indexed = (await handle.describe()).raw.workflowExecutionInfo?.searchAttributes?.indexedFields ?? {};
+    expect(Object.keys(indexed).filter((k) => k.startsWith('Kiln')).sort()).toEqual(['KilnAccount', 'KilnModel', 'KilnStatus']);
+    for (const p of Object.values(indexed)) expect(p.data!.length).toBeLessThan(256);
     // Kiln's own client decodes them: the workflow's result is the prediction, input and all.
     const result = (await handle.result()) as { input: { image: string } };
     expect(result.input.image).toBe(dataUri);
