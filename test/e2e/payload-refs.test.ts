@@ -115,6 +115,27 @@ test("the API's codec server resolves a reference for the Temporal UI, for the o
   expect(args).toMatchObject({ id: done.id, input: { image: dataUri } });
 });
 
+test('an output over the limit leaves the engine by reference (its S3 session may create payloads)', async () => {
+  const texts = Array.from({ length: 64 }, (_, i) => `text number ${i}`);
+  const created = await api('/v1/models/kiln/tiny-embed/predictions', { token, body: { input: { text: texts } }, headers: { prefer: 'wait=60' } });
+  expect(created.status).toBe(201);
+  const embedded = await poll(() => api(`/v1/predictions/${created.body.id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 120_000, intervalMs: 500 }).then((r) => r.body);
+  expect(embedded.status).toBe('succeeded');
+  expect(embedded.output).toHaveLength(64);
+  expect(embedded.output[63]).toHaveLength(256);
+  expect(JSON.stringify(embedded.output).length).toBeGreaterThan(config().KILN_PAYLOAD_INLINE_MAX_BYTES);
+  const { client, close } = await testTemporal();
+  try {
+    const history = await client.workflow.getHandle(predictionWorkflowId(embedded.id)).fetchHistory();
+    // The predict activity's result, as the engine worker completed it.
+    const completed = history.events!.filter((e) => e.activityTaskCompletedEventAttributes).map((e) => e.activityTaskCompletedEventAttributes!.result!.payloads![0]);
+    expect(completed.some((p) => isPayloadRef(p))).toBe(true);
+    expect(Math.max(...payloadsIn(history).map((p) => p.data!.length))).toBeLessThanOrEqual(config().KILN_PAYLOAD_INLINE_MAX_BYTES);
+  } finally {
+    await close();
+  }
+});
+
 test('a body over the API limit gets 413 naming the limit', async () => {
   const r = await api('/v1/models/kiln/remove-background/predictions', { token, rawBody: JSON.stringify({ input: { image: `data:image/png;base64,${'A'.repeat(11 * 2 ** 20)}` } }) });
   expect(r.status).toBe(413);
