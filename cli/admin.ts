@@ -148,9 +148,14 @@ program
     const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     try {
       // Results over the inline limit are stored by reference: reading them needs the bucket too.
-      const s3 = configSchema
+      const parsed = configSchema
         .pick({ S3_ENDPOINT: true, S3_REGION: true, S3_FORCE_PATH_STYLE: true, S3_ACCESS_KEY_ID: true, S3_SECRET_ACCESS_KEY: true, S3_SESSION_TOKEN: true, S3_BUCKET: true, KILN_PAYLOAD_INLINE_MAX_BYTES: true, KILN_PAYLOAD_CACHE_MB: true })
-        .parse(process.env);
+        .safeParse(process.env);
+      if (!parsed.success) {
+        const names = parsed.error.issues.map((i) => i.path.join('.')).join(', ');
+        throw new Error(`rebuild-projections reads payloads stored by reference in the bucket: set ${names} (for the local stack: set -a; . ~/.cache/kiln/local-secrets.env)`);
+      }
+      const s3 = parsed.data;
       const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter: kilnDataConverter(Storage.fromConfig(s3), s3) });
       const started = Date.now();
       const n = await rebuildProjections(db, temporal, (k) => k % 100 === 0 && console.error(`read ${k} workflows…`));
