@@ -10,6 +10,7 @@ import type { SecretBox } from '../lib/secret-box';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { requireAuth, requireOperatorToken } from './auth';
+import { codecServer, type CodecServerDeps } from './codec-server';
 import { openApiDocument } from './openapi';
 import { REFERENCE_HTML } from './reference-page';
 import { httpRequests, registry } from '../lib/metrics';
@@ -62,6 +63,8 @@ export interface AppDeps {
   /** How the API fetches a batch's `input_url`. */
   fetch?: Omit<FetchInputDeps, 'storage' | 'signer'>;
   batches?: { parallelism: number; chunksPerRun: number; maxInputBytes: number };
+  /** Temporal's codec server for the UI and CLI (api/codec-server.ts); absent, not served. */
+  codecServer?: CodecServerDeps;
   /** Bounds on what versions and deployments may hold of the engine nodes. */
   resources?: ResourceLimits & { pinnedNodeShare: number };
 }
@@ -117,6 +120,9 @@ export function createApp(deps: AppDeps): express.Express {
     await deps.db.execute(sql`select 1`);
     res.json({ status: 'ok' });
   });
+
+  // Operators' own token and the UI's origin, not an API token: outside /v1.
+  if (deps.codecServer) app.use(codecServer(deps.codecServer));
 
   // Streams authenticate by their signed URL, so they sit outside the token check.
   app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, baseUrl: (req) => urls(req).baseUrl }));

@@ -16,7 +16,7 @@ import { predictionWorkflowId, PRIORITY_KEYS, type PredictionArgs } from '../wor
 import { parseOr422 } from './validation';
 import { checkLimits } from './admission-limits';
 import type { RateLimitResult } from '../db/rate-limits';
-import { ValidationError } from './errors';
+import { aboutPrediction, ValidationError } from './errors';
 import { webhookEvents, type WebhookEvent } from '../db/schema';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
 
@@ -96,7 +96,7 @@ export async function createPrediction(
       priority: args.priority,
     });
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) throw err;
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) throw aboutPrediction(err, id);
   }
   // Revision 0: any write from the workflow itself takes precedence.
   await writePredictionSnapshot(deps.db, {

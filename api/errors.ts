@@ -5,6 +5,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { z } from 'zod';
 import type { Logger } from '../lib/logger';
+import { predictionIdOf, redactCodecPath } from './request-log';
 
 export class ApiError extends Error {
   constructor(
@@ -111,13 +112,28 @@ export function requestError(err: unknown): ApiError | undefined {
   const field = (status: number, title: string, name: string, description: string) =>
     new ApiError(status, title, `${name}: ${description}`, { invalid_fields: [{ type: 'invalid', field: name, description }] });
   if (e.type === 'entity.parse.failed') return field(400, 'Bad request', 'body', `is not valid JSON (${e.message})`);
-  if (e.type === 'entity.too.large') return field(413, 'Payload too large', 'body', `is larger than the ${e.limit} byte limit`);
+  if (e.type === 'entity.too.large') {
+    return field(413, 'Payload too large', 'body', `is larger than the ${e.limit} byte limit (${((e.limit ?? 0) / 2 ** 20).toFixed(0)} MiB): upload large inputs with POST /v1/files and pass the file's URL`);
+  }
   if (e.type === 'charset.unsupported') return field(415, 'Unsupported media type', 'Content-Type', `charset ${e.charset} is not supported: send UTF-8`);
   if (e.type === 'encoding.unsupported') return field(415, 'Unsupported media type', 'Content-Encoding', `${e.encoding} is not supported`);
   // The router's own decoding of a path parameter (rejectMalformedPath usually answers first).
   if (err instanceof URIError) return field(400, 'Bad request', 'path', 'is not valid percent-encoded UTF-8');
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) return new ApiError(e.status, 'Bad request', String(e.message));
   return undefined;
+}
+
+const PREDICTION_OF_ERROR = Symbol('kiln.predictionId');
+
+/**
+ * Marks `err` as having happened while handling prediction `id`, so the 500 it may become is
+ * logged with the id (a create fails before its route could note the prediction on the response).
+ */
+export function aboutPrediction(err: unknown, id: string): unknown {
+  if (err && typeof err === 'object' && !(PREDICTION_OF_ERROR in err)) {
+    Object.defineProperty(err, PREDICTION_OF_ERROR, { value: id, enumerable: false });
+  }
+  return err;
 }
 
 export function errorHandler(logger: Logger): ErrorRequestHandler {
@@ -128,10 +144,13 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       // already an answer
     } else if (down) {
       // A restart of Temporal or Postgres is not the client's fault and not a bug: say when to retry.
-      logger.warn({ err: (err as Error).message, method: req.method, path: req.path }, `${down} unavailable`);
+      logger.warn({ err: (err as Error).message, method: req.method, path: redactCodecPath(req.path) }, `${down} unavailable`);
       e = new ServiceUnavailableError(`${down} is unavailable for a moment; retry the request (with the same Idempotency-Key for creates)`);
     } else {
-      logger.error({ err, method: req.method, path: req.path }, 'unhandled error');
+      // The original error (type, message, stack) with the request and prediction ids; the client gets none of it.
+      const log = (req as { log?: Logger }).log ?? logger;
+      const predictionId = (err as { [PREDICTION_OF_ERROR]?: string } | undefined)?.[PREDICTION_OF_ERROR] ?? predictionIdOf(req, res);
+      log.error({ err, method: req.method, path: redactCodecPath(req.path), ...(predictionId ? { predictionId } : {}) }, 'unhandled error');
       e = new ApiError(500, 'Internal server error', 'Internal server error');
     }
     if (res.headersSent) return;

@@ -9,6 +9,7 @@ import { announceReady } from '../lib/ready';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
+import { payloadRefCodec } from '../lib/payload-refs';
 import { createApp } from './app';
 import { EventHub } from './event-hub';
 import { answerClientErrors } from './client-errors';
@@ -20,8 +21,16 @@ async function main() {
   surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);
   const tracing = startTracing('kiln-api', c.OTEL_EXPORTER_OTLP_ENDPOINT);
+  const storage = Storage.fromConfig(c);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection, namespace: c.TEMPORAL_NAMESPACE, plugins: tracing ? [tracing.plugin] : [] });
+  // Payloads over KILN_PAYLOAD_INLINE_MAX_BYTES go by reference; the codec server resolves them for the UI.
+  const codec = payloadRefCodec(storage, c);
+  const temporal = new Client({
+    connection,
+    namespace: c.TEMPORAL_NAMESPACE,
+    dataConverter: { payloadCodecs: [codec] },
+    plugins: tracing ? [tracing.plugin] : [],
+  });
   const hub = new EventHub(db.$client, logger);
   await hub.start();
   const app = createApp({
@@ -33,7 +42,8 @@ async function main() {
     secrets: secretBoxFromConfig(c),
     controlQueue: c.KILN_CONTROL_QUEUE,
     allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
-    storage: Storage.fromConfig(c),
+    storage,
+    codecServer: { codec, operatorToken: c.KILN_OPERATOR_TOKEN, corsOrigins: c.KILN_CODEC_CORS_ORIGINS },
     publicUrl: publicBaseUrl(c),
     metricsToken: c.KILN_METRICS_TOKEN,
     temporalUi: c.KILN_TEMPORAL_UI_URL ? { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE } : undefined,

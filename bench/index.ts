@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { coldStart } from './cold-start';
 import { fairness } from './fairness';
+import { historySize } from './history-size';
 import { overhead } from './overhead';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
@@ -53,6 +54,12 @@ program
   .description('cold (download + load), cold from the disk cache and warm, next to the raw S3 GET and llama.cpp load floors')
   .option('--sizes <list>', 'model sizes in MB', (v) => v.split(',').map(int), [100, 500])
   .action((o) => coldStart({ sizes: o.sizes }));
+
+program
+  .command('history')
+  .description('workflow history size (bytes, events, largest payload) of one warm tiny-llama and remove-background predictions (small and 3 MB image)')
+  .option('-n, --runs <n>', 'predictions per case', int, 5)
+  .action((o) => historySize({ runs: o.runs }));
 
 program.parseAsync().then(
   () => process.exit(0),

@@ -13,6 +13,8 @@ import { configSchema } from '../lib/config';
 import { and, asc, eq } from 'drizzle-orm';
 import { Client, Connection } from '@temporalio/client';
 import { rebuildProjections } from './rebuild-projections';
+import { kilnDataConverter } from '../lib/payload-refs';
+import { Storage } from '../lib/storage';
 
 // Only the database and Temporal are needed here, so only their variables are required.
 const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } = configSchema
@@ -145,7 +147,16 @@ program
   .action(async () => {
     const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     try {
-      const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+      // Results over the inline limit are stored by reference: reading them needs the bucket too.
+      const parsed = configSchema
+        .pick({ S3_ENDPOINT: true, S3_REGION: true, S3_FORCE_PATH_STYLE: true, S3_ACCESS_KEY_ID: true, S3_SECRET_ACCESS_KEY: true, S3_SESSION_TOKEN: true, S3_BUCKET: true, KILN_PAYLOAD_INLINE_MAX_BYTES: true, KILN_PAYLOAD_CACHE_MB: true })
+        .safeParse(process.env);
+      if (!parsed.success) {
+        const names = parsed.error.issues.map((i) => i.path.join('.')).join(', ');
+        throw new Error(`rebuild-projections reads payloads stored by reference in the bucket: set ${names} (for the local stack: set -a; . ~/.cache/kiln/local-secrets.env)`);
+      }
+      const s3 = parsed.data;
+      const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter: kilnDataConverter(Storage.fromConfig(s3), s3) });
       const started = Date.now();
       const n = await rebuildProjections(db, temporal, (k) => k % 100 === 0 && console.error(`read ${k} workflows…`));
       console.log(`rebuilt ${n} predictions from Temporal in ${((Date.now() - started) / 1000).toFixed(1)} s`);

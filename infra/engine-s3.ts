@@ -1,6 +1,9 @@
 /**
  * The engine's object-storage credentials: it reads weights, input files and batch inputs, and
- * writes output files and batch parts. Nothing else: no listing, no deleting, no writing weights.
+ * writes output files and batch parts; it reads and writes Temporal payloads stored by reference
+ * (payloads/sha256/, lib/payload-refs.ts: a large input arrives that way, a large output leaves
+ * that way; puts are create-only and reads check the sha256, so a rewrite could not pass as another
+ * payload). Nothing else: no listing, no deleting, no writing weights.
  *
  * Locally (MinIO) setup asks the store's STS endpoint for a session under the root credentials,
  * narrowed by ENGINE_POLICY as an inline session policy (AssumeRole's `Policy`); the engine gets
@@ -20,16 +23,16 @@ export function enginePolicy(bucket: string) {
     Version: '2012-10-17',
     Statement: [
       {
-        Sid: 'ReadWeightsInputsAndBatches',
+        Sid: 'ReadWeightsInputsBatchesAndPayloads',
         Effect: 'Allow',
         Action: ['s3:GetObject'],
-        Resource: [arn('blobs/*'), arn('files/*'), arn('batches/*')],
+        Resource: [arn('blobs/*'), arn('files/*'), arn('batches/*'), arn('payloads/sha256/*')],
       },
       {
         Sid: 'WriteOutputs',
         Effect: 'Allow',
         Action: ['s3:PutObject', 's3:AbortMultipartUpload'],
-        Resource: [arn('files/*'), arn('batches/*/parts/*')],
+        Resource: [arn('files/*'), arn('batches/*/parts/*'), arn('payloads/sha256/*')],
       },
     ],
   };

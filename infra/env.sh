@@ -60,6 +60,8 @@ ensure_secret S3_SECRET_ACCESS_KEY "$(random_hex 24)"
 ensure_secret KILN_URL_SIGNING_KEY "$(random_hex 32)"
 # What a metrics scraper sends as its bearer token for the API's /metrics.
 ensure_secret KILN_METRICS_TOKEN "$(random_hex 24)"
+# What an operator sends to the API's codec server (/codec), which shows payloads stored by reference in the Temporal UI and CLI.
+ensure_secret KILN_OPERATOR_TOKEN "$(random_hex 24)"
 # Seals the webhook secrets stored in Postgres (AES-256-GCM); 32 bytes, hex.
 ensure_secret KILN_SECRETS_KEY "$(random_hex 32)"
 # The engine's own Postgres role (kiln_engine), made by setup.

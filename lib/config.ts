@@ -34,6 +34,16 @@ export const configSchema = z.object({
   KILN_TEMPORAL_UI_URL: z.url().optional(),
   /** Set, each process exports OpenTelemetry traces there over OTLP/HTTP (lib/tracing.ts). */
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
+  /**
+   * The operator's bearer token for the codec server (/codec/decode, /codec/encode), which shows
+   * referenced payloads in the Temporal UI and CLI; unset, the API does not serve it.
+   */
+  KILN_OPERATOR_TOKEN: z.string().min(16).optional(),
+  /** Origins (comma-separated) whose pages may call the codec server: the Temporal UI's. */
+  KILN_CODEC_CORS_ORIGINS: z
+    .string()
+    .default('http://localhost:8233,http://127.0.0.1:8233')
+    .transform((s) => s.split(',').map((o) => o.trim().replace(/\/$/, '')).filter(Boolean)),
 
   /**
    * Root of the keys that sign capability URLs (streams, files, file references; see
@@ -86,6 +96,14 @@ export const configSchema = z.object({
   S3_SESSION_TOKEN: z.string().min(1).optional(),
   S3_BUCKET: z.string().min(3).default('kiln'),
   S3_FORCE_PATH_STYLE: bool.default(true),
+  /**
+   * Temporal payloads (workflow and activity arguments and results) bigger than this are stored in
+   * the bucket under payloads/sha256/ and the history holds a reference (lib/payload-refs.ts).
+   * Temporal refuses payloads over 2 MB and warns from 512 KiB.
+   */
+  KILN_PAYLOAD_INLINE_MAX_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024).default(128 * 1024),
+  /** Referenced payloads each process keeps decoded in memory, in MiB (a replayed workflow reads its input once). */
+  KILN_PAYLOAD_CACHE_MB: z.coerce.number().int().min(1).default(64),
 
   /** Engine node identity and budget. */
   KILN_NODE_ID: z.string().regex(/^[a-zA-Z0-9_.-]+$/).default(os.hostname()),

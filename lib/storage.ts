@@ -41,7 +41,7 @@ export class Storage {
     readonly bucket: string,
   ) {}
 
-  static fromConfig(c: Config): Storage {
+  static fromConfig(c: Pick<Config, 'S3_ENDPOINT' | 'S3_REGION' | 'S3_FORCE_PATH_STYLE' | 'S3_ACCESS_KEY_ID' | 'S3_SECRET_ACCESS_KEY' | 'S3_SESSION_TOKEN' | 'S3_BUCKET'>): Storage {
     const client = new S3Client({
       endpoint: c.S3_ENDPOINT,
       region: c.S3_REGION,

@@ -5,6 +5,9 @@ import { createDb, type Db } from '../db/client';
 import { liveNodes } from '../db/nodes';
 import { nodes } from '../db/schema';
 import { newId } from '../lib/ids';
+import { config } from '../lib/config';
+import { kilnDataConverter } from '../lib/payload-refs';
+import { Storage } from '../lib/storage';
 
 export const API_URL = process.env.KILN_API_URL ?? 'http://127.0.0.1:8081';
 
@@ -12,9 +15,14 @@ export function testDb(): Db {
   return createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln_test', { max: 2 });
 }
 
+/** The codec Kiln's own clients and workers use (payloads by reference), against the suite's bucket. */
+export function testDataConverter() {
+  return kilnDataConverter(Storage.fromConfig(config()), config());
+}
+
 export async function testTemporal(): Promise<{ client: Client; close: () => Promise<void> }> {
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
-  const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' });
+  const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test', dataConverter: testDataConverter() });
   return { client, close: () => connection.close() };
 }
 

@@ -5,6 +5,7 @@ import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
 import { createBatchControlActivities } from '../activities/batch-control';
 import { Storage } from '../lib/storage';
+import { kilnDataConverter } from '../lib/payload-refs';
 import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
 import { predictionJson } from '../api/prediction-json';
 import { snapshotToRow } from '../db/predictions';
@@ -31,7 +32,10 @@ async function main() {
   const plugins = tracing ? [tracing.plugin] : [];
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const clientConnection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
-  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE, plugins });
+  const storage = Storage.fromConfig(c);
+  // One codec for the worker and the client: payloads over KILN_PAYLOAD_INLINE_MAX_BYTES go by reference.
+  const dataConverter = kilnDataConverter(storage, c);
+  const temporal = new Client({ connection: clientConnection, namespace: c.TEMPORAL_NAMESPACE, dataConverter, plugins });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
   const secrets = secretBoxFromConfig(c);
@@ -39,6 +43,7 @@ async function main() {
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
+    dataConverter,
     // The tracing plugin adds its workflow interceptors at bundle time, which a prebuilt bundle
     // does not have: with tracing on, the worker bundles the workflows itself.
     ...(plugins.length > 0 ? { workflowsPath: require.resolve('../workflows') } : workflowCode()),
@@ -54,7 +59,7 @@ async function main() {
         temporal,
         replicas: { backlogPerReplica: c.KILN_REPLICA_BACKLOG, maxReplicas: c.KILN_MAX_REPLICAS },
       }),
-      ...createBatchControlActivities({ db, storage: Storage.fromConfig(c), baseUrl: urls.baseUrl, signer: urls.signer }),
+      ...createBatchControlActivities({ db, storage, baseUrl: urls.baseUrl, signer: urls.signer }),
       ...createWebhookActivities({
         db,
         secrets,

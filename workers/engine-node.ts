@@ -4,6 +4,7 @@
  * the model ever take its predictions.
  */
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
+import type { DataConverter } from '@temporalio/common';
 import type { Db } from '../db/client';
 import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
 import { replicaLimits } from '../db/deployments';
@@ -69,6 +70,8 @@ export class EngineNode implements NodeHooks {
       echoFixture?: EchoFixtureEngine;
       onnx?: EngineDeps['onnx'];
       storage?: EngineDeps['storage'];
+      /** The payload codec (lib/payload-refs.ts) every worker of this node decodes and encodes with. */
+      dataConverter?: DataConverter;
     },
   ) {
     this.nodeId = opts.nodeId;
@@ -97,6 +100,7 @@ export class EngineNode implements NodeHooks {
     this.nodeWorker = await Worker.create({
       connection: this.deps.connection,
       namespace: this.opts.namespace,
+      dataConverter: this.deps.dataConverter,
       taskQueue: nodeQueue(this.nodeId),
       plugins: this.deps.plugins,
       activities: { loadModel: this.activities.loadModel },
@@ -139,6 +143,7 @@ export class EngineNode implements NodeHooks {
     const worker = await Worker.create({
       connection: this.deps.connection,
       namespace: this.opts.namespace,
+      dataConverter: this.deps.dataConverter,
       taskQueue: modelQueue(versionId),
       plugins: this.deps.plugins,
       activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },

@@ -15,6 +15,7 @@ import { OnnxEngine } from './engines/onnx-engine';
 import { urlSignerFromConfig } from '../lib/signing';
 import { ModelCache } from './model-cache';
 import { startTracing } from '../lib/tracing';
+import { kilnDataConverter } from '../lib/payload-refs';
 
 async function main() {
   const c = config();
@@ -43,6 +44,8 @@ async function main() {
       cache,
       logger,
       storage,
+      // Inputs over the inline limit arrive by reference: the engine's S3 session reads and writes payloads/ only for them.
+      dataConverter: kilnDataConverter(storage, c),
       echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined,
       onnx: {
         engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),

@@ -102,7 +102,7 @@ describe('JSON bodies are parsed after the token is checked', () => {
     expect(invalid.body).toMatchObject({ status: 400, detail: expect.stringMatching(/^body: is not valid JSON/), invalid_fields: [expect.objectContaining({ field: 'body' })] });
     const tooBig = await api('/v1/predictions', { token, rawBody: big });
     expect(tooBig.status).toBe(413);
-    expect(tooBig.body).toMatchObject({ status: 413, detail: `body: is larger than the ${10 * 2 ** 20} byte limit` });
+    expect(tooBig.body).toMatchObject({ status: 413, detail: `body: is larger than the ${10 * 2 ** 20} byte limit (10 MiB): upload large inputs with POST /v1/files and pass the file's URL` });
     // OpenAI's routes answer in OpenAI's shape, naming the same parameter.
     const openai = await api('/openai/v1/chat/completions', { token, rawBody: big });
     expect(openai.status).toBe(413);

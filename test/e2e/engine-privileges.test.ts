@@ -4,7 +4,7 @@
  * try each of its credentials against the real Postgres, MinIO and API.
  */
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -14,6 +14,7 @@ import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import type { UrlSigner } from '../../lib/signing';
 import { blobKey, Storage } from '../../lib/storage';
+import { payloadKey, s3PayloadStore } from '../../lib/payload-refs';
 import { API_URL, api, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(60_000);
@@ -114,6 +115,22 @@ describe("the engine's storage credentials", () => {
     const back = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: output }));
     expect(await back.Body!.transformToString()).toBe('engine output');
     await storage.delete(output);
+  });
+
+  test('payloads by reference: create-once puts and reads under payloads/sha256/, no rewrite, no delete', async () => {
+    const body = Buffer.from(JSON.stringify({ big: newId() }));
+    const key = payloadKey(createHash('sha256').update(body).digest('hex'));
+    try {
+      await s3PayloadStore(new Storage(s3, bucket)).putOnce(key, body);
+      // Written once: a second put of the key is refused by the store (If-None-Match), and the store answers it as done.
+      await expect(s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'other bytes', IfNoneMatch: '*' }))).rejects.toMatchObject({ $metadata: { httpStatusCode: 412 } });
+      await s3PayloadStore(new Storage(s3, bucket)).putOnce(key, body);
+      expect(Buffer.from(await s3PayloadStore(new Storage(s3, bucket)).get(key)).equals(body)).toBe(true);
+      await denied(s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })));
+      await denied(s3.send(new PutObjectCommand({ Bucket: bucket, Key: `payloads/other/${newId()}`, Body: 'x' })));
+    } finally {
+      await storage.delete(key);
+    }
   });
 
   test('cannot write weights, delete anything, list the bucket, or write outside outputs', async () => {

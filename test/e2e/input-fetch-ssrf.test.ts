@@ -17,7 +17,7 @@ import { createLogger } from '../../lib/logger';
 import { UrlSigner } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import type { HostLookup } from '../../lib/webhook-target';
-import { api, newAccount, poll, testDb } from '../helpers';
+import { api, newAccount, poll, testDb, testDataConverter } from '../helpers';
 import { secretBoxFromConfig } from '../../lib/secret-box';
 
 jest.setTimeout(120_000);
@@ -76,7 +76,7 @@ beforeAll(async () => {
   await hub.start();
   const app = createApp({
     db,
-    temporal: new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' }),
+    temporal: new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test', dataConverter: testDataConverter() }),
     logger,
     hub,
     signer: new UrlSigner(process.env.KILN_URL_SIGNING_KEY!),

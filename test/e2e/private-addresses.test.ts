@@ -25,7 +25,7 @@ import { publicBaseUrl } from '../../lib/public-url';
 import { secretBoxFromConfig } from '../../lib/secret-box';
 import { urlSignerFromConfig } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, testDb, TERMINAL, testDataConverter } from '../helpers';
 import { startEngineNode } from '../processes';
 import { startReceiver, type Receiver } from '../receiver';
 
@@ -76,7 +76,7 @@ describe('the API refuses private webhook and input URLs', () => {
     const c = config();
     const app = createApp({
       db,
-      temporal: new Client({ connection, namespace: c.TEMPORAL_NAMESPACE }),
+      temporal: new Client({ connection, namespace: c.TEMPORAL_NAMESPACE, dataConverter: testDataConverter() }),
       logger,
       hub,
       signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']),

@@ -11,7 +11,7 @@ import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
 import { predictionWorkflowId } from '../../workflows/types';
 import { startApi } from '../chaos';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, testDb, TERMINAL, testDataConverter } from '../helpers';
 import { freePort } from '../receiver';
 
 jest.setTimeout(180_000);
@@ -204,7 +204,7 @@ describe('fair queuing', () => {
   let temporal: Client;
   beforeAll(async () => {
     const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
-    temporal = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test' });
+    temporal = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test', dataConverter: testDataConverter() });
   });
   afterAll(() => temporal.connection.close());
 

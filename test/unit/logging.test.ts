@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import pino from 'pino';
 import { notePrediction, requestLog } from '../../api/request-log';
+import { aboutPrediction, errorHandler } from '../../api/errors';
 import { isPostgresSocketRace } from '../../lib/postgres-socket-race';
 import { predictionIdOf, subjectOf, temporalLogger } from '../../workers/temporal-logger';
 
@@ -70,6 +71,47 @@ test('the API logs each request with the prediction it was about, and no query s
   const raw = JSON.stringify(lines);
   expect(raw).not.toContain('kiln_secret');
   expect(raw).not.toContain('capability');
+});
+
+test('a 500 logs the original error (type, message, stack) with the request and prediction ids; the client gets a plain JSON error', async () => {
+  const { lines, logger } = capture();
+  const app = express();
+  app.use(requestLog(logger));
+  app.post('/v1/predictions', () => {
+    // As createPrediction does when Temporal refuses the start: the route never noted the id.
+    throw aboutPrediction(new RangeError('payload too large for history: 4203256 bytes'), 'failedaaaaaaaaaaaaaaaaaaaa');
+  });
+  app.get('/v1/predictions/:id', () => {
+    throw new TypeError("Cannot read properties of undefined (reading 'output')");
+  });
+  app.use(errorHandler(logger));
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  let created: Response, read: Response, proxied: Response;
+  try {
+    created = await fetch(`${base}/v1/predictions`, { method: 'POST' });
+    read = await fetch(`${base}/v1/predictions/readaaaaaaaaaaaaaaaaaaaaaa`);
+    proxied = await fetch(`${base}/v1/predictions/readaaaaaaaaaaaaaaaaaaaaaa`, { headers: { 'x-request-id': 'proxy-7f3a' } });
+  } finally {
+    server.close();
+  }
+  for (const res of [created, read, proxied]) {
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ title: 'Internal server error', detail: 'Internal server error', status: 500 });
+  }
+  const errors = lines.filter((l) => l.msg === 'unhandled error');
+  expect(errors.map((l) => [l.err.type, l.err.message, l.predictionId, l.requestId])).toEqual([
+    ['RangeError', 'payload too large for history: 4203256 bytes', 'failedaaaaaaaaaaaaaaaaaaaa', created.headers.get('x-request-id')],
+    ['TypeError', "Cannot read properties of undefined (reading 'output')", 'readaaaaaaaaaaaaaaaaaaaaaa', read.headers.get('x-request-id')],
+    ['TypeError', "Cannot read properties of undefined (reading 'output')", 'readaaaaaaaaaaaaaaaaaaaaaa', 'proxy-7f3a'],
+  ]);
+  expect(created.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  expect(created.headers.get('x-request-id')).not.toBe(read.headers.get('x-request-id'));
+  for (const l of errors) expect(l.err.stack).toMatch(/\n\s+at .*logging\.test\.ts/);
+  // The request's own line carries the same id, so the two can be joined.
+  const requestLine = lines.find((l) => l.req?.method === 'POST');
+  expect(requestLine).toMatchObject({ requestId: created.headers.get('x-request-id'), res: { status: 500 } });
 });
 
 test("only postgres.js's closed-socket write race is survived", () => {
