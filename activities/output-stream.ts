@@ -4,7 +4,7 @@
  * fast model does not turn every token into a database round trip.
  */
 import type { Db } from '../db/client';
-import { appendEvents, appendFirstOutput, landedOutput } from '../db/events';
+import { appendFirstOutput, appendOutput, landedOutput, StaleAttemptError } from '../db/events';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
@@ -23,13 +23,25 @@ export class OutputStream {
   private sentAny = false;
   /** The id of the last event this stream wrote. */
   private lastId?: number;
+  /** A later attempt writes the stream now: this one's chunks go nowhere. */
+  private replaced = false;
 
+  /**
+   * `attempt`: the engine attempt writing (undefined from a workflow that does not number them:
+   * then the first write takes the next number).
+   */
   constructor(
     private db: Db,
     private predictionId: string,
     private onError: (err: Error) => void,
+    private attempt?: number,
     private batchMs = 15,
   ) {}
+
+  /** True once a later attempt has taken the stream over. */
+  get isReplaced(): boolean {
+    return this.replaced;
+  }
 
   push(chunk: string): void {
     this.pending.push(chunk);
@@ -49,8 +61,11 @@ export class OutputStream {
     this.pending = [];
     // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
     this.writing = this.writing
-      .then(() => this.write(data, first))
-      .catch(this.onError);
+      .then(() => (this.replaced ? undefined : this.write(data, first)))
+      .catch((err: Error) => {
+        if (err instanceof StaleAttemptError) this.replaced = true;
+        this.onError(err);
+      });
   }
 
   /**
@@ -62,15 +77,18 @@ export class OutputStream {
     let unsure = false;
     for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
       try {
-        const landed = unsure ? await landedOutput(this.db, this.predictionId, this.lastId) : undefined;
-        // The first write of an attempt says, if need be, that a failed attempt's output came before it.
-        this.lastId =
-          landed ??
-          (first
-            ? await appendFirstOutput(this.db, this.predictionId, data)
-            : await appendEvents(this.db, this.predictionId, [{ event: 'output', data }]));
+        const landed = unsure ? await landedOutput(this.db, this.predictionId, this.lastId, this.attempt) : undefined;
+        if (landed !== undefined) {
+          ({ id: this.lastId, attempt: this.attempt } = landed);
+        } else if (first) {
+          // The first write of an attempt says, if need be, that a failed attempt's output came before it.
+          ({ id: this.lastId, attempt: this.attempt } = await appendFirstOutput(this.db, this.predictionId, data, this.attempt));
+        } else {
+          this.lastId = await appendOutput(this.db, this.predictionId, data, this.attempt!);
+        }
         return;
       } catch (err) {
+        if (err instanceof StaleAttemptError) throw err;
         unsure = true;
         if (Date.now() + delay > deadline) throw err;
         await new Promise((resolve) => setTimeout(resolve, delay));

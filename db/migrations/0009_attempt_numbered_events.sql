@@ -1,0 +1,1 @@
+ALTER TABLE "prediction_events" ADD COLUMN "attempt" integer DEFAULT 1 NOT NULL;
