@@ -200,7 +200,7 @@ export const predictionEvents = pgTable(
     predictionId: text('prediction_id').notNull(),
     event: text('event', { enum: streamEvents }).notNull(),
     data: text('data').notNull(),
-    /** The engine attempt that wrote it (1 for the first); events of the projection carry the attempt of the last. */
+    /** The engine attempt that wrote it (1 for the first); the events the projection writes (logs, done, error) carry 1. */
     attempt: integer('attempt').notNull().default(1),
     createdAt: createdAt(),
   },
