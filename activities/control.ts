@@ -208,8 +208,9 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * Attempt `attempt` begins after a failed one: fences the failed attempts' late writes out of
      * the stream and answers the output they left there, which a streaming task continues.
      */
-    async beginAttempt({ predictionId, attempt }: { predictionId: string; attempt: number }): Promise<{ continues: string }> {
-      return { continues: await beginAttempt(db, predictionId, attempt) };
+    async beginAttempt({ predictionId, attempt }: { predictionId: string; attempt: number }): Promise<{ continues: string; continuedTokens?: number }> {
+      const { text, tokens } = await beginAttempt(db, predictionId, attempt);
+      return { continues: text, ...(tokens !== undefined ? { continuedTokens: tokens } : {}) };
     },
 
     /** A prediction's last writes, side by side in one local activity: the slot, the row, the usage, failed attempts' files. */

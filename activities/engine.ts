@@ -238,11 +238,12 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
         const g = await llama.generate(req.versionId, input, {
           signal: AbortSignal.any([ctx.cancellationSignal, replaced.signal]),
           continues,
+          continuedTokens: req.continuedTokens,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
             if (beatDue()) mode.heartbeat({ tokens });
             output.push(chunk);
-            stream?.push(chunk);
+            stream?.push(chunk, outputTokens);
             webhooks?.outputChanged(output);
             if (stream?.isReplaced) replaced.abort();
           },

@@ -18,6 +18,8 @@ const RETRY_MAX_DELAY_MS = 2_000;
 
 export class OutputStream {
   private pending: string[] = [];
+  /** Output tokens of the whole text up to the last chunk pushed, if the engine counts them. */
+  private tokens?: number;
   private timer?: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
   private sentAny = false;
@@ -43,8 +45,10 @@ export class OutputStream {
     return this.replaced;
   }
 
-  push(chunk: string): void {
+  /** `tokens`: the output's length in tokens with this chunk (recorded, for an attempt that continues the text). */
+  push(chunk: string, tokens?: number): void {
     this.pending.push(chunk);
+    this.tokens = tokens;
     if (!this.sentAny) {
       this.sentAny = true;
       this.flush(true);
@@ -58,10 +62,11 @@ export class OutputStream {
     this.timer = undefined;
     if (this.pending.length === 0) return;
     const data = this.pending.join('');
+    const tokens = this.tokens;
     this.pending = [];
     // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
     this.writing = this.writing
-      .then(() => (this.replaced ? undefined : this.write(data, first)))
+      .then(() => (this.replaced ? undefined : this.write(data, tokens, first)))
       .catch((err: Error) => {
         if (err instanceof StaleAttemptError) this.replaced = true;
         this.onError(err);
@@ -72,7 +77,7 @@ export class OutputStream {
    * One chunk, written once: after a failure, the write is made again only once the database
    * says the failed one did not land (its commit may have gone through unanswered).
    */
-  private async write(data: string, first: boolean): Promise<void> {
+  private async write(data: string, tokens: number | undefined, first: boolean): Promise<void> {
     const deadline = Date.now() + WRITE_RETRY_MS;
     let unsure = false;
     for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
@@ -82,9 +87,9 @@ export class OutputStream {
           ({ id: this.lastId, attempt: this.attempt } = landed);
         } else if (first) {
           // The first write of an attempt says, if need be, that a failed attempt's output came before it.
-          ({ id: this.lastId, attempt: this.attempt } = await appendFirstOutput(this.db, this.predictionId, data, this.attempt));
+          ({ id: this.lastId, attempt: this.attempt } = await appendFirstOutput(this.db, this.predictionId, data, this.attempt, tokens));
         } else {
-          this.lastId = await appendOutput(this.db, this.predictionId, data, this.attempt!);
+          this.lastId = await appendOutput(this.db, this.predictionId, data, this.attempt!, tokens);
         }
         return;
       } catch (err) {

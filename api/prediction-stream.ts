@@ -65,7 +65,7 @@ export function followPrediction(
       const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
       if (row && isTerminalStatus(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
         const data = row.status === 'succeeded' ? '{}' : JSON.stringify({ reason: row.status });
-        onEvent({ id: last + 1, predictionId, event: 'done', data, attempt: 1, createdAt: new Date() });
+        onEvent({ id: last + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });
         finish();
       }
     } catch {

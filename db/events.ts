@@ -16,14 +16,22 @@ export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 export async function appendEvents(
   db: Db | Tx,
   predictionId: string,
-  events: Array<{ event: StreamEvent; data: string; attempt?: number }>,
+  events: Array<{ event: StreamEvent; data: string; attempt?: number; tokens?: number }>,
 ): Promise<number | undefined> {
   if (events.length === 0) return undefined;
   const write = async (tx: Db | Tx) => {
     await lockStream(tx, predictionId);
     const rows = await tx
       .insert(predictionEvents)
-      .values(events.map((e) => ({ predictionId, event: e.event, data: withoutNul(e.data), ...(e.attempt ? { attempt: e.attempt } : {}) })))
+      .values(
+        events.map((e) => ({
+          predictionId,
+          event: e.event,
+          data: withoutNul(e.data),
+          ...(e.attempt ? { attempt: e.attempt } : {}),
+          ...(e.tokens !== undefined ? { tokens: e.tokens } : {}),
+        })),
+      )
       .returning({ id: predictionEvents.id });
     await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
     return Math.max(...rows.map((r) => r.id));
@@ -59,12 +67,12 @@ async function lastAttemptEvent(tx: Db | Tx, predictionId: string) {
  * a failed attempt that still runs (its heartbeats were lost, not its node) cannot add to the
  * text that the next attempt continues.
  */
-export async function appendOutput(db: Db, predictionId: string, data: string, attempt: number): Promise<number> {
+export async function appendOutput(db: Db, predictionId: string, data: string, attempt: number, tokens?: number): Promise<number> {
   return db.transaction(async (tx) => {
     await lockStream(tx, predictionId);
     const last = await lastAttemptEvent(tx, predictionId);
     if (last && last.attempt > attempt) throw new StaleAttemptError(predictionId, attempt, last.attempt);
-    return (await appendEvents(tx, predictionId, [{ event: 'output', data, attempt }]))!;
+    return (await appendEvents(tx, predictionId, [{ event: 'output', data, attempt, tokens }]))!;
   });
 }
 
@@ -81,6 +89,7 @@ export async function appendFirstOutput(
   predictionId: string,
   data: string,
   attempt?: number,
+  tokens?: number,
 ): Promise<{ id: number; attempt: number }> {
   return db.transaction(async (tx) => {
     await lockStream(tx, predictionId);
@@ -91,7 +100,7 @@ export async function appendFirstOutput(
     const voids = last !== undefined && last.attempt < mine && !continued;
     const events = [
       ...(voids ? [{ event: 'reset' as const, data: JSON.stringify({ attempt: mine }), attempt: mine }] : []),
-      { event: 'output' as const, data, attempt: mine },
+      { event: 'output' as const, data, attempt: mine, tokens },
     ];
     return { id: (await appendEvents(tx, predictionId, events))!, attempt: mine };
   });
@@ -132,9 +141,10 @@ export async function landedOutput(
 /**
  * Attempt `attempt` begins after a failed one: the output in the stream so far (after the last
  * reset) is the start of its text, and from now on only it may add to the stream. Idempotent:
- * called again (a retried local activity) it answers the same text. Returns the text.
+ * called again (a retried local activity) it answers the same. Returns the text and its length in
+ * tokens as the engine counted them (undefined where the stream did not record it).
  */
-export async function beginAttempt(db: Db, predictionId: string, attempt: number): Promise<string> {
+export async function beginAttempt(db: Db, predictionId: string, attempt: number): Promise<{ text: string; tokens?: number }> {
   return db.transaction(async (tx) => {
     await lockStream(tx, predictionId);
     const [fence] = await tx
@@ -142,9 +152,11 @@ export async function beginAttempt(db: Db, predictionId: string, attempt: number
       .from(predictionEvents)
       .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'attempt'), eq(predictionEvents.attempt, attempt)))
       .limit(1);
-    const text = (await outputChunks(tx, predictionId, fence?.id)).join('');
+    const chunks = await outputRows(tx, predictionId, fence?.id);
+    const text = chunks.map((c) => c.data).join('');
+    const tokens = chunks.length === 0 ? 0 : (chunks.at(-1)!.tokens ?? undefined);
     if (!fence) await appendEvents(tx, predictionId, [{ event: 'attempt', data: JSON.stringify({ attempt, continues_chars: text.length }), attempt }]);
-    return text;
+    return { text, tokens };
   });
 }
 
@@ -153,6 +165,10 @@ export async function beginAttempt(db: Db, predictionId: string, attempt: number
  * event `beforeId`, if given), in order. What GET shows while it runs, with no projection write.
  */
 export async function outputChunks(db: Db | Tx, predictionId: string, beforeId?: number): Promise<string[]> {
+  return (await outputRows(db, predictionId, beforeId)).map((r) => r.data);
+}
+
+async function outputRows(db: Db | Tx, predictionId: string, beforeId?: number): Promise<Array<{ data: string; tokens: number | null }>> {
   const before = beforeId === undefined ? sql`true` : lt(predictionEvents.id, beforeId);
   const [reset] = await db
     .select({ id: predictionEvents.id })
@@ -160,8 +176,8 @@ export async function outputChunks(db: Db | Tx, predictionId: string, beforeId?:
     .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'reset'), before))
     .orderBy(desc(predictionEvents.id))
     .limit(1);
-  const rows = await db
-    .select({ data: predictionEvents.data })
+  return db
+    .select({ data: predictionEvents.data, tokens: predictionEvents.tokens })
     .from(predictionEvents)
     .where(
       and(
@@ -172,7 +188,6 @@ export async function outputChunks(db: Db | Tx, predictionId: string, beforeId?:
       ),
     )
     .orderBy(asc(predictionEvents.id));
-  return rows.map((r) => r.data);
 }
 
 /** The id of the prediction's last `reset` after `afterId`, or 0: output before it is a failed attempt's. */

@@ -202,6 +202,11 @@ export const predictionEvents = pgTable(
     data: text('data').notNull(),
     /** The engine attempt that wrote it (1 for the first); the events the projection writes (logs, done, error) carry 1. */
     attempt: integer('attempt').notNull().default(1),
+    /**
+     * Of an engine's output: the tokens of the whole text up to and with this chunk, so an attempt
+     * that continues the text knows its length in tokens (re-tokenizing the text need not give it).
+     */
+    tokens: integer('tokens'),
     createdAt: createdAt(),
   },
   (t) => [index('prediction_events_prediction_idx').on(t.predictionId, t.id)],

@@ -80,6 +80,8 @@ export interface PredictRequest {
    * (it is the start of the model's response), so clients see one generation.
    */
   continues?: string;
+  /** The length of `continues` in tokens, as the failed attempts counted them. */
+  continuedTokens?: number;
 }
 
 export interface PredictResult {

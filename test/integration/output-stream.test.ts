@@ -46,10 +46,10 @@ function losingAnswers(lose: (n: number) => boolean): Db {
 }
 
 /** Each chunk a write of its own: the next is pushed once the last one is in the table. */
-async function writeAll(stream: OutputStream, predictionId: string, chunks: string[]) {
+async function writeAll(stream: OutputStream, predictionId: string, chunks: string[], tokens?: number[]) {
   const before = (await streamOf(predictionId)).filter((e) => e.event === 'output').length;
   for (const [i, c] of chunks.entries()) {
-    stream.push(c);
+    stream.push(c, tokens?.[i]);
     await poll(() => streamOf(predictionId), (events) => events.filter((e) => e.event === 'output').length >= before + i + 1, { intervalMs: 5 });
   }
   await stream.close();
@@ -104,11 +104,11 @@ test('a new attempt continues the output so far; the failed attempt cannot write
   const id = `test-${newId()}`;
   const errors: Error[] = [];
   const failed = new OutputStream(db, id, (err) => errors.push(err), 1);
-  await writeAll(failed, id, ['Once', ' upon']);
-  // The workflow begins attempt 2: it gets the text so far, and fences attempt 1 out.
-  expect(await beginAttempt(db, id, 2)).toBe('Once upon');
+  await writeAll(failed, id, ['Once', ' upon'], [1, 3]);
+  // The workflow begins attempt 2: it gets the text so far and its length in tokens, and fences attempt 1 out.
+  expect(await beginAttempt(db, id, 2)).toEqual({ text: 'Once upon', tokens: 3 });
   // A local activity retried after its commit answers the same.
-  expect(await beginAttempt(db, id, 2)).toBe('Once upon');
+  expect(await beginAttempt(db, id, 2)).toEqual({ text: 'Once upon', tokens: 3 });
   // Attempt 1 still runs somewhere (its heartbeats were lost, not its node): its write is refused.
   failed.push(' WRONG');
   await failed.close();

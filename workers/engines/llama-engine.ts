@@ -266,6 +266,8 @@ export class LlamaEngine {
        * (as the model's own text, not as prompt), and it counts towards max_tokens and min_tokens.
        */
       continues?: string;
+      /** Its length in tokens as first generated; without it, the text is tokenized (which need not give the same count). */
+      continuedTokens?: number;
     } = {},
   ): Promise<GenerationResult> {
     const entry = this.loaded.get(versionId);
@@ -273,8 +275,7 @@ export class LlamaEngine {
     const { LlamaCompletion, LlamaChat, TokenBias } = await loadNodeLlamaCpp();
     const tokenizer = entry.model.tokenizer;
     const continues = opts.continues ?? '';
-    // Re-tokenized: close to what the failed attempt drew (a boundary may tokenize differently).
-    const continuedTokens = continues ? tokenizer(continues).length : 0;
+    const continuedTokens = continues ? (opts.continuedTokens ?? tokenizer(continues).length) : 0;
     const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
     if (continuedTokens >= input.max_tokens) {
       const inputTokens = input.messages ? 0 : tokenizer(input.prompt ?? '').length;
