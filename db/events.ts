@@ -70,9 +70,25 @@ async function lastAttemptEvent(tx: Db | Tx, predictionId: string) {
 export async function appendOutput(db: Db, predictionId: string, data: string, attempt: number, tokens?: number): Promise<number> {
   return db.transaction(async (tx) => {
     await lockStream(tx, predictionId);
-    const last = await lastAttemptEvent(tx, predictionId);
-    if (last && last.attempt > attempt) throw new StaleAttemptError(predictionId, attempt, last.attempt);
-    return (await appendEvents(tx, predictionId, [{ event: 'output', data, attempt, tokens }]))!;
+    // The check and the insert in one statement: a chunk costs no more round trips than before attempts were fenced.
+    const current = tx
+      .select({ attempt: predictionEvents.attempt })
+      .from(predictionEvents)
+      .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])))
+      .orderBy(desc(predictionEvents.id))
+      .limit(1);
+    const rows = await tx.execute<{ id: number }>(sql`
+      insert into ${predictionEvents} (prediction_id, event, data, attempt, tokens)
+      select ${predictionId}, 'output', ${withoutNul(data)}, ${attempt}, ${tokens ?? null}
+      where coalesce((${current}), 0) <= ${attempt}
+      returning id`);
+    const id = rows[0]?.id;
+    if (id === undefined) {
+      const last = await lastAttemptEvent(tx, predictionId);
+      throw new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
+    }
+    await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
+    return Number(id);
   });
 }
 
