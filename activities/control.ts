@@ -16,9 +16,15 @@ import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
 
 import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
+import { attemptsBegun, beginAttempt } from '../db/events';
+import { removeOrphanOutputFiles } from '../db/files';
+import { tasks, isTaskName } from '../tasks';
+import type { Storage } from '../lib/storage';
 
 export interface ControlDeps {
   db: Db;
+  /** Where output files live: a prediction's finish removes those of its failed attempts. */
+  storage?: Pick<Storage, 'delete'>;
   /** Reads task queue backlogs for replica scaling; without it, no replica is added for a backlog. */
   temporal?: Client;
   replicas?: ReplicaSettings;
@@ -54,7 +60,7 @@ function lookups(db: Db) {
   return { version: (id: string) => versions.fetch(id), account: (id: string) => accountsById.fetch(id) };
 }
 
-export function createControlActivities({ db, temporal: client, replicas = DEFAULT_REPLICAS }: ControlDeps) {
+export function createControlActivities({ db, temporal: client, replicas = DEFAULT_REPLICAS, storage }: ControlDeps) {
   const cached = lookups(db);
   /** Predictions waiting on the version's queue, by Temporal's own count (approximate, and cheap). */
   async function backlog(versionId: string): Promise<number> {
@@ -170,6 +176,13 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
     },
   };
 
+  /** Output files that no final output refers to: those of attempts that failed after storing theirs. */
+  async function removeFailedAttemptsFiles(snapshot: PredictionSnapshot, task: string): Promise<void> {
+    if (!storage || !isTaskName(task) || !('outputFiles' in tasks[task])) return;
+    const removed = await removeOrphanOutputFiles(db, storage, snapshot.id, await attemptsBegun(db, snapshot.id), snapshot.output);
+    if (removed.length > 0) log.info('removed output files of failed attempts', { predictionId: snapshot.id, files: removed });
+  }
+
   return {
     ...steps,
 
@@ -191,12 +204,22 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       }
     },
 
-    /** A prediction's last writes, side by side in one local activity: the slot, the row, the usage. */
+    /**
+     * Attempt `attempt` begins after a failed one: fences the failed attempts' late writes out of
+     * the stream and answers the output they left there, which a streaming task continues.
+     */
+    async beginAttempt({ predictionId, attempt }: { predictionId: string; attempt: number }): Promise<{ continues: string; continuedTokens?: number }> {
+      const { text, tokens } = await beginAttempt(db, predictionId, attempt);
+      return { continues: text, ...(tokens !== undefined ? { continuedTokens: tokens } : {}) };
+    },
+
+    /** A prediction's last writes, side by side in one local activity: the slot, the row, the usage, failed attempts' files. */
     async finishPrediction({ snapshot, task, hardware }: { snapshot: PredictionSnapshot; task: string; hardware: string }): Promise<void> {
       await Promise.all([
         steps.releaseAdmission({ predictionId: snapshot.id }),
         steps.projectPrediction(snapshot),
         steps.recordUsage(usageOf(snapshot, task, hardware)),
+        removeFailedAttemptsFiles(snapshot, task),
       ]);
     },
   };

@@ -14,7 +14,7 @@ import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-i
 import { fileRef } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
-import { fileKey, recordOutputFile } from '../db/files';
+import { fileKey, outputFileId, recordOutputFile } from '../db/files';
 import { newId } from '../lib/ids';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -219,38 +219,49 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
         };
       }
       const input = parsed.data as TextGenerationInput;
+      // A failed attempt's output is in the stream already: this attempt continues it.
+      const continues = mode.live ? (req.continues ?? '') : '';
 
       let tokens = 0;
       const beatDue = heartbeatThrottle();
       const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
-      const stream = mode.live ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message })) : undefined;
-      const output: string[] = [];
-      const webhooks = mode.live
-        ? new OutputWebhooks(ctx.client, controlQueue, req.snapshot, (err) => log.warn('could not start an output webhook', { error: err.message }))
+      const stream = mode.live
+        ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }), req.attempt)
         : undefined;
+      const output: string[] = continues ? [continues] : [];
+      const webhooks = mode.live
+        ? new OutputWebhooks(ctx.client, controlQueue, req.snapshot, (err) => log.warn('could not start an output webhook', { error: err.message }), req.attempt)
+        : undefined;
+      // A later attempt has taken the stream over (this one was given up for lost): stop generating.
+      const replaced = new AbortController();
       try {
         const g = await llama.generate(req.versionId, input, {
-          signal: ctx.cancellationSignal,
+          signal: AbortSignal.any([ctx.cancellationSignal, replaced.signal]),
+          continues,
+          continuedTokens: req.continuedTokens,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
             if (beatDue()) mode.heartbeat({ tokens });
             output.push(chunk);
-            stream?.push(chunk);
+            stream?.push(chunk, outputTokens);
             webhooks?.outputChanged(output);
+            if (stream?.isReplaced) replaced.abort();
           },
         });
         webhooks?.stop();
         await stream?.close();
         // Anything but a cancel request (shutdown, lost heartbeat) is a fault: let Temporal retry.
-        if (g.aborted && !ctx.cancellationDetails?.cancelRequested) {
+        if ((g.aborted || replaced.signal.aborted) && !ctx.cancellationDetails?.cancelRequested) {
           throw kilnFailure('EngineInterrupted', `generation interrupted on node ${node.nodeId}`);
         }
-        const tokensPerSecond = g.outputTokens / Math.max(g.predictSeconds, 1e-6);
+        const generated = g.outputTokens - g.continuedTokens;
+        const tokensPerSecond = generated / Math.max(g.predictSeconds, 1e-6);
         const logs = [`Using seed: ${g.seed}`];
+        if (continues) logs.push(`Continued the output of the failed attempt (${g.continuedTokens} tokens)`);
         logs.push(
           g.aborted
             ? `Canceled after ${g.outputTokens} tokens`
-            : `Generated ${g.outputTokens} tokens in ${g.predictSeconds.toFixed(3)} s (${tokensPerSecond.toFixed(1)} tokens/s, stop: ${g.stopReason})`,
+            : `Generated ${generated} tokens in ${g.predictSeconds.toFixed(3)} s (${tokensPerSecond.toFixed(1)} tokens/s, stop: ${g.stopReason})`,
         );
         const metrics: Record<string, number> = {
           queue_time: round(queueSeconds),
@@ -260,7 +271,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           tokens_per_second: round(tokensPerSecond, 2),
         };
         if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
-        return { output: g.chunks, logs, metrics, startedAt, aborted: g.aborted, hardware: node.hardware };
+        return { output: continues ? [continues, ...g.chunks] : g.chunks, logs, metrics, startedAt, aborted: g.aborted, hardware: node.hardware };
       } finally {
         clearInterval(beat);
         webhooks?.stop();
@@ -289,7 +300,8 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const fetchSeconds = (performance.now() - t0) / 1000;
     heartbeat({ phase: 'inference' });
     const out = await deps.engine.removeBackground(req.versionId, image.bytes, ctx.cancellationSignal);
-    const id = newId();
+    // Named by prediction and attempt: the prediction's finish removes what failed attempts stored.
+    const id = req.attempt === undefined ? newId() : outputFileId(req.predictionId, req.attempt);
     await deps.storage.putStream(fileKey(id), Readable.from([out.png]));
     await recordOutputFile(db, {
       id,

@@ -4,7 +4,7 @@
  * fast model does not turn every token into a database round trip.
  */
 import type { Db } from '../db/client';
-import { appendEvents, appendFirstOutput, landedOutput } from '../db/events';
+import { appendFirstOutput, appendOutput, landedOutput, StaleAttemptError } from '../db/events';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
@@ -18,21 +18,37 @@ const RETRY_MAX_DELAY_MS = 2_000;
 
 export class OutputStream {
   private pending: string[] = [];
+  /** Output tokens of the whole text up to the last chunk pushed, if the engine counts them. */
+  private tokens?: number;
   private timer?: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
   private sentAny = false;
   /** The id of the last event this stream wrote. */
   private lastId?: number;
+  /** A later attempt writes the stream now: this one's chunks go nowhere. */
+  private replaced = false;
 
+  /**
+   * `attempt`: the engine attempt writing (undefined from a workflow that does not number them:
+   * then the first write takes the next number).
+   */
   constructor(
     private db: Db,
     private predictionId: string,
     private onError: (err: Error) => void,
+    private attempt?: number,
     private batchMs = 15,
   ) {}
 
-  push(chunk: string): void {
+  /** True once a later attempt has taken the stream over. */
+  get isReplaced(): boolean {
+    return this.replaced;
+  }
+
+  /** `tokens`: the output's length in tokens with this chunk (recorded, for an attempt that continues the text). */
+  push(chunk: string, tokens?: number): void {
     this.pending.push(chunk);
+    this.tokens = tokens;
     if (!this.sentAny) {
       this.sentAny = true;
       this.flush(true);
@@ -46,31 +62,38 @@ export class OutputStream {
     this.timer = undefined;
     if (this.pending.length === 0) return;
     const data = this.pending.join('');
+    const tokens = this.tokens;
     this.pending = [];
     // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
     this.writing = this.writing
-      .then(() => this.write(data, first))
-      .catch(this.onError);
+      .then(() => (this.replaced ? undefined : this.write(data, tokens, first)))
+      .catch((err: Error) => {
+        if (err instanceof StaleAttemptError) this.replaced = true;
+        this.onError(err);
+      });
   }
 
   /**
    * One chunk, written once: after a failure, the write is made again only once the database
    * says the failed one did not land (its commit may have gone through unanswered).
    */
-  private async write(data: string, first: boolean): Promise<void> {
+  private async write(data: string, tokens: number | undefined, first: boolean): Promise<void> {
     const deadline = Date.now() + WRITE_RETRY_MS;
     let unsure = false;
     for (let delay = RETRY_FIRST_DELAY_MS; ; delay = Math.min(delay * 2, RETRY_MAX_DELAY_MS)) {
       try {
-        const landed = unsure ? await landedOutput(this.db, this.predictionId, this.lastId) : undefined;
-        // The first write of an attempt says, if need be, that a failed attempt's output came before it.
-        this.lastId =
-          landed ??
-          (first
-            ? await appendFirstOutput(this.db, this.predictionId, data)
-            : await appendEvents(this.db, this.predictionId, [{ event: 'output', data }]));
+        const landed = unsure ? await landedOutput(this.db, this.predictionId, this.lastId, this.attempt) : undefined;
+        if (landed !== undefined) {
+          ({ id: this.lastId, attempt: this.attempt } = landed);
+        } else if (first) {
+          // The first write of an attempt says, if need be, that a failed attempt's output came before it.
+          ({ id: this.lastId, attempt: this.attempt } = await appendFirstOutput(this.db, this.predictionId, data, this.attempt, tokens));
+        } else {
+          this.lastId = await appendOutput(this.db, this.predictionId, data, this.attempt!, tokens);
+        }
         return;
       } catch (err) {
+        if (err instanceof StaleAttemptError) throw err;
         unsure = true;
         if (Date.now() + delay > deadline) throw err;
         await new Promise((resolve) => setTimeout(resolve, delay));

@@ -5,7 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { PredictionSnapshot } from '../db/predictions';
-import { WEBHOOK_THROTTLE_MS, webhookWorkflowId, type WebhookDelivery } from '../workflows/types';
+import { outputWebhookId, WEBHOOK_THROTTLE_MS, type WebhookDelivery } from '../workflows/types';
 
 export class OutputWebhooks {
   private n = 0;
@@ -20,6 +20,8 @@ export class OutputWebhooks {
     private taskQueue: string,
     private snapshot: PredictionSnapshot,
     private onError: (err: Error) => void,
+    /** The engine attempt sending them: ids are unique across attempts. */
+    private attempt?: number,
   ) {
     this.enabled = Boolean(snapshot.webhook && snapshot.webhookEventsFilter?.includes('output'));
   }
@@ -37,7 +39,7 @@ export class OutputWebhooks {
     if (this.stopped || !this.latest) return;
     this.lastAt = Date.now();
     this.n += 1;
-    const webhookId = webhookWorkflowId(this.snapshot.id, 'output', this.n);
+    const webhookId = outputWebhookId(this.snapshot.id, this.attempt, this.n);
     const delivery: WebhookDelivery = {
       webhookId,
       event: 'output',

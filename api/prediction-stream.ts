@@ -3,7 +3,8 @@
  * the hub says it arrived, until `done`. Late joiners get everything produced so far; a
  * reconnect with Last-Event-ID resumes with no gap and no duplicate. The replay leaves out the
  * output of engine attempts that failed (the output before the last `reset`): the reset still
- * goes out, for a client that had some of that output before it reconnected.
+ * goes out, for a client that had some of that output before it reconnected. An `attempt` event
+ * (a new attempt continues the output so far) changes nothing for a reader and is not passed on.
  */
 import type { Db } from '../db/client';
 import { eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/events';
@@ -53,7 +54,7 @@ export function followPrediction(
           for (const row of rows) {
             if (closed) return;
             last = row.id;
-            if (row.event === 'output' && row.id < replayFrom) continue;
+            if ((row.event === 'output' && row.id < replayFrom) || row.event === 'attempt') continue;
             onEvent(row);
             if (row.event === 'done') return finish();
           }
@@ -64,7 +65,7 @@ export function followPrediction(
       const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
       if (row && isTerminalStatus(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
         const data = row.status === 'succeeded' ? '{}' : JSON.stringify({ reason: row.status });
-        onEvent({ id: last + 1, predictionId, event: 'done', data, createdAt: new Date() });
+        onEvent({ id: last + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });
         finish();
       }
     } catch {

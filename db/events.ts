@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents, type StreamEvent } from './schema';
@@ -16,14 +16,22 @@ export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 export async function appendEvents(
   db: Db | Tx,
   predictionId: string,
-  events: Array<{ event: StreamEvent; data: string }>,
+  events: Array<{ event: StreamEvent; data: string; attempt?: number; tokens?: number }>,
 ): Promise<number | undefined> {
   if (events.length === 0) return undefined;
   const write = async (tx: Db | Tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
+    await lockStream(tx, predictionId);
     const rows = await tx
       .insert(predictionEvents)
-      .values(events.map((e) => ({ predictionId, event: e.event, data: withoutNul(e.data) })))
+      .values(
+        events.map((e) => ({
+          predictionId,
+          event: e.event,
+          data: withoutNul(e.data),
+          ...(e.attempt ? { attempt: e.attempt } : {}),
+          ...(e.tokens !== undefined ? { tokens: e.tokens } : {}),
+        })),
+      )
       .returning({ id: predictionEvents.id });
     await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
     return Math.max(...rows.map((r) => r.id));
@@ -31,37 +39,171 @@ export async function appendEvents(
   return 'rollback' in db ? write(db) : db.transaction(write);
 }
 
+const lockStream = (tx: Db | Tx, predictionId: string) => tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
+
+/** The events engine attempts write: their output, and what separates one attempt from the next. */
+const ATTEMPT_EVENTS = ['output', 'reset', 'attempt'] as const;
+
+/** A write of an attempt that a later attempt has replaced (its node was given up for lost, yet it still runs). */
+export class StaleAttemptError extends Error {
+  constructor(predictionId: string, attempt: number, current: number) {
+    super(`prediction ${predictionId}: attempt ${attempt} is over, attempt ${current} writes the stream now`);
+  }
+}
+
+/** The newest engine-written event: its attempt is the stream's current one. Reads no `data`. */
+async function lastAttemptEvent(tx: Db | Tx, predictionId: string) {
+  const [row] = await tx
+    .select({ id: predictionEvents.id, event: predictionEvents.event, attempt: predictionEvents.attempt })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])))
+    .orderBy(desc(predictionEvents.id))
+    .limit(1);
+  return row;
+}
+
 /**
- * The first output chunk of an engine attempt. Output already in the stream was written by an
- * attempt that failed: a `reset` goes first, so a client drops that text and keeps one generation.
+ * One output chunk of attempt `attempt`, in the stream only while no later attempt has begun:
+ * a failed attempt that still runs (its heartbeats were lost, not its node) cannot add to the
+ * text that the next attempt continues.
  */
-export async function appendFirstOutput(db: Db, predictionId: string, data: string): Promise<number | undefined> {
+export async function appendOutput(db: Db, predictionId: string, data: string, attempt: number, tokens?: number): Promise<number> {
   return db.transaction(async (tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
-    const retried = await hasEvent(tx, predictionId, 'output');
-    return appendEvents(tx, predictionId, [...(retried ? [{ event: 'reset' as const, data: '{}' }] : []), { event: 'output', data }]);
+    await lockStream(tx, predictionId);
+    // The check and the insert in one statement: a chunk costs no more round trips than before attempts were fenced.
+    const current = tx
+      .select({ attempt: predictionEvents.attempt })
+      .from(predictionEvents)
+      .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])))
+      .orderBy(desc(predictionEvents.id))
+      .limit(1);
+    const rows = await tx.execute<{ id: number }>(sql`
+      insert into ${predictionEvents} (prediction_id, event, data, attempt, tokens)
+      select ${predictionId}, 'output', ${withoutNul(data)}, ${attempt}, ${tokens ?? null}
+      where coalesce((${current}), 0) <= ${attempt}
+      returning id`);
+    const id = rows[0]?.id;
+    if (id === undefined) {
+      const last = await lastAttemptEvent(tx, predictionId);
+      throw new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
+    }
+    await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
+    return Number(id);
+  });
+}
+
+/**
+ * The first output chunk of an engine attempt. An attempt that continues the output already in
+ * the stream was announced by an `attempt` event (beginAttempt): its text simply goes on. Output
+ * of an earlier attempt with no such event (a workflow from before attempts continued) is
+ * voided: a `reset` goes first, so a client drops that text and keeps one generation.
+ * Without `attempt` (a workflow from before attempts were numbered), the attempt is the next one
+ * after any output. Returns the id written and the attempt it was written as.
+ */
+export async function appendFirstOutput(
+  db: Db,
+  predictionId: string,
+  data: string,
+  attempt?: number,
+  tokens?: number,
+): Promise<{ id: number; attempt: number }> {
+  return db.transaction(async (tx) => {
+    await lockStream(tx, predictionId);
+    const last = await lastAttemptEvent(tx, predictionId);
+    const mine = attempt ?? (last ? last.attempt + (last.event === 'attempt' ? 0 : 1) : 1);
+    if (last && last.attempt > mine) throw new StaleAttemptError(predictionId, mine, last.attempt);
+    const continued = last?.event === 'attempt' && last.attempt === mine;
+    const voids = last !== undefined && last.attempt < mine && !continued;
+    const events = [
+      ...(voids ? [{ event: 'reset' as const, data: JSON.stringify({ attempt: mine }), attempt: mine }] : []),
+      { event: 'output' as const, data, attempt: mine, tokens },
+    ];
+    return { id: (await appendEvents(tx, predictionId, events))!, attempt: mine };
   });
 }
 
 /**
  * Whether an output write whose commit went unanswered (the connection died) landed: the
- * prediction's last output was written after `afterId` (the writer's previous event) or, for an
- * attempt's first write, right after a reset or as the first output. Returns its id.
+ * prediction's last output was written after `afterId` (the writer's previous event) by the
+ * writer's attempt or, for a first write of unknown attempt, right after a reset or as the first
+ * output.
  *
- * Only ids and event names are read: the engine, which writes the stream, may not read what any
- * stream holds (its database role has no SELECT on `data`). The writer of an attempt is the only
- * one writing its prediction's output, so an output after its own last event is its own.
+ * Only ids, attempts and event names are read: the engine, which writes the stream, may not read
+ * what any stream holds (its database role has no SELECT on `data`). One attempt has one writer,
+ * so an output of its attempt after its own last event is its own. Returns its id and attempt.
  */
-export async function landedOutput(db: Db, predictionId: string, afterId: number | undefined): Promise<number | undefined> {
+export async function landedOutput(
+  db: Db,
+  predictionId: string,
+  afterId: number | undefined,
+  attempt: number | undefined,
+): Promise<{ id: number; attempt: number } | undefined> {
   const [last, before] = await db
-    .select({ id: predictionEvents.id, event: predictionEvents.event })
+    .select({ id: predictionEvents.id, event: predictionEvents.event, attempt: predictionEvents.attempt })
     .from(predictionEvents)
-    .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, ['output', 'reset'])))
+    .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])))
     .orderBy(desc(predictionEvents.id))
     .limit(2);
   if (last?.event !== 'output') return undefined;
-  const ours = afterId === undefined ? before?.event !== 'output' : last.id > afterId;
-  return ours ? last.id : undefined;
+  const ours =
+    attempt !== undefined
+      ? last.attempt === attempt && last.id > (afterId ?? 0)
+      : afterId === undefined
+        ? before?.event !== 'output'
+        : last.id > afterId;
+  return ours ? { id: last.id, attempt: last.attempt } : undefined;
+}
+
+/**
+ * Attempt `attempt` begins after a failed one: the output in the stream so far (after the last
+ * reset) is the start of its text, and from now on only it may add to the stream. Idempotent:
+ * called again (a retried local activity) it answers the same. Returns the text and its length in
+ * tokens as the engine counted them (undefined where the stream did not record it).
+ */
+export async function beginAttempt(db: Db, predictionId: string, attempt: number): Promise<{ text: string; tokens?: number }> {
+  return db.transaction(async (tx) => {
+    await lockStream(tx, predictionId);
+    const [fence] = await tx
+      .select({ id: predictionEvents.id })
+      .from(predictionEvents)
+      .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'attempt'), eq(predictionEvents.attempt, attempt)))
+      .limit(1);
+    const chunks = await outputRows(tx, predictionId, fence?.id);
+    const text = chunks.map((c) => c.data).join('');
+    const tokens = chunks.length === 0 ? 0 : (chunks.at(-1)!.tokens ?? undefined);
+    if (!fence) await appendEvents(tx, predictionId, [{ event: 'attempt', data: JSON.stringify({ attempt, continues_chars: text.length }), attempt }]);
+    return { text, tokens };
+  });
+}
+
+/**
+ * The output so far of a streaming prediction: its output chunks after the last reset (before
+ * event `beforeId`, if given), in order. What GET shows while it runs, with no projection write.
+ */
+export async function outputChunks(db: Db | Tx, predictionId: string, beforeId?: number): Promise<string[]> {
+  return (await outputRows(db, predictionId, beforeId)).map((r) => r.data);
+}
+
+async function outputRows(db: Db | Tx, predictionId: string, beforeId?: number): Promise<Array<{ data: string; tokens: number | null }>> {
+  const before = beforeId === undefined ? sql`true` : lt(predictionEvents.id, beforeId);
+  const [reset] = await db
+    .select({ id: predictionEvents.id })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'reset'), before))
+    .orderBy(desc(predictionEvents.id))
+    .limit(1);
+  return db
+    .select({ data: predictionEvents.data, tokens: predictionEvents.tokens })
+    .from(predictionEvents)
+    .where(
+      and(
+        eq(predictionEvents.predictionId, predictionId),
+        eq(predictionEvents.event, 'output'),
+        gt(predictionEvents.id, reset?.id ?? 0),
+        before,
+      ),
+    )
+    .orderBy(asc(predictionEvents.id));
 }
 
 /** The id of the prediction's last `reset` after `afterId`, or 0: output before it is a failed attempt's. */
@@ -91,4 +233,13 @@ export async function hasEvent(db: Db | Tx, predictionId: string, event: StreamE
     .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, event)))
     .limit(1);
   return rows.length > 0;
+}
+
+/** How many engine attempts a prediction has begun, as its stream records them (1 when none was retried). */
+export async function attemptsBegun(db: Db, predictionId: string): Promise<number> {
+  const [row] = await db
+    .select({ attempt: sql<number | null>`max(${predictionEvents.attempt})` })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])));
+  return Math.max(1, Number(row?.attempt ?? 1));
 }

@@ -1,10 +1,35 @@
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, inArray } from 'drizzle-orm';
+import { idFromKey } from '../lib/ids';
 import type { Db } from './client';
 import { files } from './schema';
 
 export type FileRow = typeof files.$inferSelect;
 
 export const fileKey = (id: string): string => `files/${id}`;
+
+/** The id of the file a prediction's attempt outputs: known in advance, so a failed attempt's file can be found and removed. */
+export const outputFileId = (predictionId: string, attempt: number): string => idFromKey(`prediction ${predictionId}`, `output of attempt ${attempt}`);
+
+/**
+ * Removes the output files of a prediction's attempts 1..`attempts` that its final output does
+ * not refer to: the files of attempts that failed after storing theirs (or that no one reads).
+ * Returns the ids removed. The ids are computed, not read, so a retry after a partial removal
+ * finds the rest.
+ */
+export async function removeOrphanOutputFiles(
+  db: Db,
+  storage: { delete(key: string): Promise<void> },
+  predictionId: string,
+  attempts: number,
+  output: unknown,
+): Promise<string[]> {
+  const kept = JSON.stringify(output ?? null);
+  const ids = Array.from({ length: attempts }, (_, i) => outputFileId(predictionId, i + 1)).filter((id) => !kept.includes(id));
+  if (ids.length === 0) return [];
+  await db.delete(files).where(inArray(files.id, ids));
+  await Promise.all(ids.map((id) => storage.delete(fileKey(id))));
+  return ids;
+}
 
 /**
  * How outputs refer to files inside Kiln: `kiln-file:<id>.<signature>`. The API turns a reference

@@ -183,8 +183,10 @@ export type WebhookEvent = (typeof webhookEvents)[number];
 /**
  * `reset`: the engine attempt that wrote the output before it failed, and a new attempt starts
  * the output again; a client drops the text it has (Kiln's extension of Replicate's events).
+ * `attempt`: a new attempt begins after a failed one and continues the output already in the
+ * stream; it fences the failed attempt's late writes out and is never sent to clients.
  */
-export const streamEvents = ['output', 'logs', 'error', 'done', 'reset'] as const;
+export const streamEvents = ['output', 'logs', 'error', 'done', 'reset', 'attempt'] as const;
 export type StreamEvent = (typeof streamEvents)[number];
 
 /**
@@ -198,6 +200,13 @@ export const predictionEvents = pgTable(
     predictionId: text('prediction_id').notNull(),
     event: text('event', { enum: streamEvents }).notNull(),
     data: text('data').notNull(),
+    /** The engine attempt that wrote it (1 for the first); the events the projection writes (logs, done, error) carry 1. */
+    attempt: integer('attempt').notNull().default(1),
+    /**
+     * Of an engine's output: the tokens of the whole text up to and with this chunk, so an attempt
+     * that continues the text knows its length in tokens (re-tokenizing the text need not give it).
+     */
+    tokens: integer('tokens'),
     createdAt: createdAt(),
   },
   (t) => [index('prediction_events_prediction_idx').on(t.predictionId, t.id)],

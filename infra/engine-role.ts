@@ -18,8 +18,9 @@ const ENGINE_GRANTS = [
   'GRANT SELECT, INSERT, UPDATE, DELETE ON nodes TO kiln_engine',
   // owner_id: which account pins a version, so a node holds no more than its share of one account's pinned replicas.
   'GRANT SELECT (version_id, min_instances, max_instances, owner_id) ON deployments TO kiln_engine',
-  // Ids and event names, never `data`: RETURNING id, whether an attempt came before (a reset goes first), whether a write landed.
-  'GRANT INSERT, SELECT (id, prediction_id, event) ON prediction_events TO kiln_engine',
+  // Ids, event names and attempts, never `data`: RETURNING id, which attempt writes the stream now
+  // (a failed attempt's late write is refused; a reset goes first where needed), whether a write landed.
+  'GRANT INSERT, SELECT (id, prediction_id, event, attempt) ON prediction_events TO kiln_engine',
   'GRANT USAGE ON SEQUENCE prediction_events_id_seq TO kiln_engine',
   'GRANT INSERT ON files TO kiln_engine',
 ];

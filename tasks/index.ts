@@ -12,7 +12,8 @@ import { textGenerationInput, textGenerationOutput } from './text-generation';
 export const tasks = {
   'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'], rateLimitPerMinute: 300 },
   embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'], rateLimitPerMinute: 3000 },
-  'remove-background': { input: removeBackgroundInput, output: removeBackgroundOutput, engines: ['onnxruntime'], rateLimitPerMinute: 720 },
+  // outputFiles: its output is a file the engine stores, one per attempt (named by prediction and attempt).
+  'remove-background': { input: removeBackgroundInput, output: removeBackgroundOutput, engines: ['onnxruntime'], rateLimitPerMinute: 720, outputFiles: true },
   // A test fixture (no inference) for benchmarks of the orchestration: see workers/engines/echo-fixture.ts.
   'echo-fixture': { input: echoFixtureInput, output: echoFixtureOutput, engines: ['echo-fixture'], rateLimitPerMinute: 60_000 },
 } as const;

@@ -39,6 +39,7 @@ async function main() {
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
   const secrets = secretBoxFromConfig(c);
+  const storage = Storage.fromConfig(c);
   const worker = await Worker.create({
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
@@ -57,6 +58,7 @@ async function main() {
       ...createControlActivities({
         db,
         temporal,
+        storage,
         replicas: { backlogPerReplica: c.KILN_REPLICA_BACKLOG, maxReplicas: c.KILN_MAX_REPLICAS },
       }),
       ...createBatchControlActivities({ db, storage, baseUrl: urls.baseUrl, signer: urls.signer }),

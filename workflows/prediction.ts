@@ -11,6 +11,7 @@ import {
   defineSignal,
   isCancellation,
   log,
+  patched,
   ParentClosePolicy,
   proxyActivities,
   proxyLocalActivities,
@@ -74,6 +75,9 @@ function predictOn(versionId: string, priority: PredictionArgs['priority']) {
     priority,
   });
 }
+
+/** Retries begin with beginAttempt (a local activity), which histories from before it lack. */
+export const CONTINUE_ATTEMPTS_PATCH = 'continue-attempts';
 
 const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
 
@@ -171,6 +175,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
         try {
           setupSeconds += await warmUp(place, args.model, args.versionId, logLine);
           if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+          // A retry continues the output that the failed attempts streamed (one generation for clients).
+          const continues = attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
           // The engine signals when it really starts; until then the prediction waits in the fair queue.
           started = undefined;
           const running = predictOn(args.versionId, args.priority).predict({
@@ -179,6 +185,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
             task: args.task,
             input: args.input,
             snapshot: { ...state, status: 'processing' },
+            attempt,
+            ...continues,
           });
           const markStarted = (async () => {
             await condition(() => startSignal() !== undefined || result !== undefined);

@@ -73,6 +73,15 @@ export interface PredictRequest {
   input: Record<string, unknown>;
   /** The prediction as the engine starts it: what its output webhooks carry, output aside. */
   snapshot: PredictionSnapshotLike;
+  /** Which attempt this is (1 for the first); absent from workflows that did not number them. */
+  attempt?: number;
+  /**
+   * The output that earlier, failed attempts left in the stream: a streaming task continues it
+   * (it is the start of the model's response), so clients see one generation.
+   */
+  continues?: string;
+  /** The length of `continues` in tokens, as the failed attempts counted them. */
+  continuedTokens?: number;
 }
 
 export interface PredictResult {
@@ -117,6 +126,14 @@ export type PredictionSnapshotLike = import('../db/predictions').PredictionSnaps
 
 export const webhookWorkflowId = (predictionId: string, event: WebhookEvent, n: number): string =>
   `webhook-${predictionId}-${event}-${n}`;
+
+/**
+ * An `output` webhook the engine sends: numbered within its attempt, so a later attempt's never
+ * takes the id of an earlier one's (receivers would drop it as a duplicate). The first attempt
+ * keeps the plain numbering.
+ */
+export const outputWebhookId = (predictionId: string, attempt: number | undefined, n: number): string =>
+  attempt === undefined || attempt <= 1 ? webhookWorkflowId(predictionId, 'output', n) : `webhook-${predictionId}-output-a${attempt}-${n}`;
 
 /** Replicate's rule: output and logs webhooks at most this often; completed is never held back. */
 export const WEBHOOK_THROTTLE_MS = 500;

@@ -26,6 +26,7 @@ import { eq } from 'drizzle-orm';
 import { currentAccount } from '../auth';
 import { setRateLimitHeaders } from '../admission-limits';
 import { awaitPrediction } from '../await-prediction';
+import { withOutputSoFar } from '../output-so-far';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
@@ -195,7 +196,7 @@ export function deploymentRoutes(
     });
     setRateLimitHeaders(res, rateLimit);
     const seconds = preferWaitSeconds(req.get('prefer'));
-    const final = seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row;
+    const final = await withOutputSoFar(db, seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row);
     notePrediction(res, final.id);
     res.status(201).json(predictionJson(final, deps.urls(req)));
   });

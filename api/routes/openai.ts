@@ -44,6 +44,8 @@ const sampling = {
   top_p: z.number().gt(0).max(1).nullish(),
   stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).nullish(),
   seed: z.number().int().min(0).nullish(),
+  // vLLM's extension: the end of text is held off until this many tokens are out.
+  min_tokens: z.number().int().min(0).max(8192).nullish(),
   n: z.literal(1, { message: 'only n = 1 is supported' }).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
@@ -80,6 +82,7 @@ function samplingInput(body: Sampling, maxTokens: number | null | undefined) {
     top_p: body.top_p ?? 1,
     ...(body.stop != null ? { stop: body.stop } : {}),
     ...(body.seed != null ? { seed: body.seed } : {}),
+    ...(body.min_tokens != null ? { min_tokens: body.min_tokens } : {}),
   };
 }
 
@@ -179,15 +182,30 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
   ) {
     const sse = new SseWriter(res);
     if (first) sse.data(JSON.stringify(first));
+    const streamError = (message: string) => sse.data(JSON.stringify({ error: { message, type: 'server_error', param: null, code: null } }));
+    /** The text sent cannot be taken back: a generation that starts over ends this stream. */
+    let restarted = false;
     const stop = followPrediction(
       deps,
       row.id,
       0,
       (e) => {
+        if (restarted) return;
         if (e.event === 'output') sse.data(JSON.stringify(chunk(e.data, null)));
-        if (e.event === 'error') sse.data(JSON.stringify({ error: { message: e.data, type: 'server_error', param: null, code: null } }));
+        if (e.event === 'error') streamError(e.data);
+        if (e.event === 'reset') {
+          // Only where a retry could not continue the text streamed so far (a workflow from before retries continued it).
+          restarted = true;
+          streamError(`the generation restarted after a node failure; the text above is void: ask again (prediction ${row.id})`);
+          stop();
+        }
       },
       async () => {
+        if (restarted) {
+          sse.data('[DONE]');
+          sse.end();
+          return;
+        }
         const done = await awaitPrediction(deps, row, { timeoutMs: 5_000 });
         if (done.status === 'succeeded') {
           sse.data(JSON.stringify(chunk(null, finishReason(done, maxTokens))));

@@ -10,6 +10,7 @@ import { predictionWorkflowId, PRIORITY_KEYS } from '../../workflows/types';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
+import { withOutputSoFar } from '../output-so-far';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
@@ -97,7 +98,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   }
 
   async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow) {
-    const final = await waitFor(row, req);
+    const final = await withOutputSoFar(db, await waitFor(row, req));
     notePrediction(res, final.id);
     res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.urls(req)));
   }
@@ -155,7 +156,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   router.get('/predictions/:id', async (req, res) => {
     const row = await getPrediction(db, currentAccount(res).id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
-    res.json(predictionJson(row, deps.urls(req)));
+    res.json(predictionJson(await withOutputSoFar(db, row), deps.urls(req)));
   });
 
   // Warm-up progress of a starting prediction (what `kiln run` draws its progress bar from).
@@ -181,7 +182,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
       }
     }
     const current = (await getPrediction(db, account.id, row.id)) ?? row;
-    res.json(predictionJson(current, deps.urls(req)));
+    res.json(predictionJson(await withOutputSoFar(db, current), deps.urls(req)));
   });
 
   return router;

@@ -4,7 +4,8 @@
  * part of the stack dies: the API the client reads from, the control worker, the engine node
  * generating it, the Temporal server, Postgres. The client, reconnecting as EventSource does,
  * ends with the prediction's whole generation, and the webhook receiver gets one `completed`.
- * Only the engine's death restarts the generation: its stream says so with one `reset`.
+ * Only the engine's death moves the generation to another attempt, which continues the text the
+ * failed one streamed: SSE and OpenAI clients see one seamless generation, with no `reset`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { eq, sql } from 'drizzle-orm';
@@ -13,7 +14,7 @@ import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
-import { webhookWorkflowId } from '../../workflows/types';
+import { outputWebhookId, webhookWorkflowId } from '../../workflows/types';
 import { killSuiteProcess, restartPostgres, restartTemporal, startApi } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
@@ -28,6 +29,7 @@ jest.setTimeout(240_000);
 const TOKEN_DELAY_MS = 20;
 const TOKENS = 200;
 const NODE2 = `test-crash-llama-node-2-${process.pid}`;
+const NODE3 = `test-crash-llama-node-3-${process.pid}`;
 
 let db: Db;
 let token: string;
@@ -36,6 +38,7 @@ let temporal: Awaited<ReturnType<typeof testTemporal>>;
 let paced: ModelVersion;
 let api2: ChildProcess | undefined;
 let node2: ChildProcess | undefined;
+let node3: ChildProcess | undefined;
 
 beforeAll(async () => {
   db = testDb();
@@ -47,7 +50,9 @@ beforeAll(async () => {
 afterAll(async () => {
   api2?.kill('SIGKILL');
   node2?.kill('SIGKILL');
+  node3?.kill('SIGKILL');
   await removeNode(db, NODE2).catch(() => undefined);
+  await removeNode(db, NODE3).catch(() => undefined);
   await temporal.close();
   await receiver.close();
   await closeDb(db);
@@ -73,7 +78,7 @@ async function readPrediction(id: string) {
  * The create is retried as a client honouring Retry-After would: after a Postgres restart the
  * API may answer 503 once (a pooled connection that died with the old server).
  */
-async function startGeneration(version: ModelVersion, prompt: string, base = API_URL) {
+async function startGeneration(version: ModelVersion, prompt: string, base = API_URL, webhookEvents = ['completed']) {
   const url = `${base}/v1/models/${await modelPath(version)}/predictions`;
   const key = `crash-llama-${prompt}-${Date.now()}`;
   const create = async () => {
@@ -83,7 +88,7 @@ async function startGeneration(version: ModelVersion, prompt: string, base = API
       body: JSON.stringify({
         input: { prompt, max_tokens: TOKENS, min_tokens: TOKENS, temperature: 0, seed: 21 },
         webhook: receiver.url,
-        webhook_events_filter: ['completed'],
+        webhook_events_filter: webhookEvents,
       }),
     });
     return { status: res.status, body: (await res.json()) as any };
@@ -123,13 +128,18 @@ async function expectOneWholeGeneration(id: string, stream: FollowedStream, even
   expect(stream.events.slice(eventsBeforeFault).filter((e) => e.event === 'output').length).toBeGreaterThan(0);
   expect(streamedText(stream.events)).toBe((p.output as string[]).join(''));
 
-  const completed = () => receiver.received.filter((h) => h.json?.id === id);
-  await poll(async () => receiver.accepted.filter((h) => h.json?.id === id).length, (n) => n >= 1, { timeoutMs: 60_000, intervalMs: 100 });
+  const completedId = webhookWorkflowId(id, 'completed', 1);
+  const completed = () => receiver.received.filter((h) => h.json?.id === id && h.headers['webhook-id'] === completedId);
+  await poll(
+    async () => receiver.accepted.filter((h) => h.json?.id === id && h.headers['webhook-id'] === completedId).length,
+    (n) => n >= 1,
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
   // Once its delivery workflow has closed, no other delivery of it can come.
   await poll(
     () =>
       temporal.client.workflow
-        .getHandle(webhookWorkflowId(id, 'completed', 1))
+        .getHandle(completedId)
         .describe()
         .then((d) => d.status.name, (err: Error) => err.message),
     (s) => s === 'COMPLETED',
@@ -195,33 +205,98 @@ test('Postgres restarts while tokens stream: no chunk of the stream is lost', as
   await expectOneWholeGeneration(p.id, stream, before);
 });
 
-test('kill -9 of the engine node mid-generation: the prediction runs again elsewhere and the client ends with its whole text', async () => {
+/** The node a prediction runs on, from its logs, once its first tokens are out. */
+async function expectRunningOn(id: string, nodeId: string) {
+  const running = await poll(() => readPrediction(id), (r) => /Warming up .* on node /.test(r.logs ?? ''), { timeoutMs: 30_000, intervalMs: 100 });
+  expect(running.logs).toContain(`on node ${nodeId}`);
+}
+
+test('kill -9 of the engine node mid-generation: the next attempt continues the text, one generation for every client', async () => {
   node2 = await startEngineNode(NODE2);
   // A fresh version, so that it is placed anew: on node 2, the smaller node.
   const fresh = await ensureTestModel(db, `crash-llama-engine-${Date.now()}`, TINY_LLAMA, { tokenDelayMs: TOKEN_DELAY_MS });
-  const p = await startGeneration(fresh, 'the engine dies');
+  const p = await startGeneration(fresh, 'the engine dies', API_URL, ['output', 'completed']);
   const stream = followSse(() => p.urls.stream);
   const before = await untilStreaming(stream);
-  // The projection says where it runs a moment after the first tokens.
-  const running = await poll(() => readPrediction(p.id), (r) => /Warming up .* on node /.test(r.logs ?? ''), { timeoutMs: 30_000, intervalMs: 100 });
-  expect(running.logs).toContain(`on node ${NODE2}`);
+  await expectRunningOn(p.id, NODE2);
+  // While it runs, GET shows the output so far (read from the stream log).
+  const partial = await readPrediction(p.id);
+  expect({ status: partial.status, outputs: (partial.output ?? []).length > 0 }).toEqual({ status: 'processing', outputs: true });
 
   node2.kill('SIGKILL');
-  // The client had the failed attempt's first tokens; a reset voids them, then the new attempt's come.
-  const done = await expectOneWholeGeneration(p.id, stream, before, 1);
+  // No reset: attempt 2 continues the text attempt 1 streamed.
+  const done = await expectOneWholeGeneration(p.id, stream, before, 0);
   expect(done.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE2}: .*placing the model again`));
-  const reset = stream.events.findIndex((e) => e.event === 'reset');
-  expect(stream.events.slice(0, reset).filter((e) => e.event === 'output').length).toBeGreaterThanOrEqual(5);
-
-  // A client that reads the stream afterwards, or that knows nothing of resets (Replicate's
-  // clients join every output), gets the one generation: the replay leaves the failed attempt out.
+  expect(done.logs).toMatch(/Continued the output of the failed attempt \(\d+ tokens\)/);
   const full = (done.output as string[]).join('');
+  expect(full.startsWith((partial.output as string[]).join(''))).toBe(true);
+
+  // A client that reads the stream afterwards, or that reconnects from inside the failed attempt, gets the same one text.
   const replay = await readSse(p.urls.stream, { until: (e) => e.event === 'done' });
+  expect(replay.events.map((e) => e.event)).not.toContain('reset');
   expect(replay.events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(full);
-  // One that reconnects from inside the failed attempt gets the reset, then the new attempt.
   const firstOutput = stream.events.find((e) => e.event === 'output')!;
   const resumed = await readSse(p.urls.stream, { headers: { 'last-event-id': firstOutput.id! }, until: (e) => e.event === 'done' });
-  const kinds = resumed.events.map((e) => e.event).filter((k) => k === 'output' || k === 'reset');
-  expect(kinds.indexOf('reset')).toBe(0);
-  expect(streamedText(resumed.events)).toBe(full);
+  expect(firstOutput.data + streamedText(resumed.events)).toBe(full);
+
+  // Output webhooks of both attempts, and no id of one attempt's taken by the other's: each id names one body.
+  const outputs = receiver.received.filter((h) => h.json?.id === p.id && String(h.headers['webhook-id']).includes('-output-'));
+  const bodies = new Map<string, Set<string>>();
+  for (const h of outputs) bodies.set(String(h.headers['webhook-id']), (bodies.get(String(h.headers['webhook-id'])) ?? new Set()).add(JSON.stringify(h.json.output)));
+  expect([...bodies.values()].filter((b) => b.size > 1)).toEqual([]);
+  expect(bodies.has(outputWebhookId(p.id, 1, 1))).toBe(true);
+  expect(bodies.has(outputWebhookId(p.id, 2, 1))).toBe(true);
+  expect(outputWebhookId(p.id, 2, 1)).not.toBe(outputWebhookId(p.id, 1, 1));
+});
+
+/** Reads an OpenAI chat stream to its end: the prediction's id (a header), the deltas' text, errors, and whether [DONE] came. */
+async function openAiChatStream(version: ModelVersion, prompt: string) {
+  const res = await fetch(`${API_URL}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: await modelPath(version),
+      messages: [{ role: 'user', content: prompt }],
+      max_tokens: TOKENS,
+      min_tokens: TOKENS,
+      temperature: 0,
+      seed: 21,
+      stream: true,
+    }),
+  });
+  expect(res.status).toBe(200);
+  const id = res.headers.get('x-kiln-prediction-id')!;
+  const body = res.text().then((text) => {
+    const data = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+    const chunks = data.filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    return {
+      text: chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''),
+      errors: chunks.filter((c) => c.error),
+      finish: chunks.map((c) => c.choices?.[0]?.finish_reason).filter(Boolean),
+      done: data.at(-1) === '[DONE]',
+    };
+  });
+  return { id, body };
+}
+
+test('kill -9 of the engine node under an OpenAI chat stream: the OpenAI client and an SSE client each get the one generation', async () => {
+  node3 = await startEngineNode(NODE3);
+  const fresh = await ensureTestModel(db, `crash-llama-openai-${Date.now()}`, TINY_LLAMA, { tokenDelayMs: TOKEN_DELAY_MS });
+  const chat = await openAiChatStream(fresh, 'the engine dies under a chat');
+  const created = await readPrediction(chat.id);
+  const stream = followSse(() => created.urls.stream);
+  await untilStreaming(stream);
+  await expectRunningOn(chat.id, NODE3);
+
+  node3.kill('SIGKILL');
+  const answer = await chat.body;
+  await stream.finished;
+  const p = await poll(() => readPrediction(chat.id), (r) => TERMINAL.includes(r.status), { timeoutMs: 120_000, intervalMs: 250 });
+  expect({ status: p.status, tokens: p.metrics?.output_token_count }).toEqual({ status: 'succeeded', tokens: TOKENS });
+  expect(p.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE3}: .*placing the model again`));
+  const full = (p.output as string[]).join('');
+  expect({ errors: answer.errors, finish: answer.finish, done: answer.done }).toEqual({ errors: [], finish: ['length'], done: true });
+  expect(answer.text).toBe(full);
+  expect(stream.events.map((e) => e.event)).not.toContain('reset');
+  expect(streamedText(stream.events)).toBe(full);
 });

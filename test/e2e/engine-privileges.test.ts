@@ -81,7 +81,7 @@ describe("the engine's database role", () => {
       await tx`update nodes set heartbeat_at = now() where id = ${node}`;
       await tx`delete from nodes where id = ${node}`;
       const [event] = await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x') returning id`;
-      await tx`select id, event from prediction_events where prediction_id = 'priv-test' and id >= ${event.id}`;
+      await tx`select id, event, attempt from prediction_events where prediction_id = 'priv-test' and id >= ${event.id}`;
       await tx`insert into files (id, account_id, name, content_type, size, sha256) values (${newId()}, 'none', 'o.png', 'image/png', 1, 'x')`;
       // Nothing of it stays.
       throw Object.assign(new Error('rollback'), { rollback: true });

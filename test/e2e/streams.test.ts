@@ -3,6 +3,8 @@ import { closeDb, type Db } from '../../db/client';
 import { streamUrl } from '../../api/prediction-json';
 import { UrlSigner } from '../../lib/signing';
 import { pacedLlama } from '../fixtures/models';
+import { eq } from 'drizzle-orm';
+import { models } from '../../db/schema';
 import { api, API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
 import { readSse } from '../sse';
 
@@ -57,6 +59,34 @@ test('reconnecting with Last-Event-ID resumes with no gap and no duplicate', asy
   const ids = all.map((e) => Number(e.id));
   expect(new Set(ids).size).toBe(ids.length);
   expect(all.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(sseText(done.output));
+});
+
+test('while a generation runs, GET and a Prefer: wait that runs out show the output so far (as Replicate does)', async () => {
+  const paced = await pacedLlama(db);
+  const model = await db.query.models.findFirst({ where: eq(models.id, paced.modelId) });
+  const path = `/v1/models/${model!.owner}/${model!.name}/predictions`;
+  // 300 paced tokens: at least 6 s of generation.
+  const input = { prompt: 'so far', max_tokens: 300, min_tokens: 300, seed: 4 };
+  const p = (await api(path, { token, body: { input } })).body;
+  const seen = await readSse(p.urls.stream, { until: (_e, all) => all.filter((x) => x.event === 'output').length >= 3 });
+  const streamed = seen.events.filter((e) => e.event === 'output').map((e) => e.data).join('');
+  const running = (await api(`/v1/predictions/${p.id}`, { token })).body;
+  // Not finished (the projection may still say `starting`: the start is written a moment after the first tokens).
+  expect(['starting', 'processing']).toContain(running.status);
+  const soFar = (running.output as string[]).join('').replace(/\r\n?/g, '\n');
+  expect(soFar.startsWith(streamed)).toBe(true);
+
+  const done = await finished(p.id);
+  expect(sseText(done.output).startsWith(soFar)).toBe(true);
+  expect(sseText(done.output).length).toBeGreaterThan(soFar.length);
+
+  // The model is warm now: one waited on for 2 s (of 40 s of generation) answers while it runs, with its tokens so far.
+  const waited = await api(path, { token, body: { input: { ...input, max_tokens: 2000, min_tokens: 2000 } }, headers: { prefer: 'wait=2' } });
+  expect(waited.status).toBe(201);
+  expect(['starting', 'processing']).toContain(waited.body.status);
+  expect((waited.body.output as string[]).join('').length).toBeGreaterThan(0);
+  await api(`/v1/predictions/${waited.body.id}/cancel`, { token, method: 'POST' });
+  expect((await finished(waited.body.id)).status).toBe('canceled');
 });
 
 test('a canceled prediction’s stream ends with done and the reason', async () => {

@@ -42,6 +42,32 @@ test('the same seed gives the same text; another seed other text', async () => {
   expect(c.chunks.join('')).not.toBe(a.chunks.join(''));
 });
 
+/** A generation, with the output's length in tokens after each chunk (what the stream records). */
+async function generateCounted(i: ReturnType<typeof input>, opts: { continues?: string; continuedTokens?: number } = {}) {
+  const counts: number[] = [];
+  const r = await engine.generate('v1', i, { ...opts, onChunk: (_c, tokens) => counts.push(tokens) });
+  return { ...r, counts };
+}
+
+test('a generation that continues a text goes on from its end, and the text counts towards max_tokens', async () => {
+  const ask = { max_tokens: 40, min_tokens: 40, seed: 5, temperature: 0 };
+  for (const i of [input(ask), textGenerationInput.parse({ messages: [{ role: 'user', content: 'Tell me' }], ...ask })]) {
+    const whole = await generateCounted(i);
+    const half = Math.floor(whole.chunks.length / 2);
+    const continues = whole.chunks.slice(0, half).join('');
+    const rest = await generateCounted(i, { continues, continuedTokens: whole.counts[half - 1] });
+    expect({ continued: rest.continuedTokens, total: rest.outputTokens }).toEqual({ continued: whole.counts[half - 1], total: 40 });
+    expect(rest.chunks.length).toBeGreaterThan(0);
+    // The new chunks come after the text, never repeating it.
+    expect(rest.counts[0]).toBeGreaterThan(whole.counts[half - 1]);
+  }
+
+  // Without a count the text is tokenized; nothing is left to generate when it already fills max_tokens.
+  const full = await engine.generate('v1', input({ ...ask, max_tokens: 5, min_tokens: 0 }), { continues: 'The kiln was hot and the kiln was full' });
+  expect({ chunks: full.chunks, stopReason: full.stopReason }).toEqual({ chunks: [], stopReason: 'maxTokens' });
+  expect(full.continuedTokens).toBeGreaterThanOrEqual(5);
+});
+
 test('a stop string ends generation before it', async () => {
   const free = await engine.generate('v1', input({ max_tokens: 64, min_tokens: 64, seed: 5, temperature: 0 }));
   const text = free.chunks.join('');

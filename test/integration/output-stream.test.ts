@@ -1,10 +1,12 @@
 /**
  * The engine's output stream against the real database: every chunk once, in order, when a
- * commit goes through but its answer is lost (what a Postgres restart does to a write in flight),
- * and a `reset` ahead of a new attempt's output.
+ * commit goes through but its answer is lost (what a Postgres restart does to a write in flight);
+ * a new attempt that continues the output so far, with the failed attempt fenced out; and a
+ * `reset` ahead of a new attempt's output where it does not continue it.
  */
 import { asc, eq } from 'drizzle-orm';
 import { OutputStream } from '../../activities/output-stream';
+import { beginAttempt, outputChunks, StaleAttemptError } from '../../db/events';
 import { closeDb, type Db } from '../../db/client';
 import { predictionEvents } from '../../db/schema';
 import { newId } from '../../lib/ids';
@@ -18,7 +20,7 @@ afterAll(() => closeDb(db));
 
 async function streamOf(predictionId: string) {
   return db
-    .select({ event: predictionEvents.event, data: predictionEvents.data })
+    .select({ event: predictionEvents.event, data: predictionEvents.data, attempt: predictionEvents.attempt })
     .from(predictionEvents)
     .where(eq(predictionEvents.predictionId, predictionId))
     .orderBy(asc(predictionEvents.id));
@@ -44,10 +46,10 @@ function losingAnswers(lose: (n: number) => boolean): Db {
 }
 
 /** Each chunk a write of its own: the next is pushed once the last one is in the table. */
-async function writeAll(stream: OutputStream, predictionId: string, chunks: string[]) {
+async function writeAll(stream: OutputStream, predictionId: string, chunks: string[], tokens?: number[]) {
   const before = (await streamOf(predictionId)).filter((e) => e.event === 'output').length;
   for (const [i, c] of chunks.entries()) {
-    stream.push(c);
+    stream.push(c, tokens?.[i]);
     await poll(() => streamOf(predictionId), (events) => events.filter((e) => e.event === 'output').length >= before + i + 1, { intervalMs: 5 });
   }
   await stream.close();
@@ -77,8 +79,51 @@ test("a new attempt's first output comes after a reset; the first attempt's had 
   expect(events.map((e) => [e.event, e.data])).toEqual([
     ['output', 'first'],
     ['output', ' try'],
-    ['reset', '{}'],
+    ['reset', '{"attempt":2}'],
     ['output', 'second'],
     ['output', ' try'],
   ]);
+  expect(events.map((e) => e.attempt)).toEqual([1, 1, 2, 2, 2]);
+  expect((await outputChunks(db, id)).join('')).toBe('second try');
+});
+
+test('a numbered attempt that does not continue the output voids it with a reset of its number', async () => {
+  const id = `test-${newId()}`;
+  const errors: Error[] = [];
+  await writeAll(new OutputStream(db, id, (err) => errors.push(err), 1), id, ['first']);
+  await writeAll(new OutputStream(db, id, (err) => errors.push(err), 2), id, ['second']);
+  expect(errors).toEqual([]);
+  expect((await streamOf(id)).map((e) => [e.event, e.data, e.attempt])).toEqual([
+    ['output', 'first', 1],
+    ['reset', '{"attempt":2}', 2],
+    ['output', 'second', 2],
+  ]);
+});
+
+test('a new attempt continues the output so far; the failed attempt cannot write after it began', async () => {
+  const id = `test-${newId()}`;
+  const errors: Error[] = [];
+  const failed = new OutputStream(db, id, (err) => errors.push(err), 1);
+  await writeAll(failed, id, ['Once', ' upon'], [1, 3]);
+  // The workflow begins attempt 2: it gets the text so far and its length in tokens, and fences attempt 1 out.
+  expect(await beginAttempt(db, id, 2)).toEqual({ text: 'Once upon', tokens: 3 });
+  // A local activity retried after its commit answers the same.
+  expect(await beginAttempt(db, id, 2)).toEqual({ text: 'Once upon', tokens: 3 });
+  // Attempt 1 still runs somewhere (its heartbeats were lost, not its node): its write is refused.
+  failed.push(' WRONG');
+  await failed.close();
+  expect(errors).toEqual([expect.any(StaleAttemptError)]);
+  expect(failed.isReplaced).toBe(true);
+  // Attempt 2's first write commits unanswered: still one copy, and no reset.
+  await writeAll(new OutputStream(losingAnswers((n) => n === 1), id, (err) => errors.push(err), 2), id, [' a', ' time']);
+  expect(errors).toHaveLength(1);
+  const events = await streamOf(id);
+  expect(events.map((e) => [e.event, e.attempt])).toEqual([
+    ['output', 1],
+    ['output', 1],
+    ['attempt', 2],
+    ['output', 2],
+    ['output', 2],
+  ]);
+  expect((await outputChunks(db, id)).join('')).toBe('Once upon a time');
 });

@@ -20,6 +20,13 @@ type History = temporal.api.history.v1.IHistory;
 const activities = (h: History) =>
   (h.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name ?? ''] : []));
 const count = (h: History, name: string) => activities(h).filter((a) => a === name).length;
+/** Whether the run took the path of patch `id` (its marker records the id in its data). */
+const patchedWith = (h: History, id: string) =>
+  (h.events ?? []).some(
+    (e) =>
+      e.markerRecordedEventAttributes?.markerName === 'core_patch' &&
+      Object.values(e.markerRecordedEventAttributes.details ?? {}).some((p) => (p.payloads ?? []).some((x) => Buffer.from(x.data ?? []).toString().includes(id))),
+  );
 
 /** Whether any payload in the history is stored by reference (lib/payload-refs.ts). */
 function holdsPayloadRefs(node: unknown): boolean {
@@ -34,6 +41,11 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
   { file: 'prediction-warm', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded' AND KilnModel='kiln/tiny-llama'", shows: (h) => count(h, 'loadModel') === 0 && count(h, 'predict') === 1 },
   { file: 'prediction-cold', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => count(h, 'loadModel') === 1 },
   { file: 'prediction-retried', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => count(h, 'predict') >= 2 },
+  {
+    file: 'prediction-retried-continued',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => count(h, 'predict') >= 2 && patchedWith(h, 'continue-attempts'),
+  },
   { file: 'prediction-failed', query: "WorkflowType='predictionWorkflow' AND KilnStatus='failed'", shows: () => true },
   { file: 'prediction-canceled', query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'", shows: (h) => count(h, 'predict') >= 1 },
   { file: 'prediction-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: () => true },

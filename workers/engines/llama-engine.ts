@@ -138,7 +138,8 @@ interface LoadedModel {
 }
 
 /** OpenAI-style messages to node-llama-cpp's chat history, ending with the model's turn. */
-function toChatHistory(messages: ChatMessage[]): ChatHistoryItem[] {
+/** `continues`: the start of the model's response, which generation goes on from (LlamaChat continues a last model item). */
+function toChatHistory(messages: ChatMessage[], continues = ''): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = messages.map((m) =>
     m.role === 'system'
       ? { type: 'system', text: m.content }
@@ -146,14 +147,17 @@ function toChatHistory(messages: ChatMessage[]): ChatHistoryItem[] {
         ? { type: 'user', text: m.content }
         : { type: 'model', response: [m.content] },
   );
-  history.push({ type: 'model', response: [] });
+  history.push({ type: 'model', response: continues ? [continues] : [] });
   return history;
 }
 
 export interface GenerationResult {
   chunks: string[];
   inputTokens: number;
+  /** Tokens of the output, the continued text's included. */
   outputTokens: number;
+  /** Tokens of the text this generation continued (0 for a fresh one). */
+  continuedTokens: number;
   aborted: boolean;
   stopReason: string;
   seed: number;
@@ -254,19 +258,35 @@ export class LlamaEngine {
   async generate(
     versionId: string,
     input: TextGenerationInput,
-    opts: { signal?: AbortSignal; onChunk?: (chunk: string, outputTokens: number) => void } = {},
+    opts: {
+      signal?: AbortSignal;
+      onChunk?: (chunk: string, outputTokens: number) => void;
+      /**
+       * The start of the response, from an attempt that failed: generation goes on from its end
+       * (as the model's own text, not as prompt), and it counts towards max_tokens and min_tokens.
+       */
+      continues?: string;
+      /** Its length in tokens as first generated; without it, the text is tokenized (which need not give the same count). */
+      continuedTokens?: number;
+    } = {},
   ): Promise<GenerationResult> {
     const entry = this.loaded.get(versionId);
     if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
     const { LlamaCompletion, LlamaChat, TokenBias } = await loadNodeLlamaCpp();
+    const tokenizer = entry.model.tokenizer;
+    const continues = opts.continues ?? '';
+    const continuedTokens = continues ? (opts.continuedTokens ?? tokenizer(continues).length) : 0;
+    const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
+    if (continuedTokens >= input.max_tokens) {
+      const inputTokens = input.messages ? 0 : tokenizer(input.prompt ?? '').length;
+      return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
+    }
     const sequence = await entry.pool.acquire(opts.signal);
     const started = performance.now();
-    const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
     const chunks: string[] = [];
-    let outputTokens = 0;
+    let outputTokens = continuedTokens;
     let inputTokens = 0;
     let firstChunkAt: number | null = null;
-    const tokenizer = entry.model.tokenizer;
     const endTokens = [entry.model.tokens.eos, entry.model.tokens.eot].filter((t): t is Token => t != null);
     const holdEnd = new TokenBias(tokenizer);
     for (const t of endTokens) holdEnd.set(t, 'never');
@@ -276,11 +296,11 @@ export class LlamaEngine {
     const stops = input.stop === undefined ? [] : [input.stop].flat();
     const stopAt = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
-    let text = '';
+    let text = continues;
     let stopped = false;
     let clipped: Token[] | undefined;
     const options = {
-      maxTokens: input.max_tokens,
+      maxTokens: input.max_tokens - continuedTokens,
       temperature: input.temperature,
       topP: input.top_p,
       topK: input.top_k,
@@ -324,20 +344,19 @@ export class LlamaEngine {
       if (input.messages) {
         const chat = new LlamaChat({ contextSequence: sequence });
         disposers.push(() => chat.dispose({ disposeSequence: false }));
-        const history = toChatHistory(input.messages);
-        inputTokens = chat.chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(tokenizer).length;
-        ({ metadata: { stopReason } } = await chat.generateResponse(history, options));
+        inputTokens = chat.chatWrapper.generateContextState({ chatHistory: toChatHistory(input.messages) }).contextText.tokenize(tokenizer).length;
+        ({ metadata: { stopReason } } = await chat.generateResponse(toChatHistory(input.messages, continues), options));
       } else {
         const completion = new LlamaCompletion({ contextSequence: sequence });
         disposers.push(() => completion.dispose({ disposeSequence: false }));
         inputTokens = tokenizer(input.prompt ?? '').length;
-        ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(input.prompt ?? '', options));
+        ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + continues, options));
         // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban: the nucleus
         // (top_p) is taken before the ban, so where it holds only end tokens nothing else can be
         // drawn. Carry on from the text so far (the prefix is still in the context); after a call
         // that added nothing, the rest up to min_tokens is drawn from the whole distribution
         // (a token at a time would cost a call per token where end tokens keep dominating).
-        let stalled = outputTokens === 0;
+        let stalled = outputTokens === continuedTokens;
         while (stopReason === 'eogToken' && outputTokens < input.min_tokens && !signal.aborted) {
           const before = outputTokens;
           const prompt = (input.prompt ?? '') + text;
@@ -362,6 +381,7 @@ export class LlamaEngine {
         chunks,
         inputTokens,
         outputTokens,
+        continuedTokens,
         aborted: canceled,
         stopReason: stopped && !canceled ? 'stop' : stopReason,
         seed,
@@ -375,6 +395,7 @@ export class LlamaEngine {
         chunks,
         inputTokens,
         outputTokens,
+        continuedTokens,
         aborted: opts.signal?.aborted === true,
         stopReason: opts.signal?.aborted ? 'abort' : 'stop',
         seed,
