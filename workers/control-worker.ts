@@ -39,7 +39,6 @@ async function main() {
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
   const secrets = secretBoxFromConfig(c);
-  const storage = Storage.fromConfig(c);
   const worker = await Worker.create({
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
