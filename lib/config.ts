@@ -115,6 +115,10 @@ export const configSchema = z.object({
   KILN_MAX_REPLICAS: z.coerce.number().int().min(1).max(64).default(4),
   /** How often the replica scaler looks at the backlogs. */
   KILN_REPLICA_CHECK_MS: z.coerce.number().int().min(200).default(2_000),
+  /** How often the reconciler looks for rows and admission slots whose workflow closed early. */
+  KILN_RECONCILE_INTERVAL_MS: z.coerce.number().int().min(200).default(5_000),
+  /** Rows and slots younger than this are left to their workflow (it has barely begun). */
+  KILN_RECONCILE_MIN_AGE_MS: z.coerce.number().int().min(0).default(5_000),
   /** Chunks of one batch run at once (each takes one of the model's sequences while it runs). */
   KILN_BATCH_PARALLELISM: z.coerce.number().int().min(1).max(64).default(2),
   /** Chunks one run of a batch workflow starts before it continues as new (keeps each history short). */
