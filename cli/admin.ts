@@ -141,14 +141,21 @@ program
 
 program
   .command('rebuild-projections')
-  .description('drop the predictions table and rebuild it from Temporal workflow history')
+  .description(
+    'rebuild the predictions and batches tables from Temporal workflow history: upserts by revision, page by page; ' +
+      'rows whose history Temporal no longer has are kept',
+  )
   .action(async () => {
     const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     try {
       const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
       const started = Date.now();
-      const n = await rebuildProjections(db, temporal, (k) => k % 100 === 0 && console.error(`read ${k} workflows…`));
-      console.log(`rebuilt ${n} predictions from Temporal in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      const { predictions, batches } = await rebuildProjections(db, temporal, (kind, c) => console.error(`${kind}: read ${c.read} workflow runs…`));
+      const secs = ((Date.now() - started) / 1000).toFixed(1);
+      for (const [kind, c] of [['predictions', predictions], ['batches', batches]] as const) {
+        console.log(`rebuilt ${c.written} ${kind} from Temporal (read ${c.read} runs; kept ${c.kept} rows that knew as much or more; ${c.unreadable} runs without a readable state)`);
+      }
+      console.log(`took ${secs} s`);
     } finally {
       await connection.close();
     }

@@ -1,10 +1,15 @@
-/** Projections are rebuildable from Temporal: drop the table, rebuild it, get the same rows. */
+/**
+ * Projections are rebuildable from Temporal: lose and corrupt rows, rebuild, get the same rows.
+ * The rebuild upserts by revision, so a row whose workflow Temporal does not know (its history is
+ * past retention) is kept as it is; batches are rebuilt too.
+ */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { asc, eq, inArray } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
-import { predictions } from '../../db/schema';
+import { batches, predictions } from '../../db/schema';
+import { newId } from '../../lib/ids';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
 
@@ -44,12 +49,26 @@ test('npm run admin -- rebuild-projections rebuilds rows equal to the originals'
   await db.update(predictions).set({ status: 'failed', output: null, error: 'corrupted by the test', logs: '' }).where(eq(predictions.id, corrupted.id));
   expect((await rows()).length).toBe(before.length - 2);
 
+  // A prediction whose workflow history is gone (here: never was): nothing in Temporal says what it
+  // was, so the rebuild must keep it.
+  const orphan = { ...before[0], id: newId(), runId: null, output: 'kept from before retention', createdAt: new Date('2020-01-01T00:00:00Z') };
+  await db.insert(predictions).values(orphan);
+  // A batch, lost: rebuilt from its workflow (its runs continued as new every 4 chunks).
+  const batch = (await api('/v1/batches', { token, body: { version: 'kiln/echo-fixture', inputs: Array.from({ length: 10 }, (_, i) => ({ text: `b${i}` })), chunk_size: 2 } })).body;
+  await poll(() => api(`/v1/batches/${batch.id}`, { token }), (r) => r.body.status === 'succeeded', { timeoutMs: 120_000, intervalMs: 200 });
+  const [batchBefore] = await db.select().from(batches).where(eq(batches.id, batch.id));
+  await db.delete(batches).where(eq(batches.id, batch.id));
+
   const { stdout } = await run('node', ['--import', 'tsx', 'cli/admin.ts', 'rebuild-projections'], {
     cwd: path.resolve(__dirname, '../..'),
     env: process.env,
   });
   // Every prediction of the suite's namespace, this test's five among them.
   expect(Number(/rebuilt (\d+) predictions from Temporal/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(before.length);
+  expect(Number(/rebuilt (\d+) batches from Temporal/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
   const after = await rows();
-  expect(after).toEqual(before);
+  expect(after.filter((r) => r.id !== orphan.id)).toEqual(before);
+  expect(after.find((r) => r.id === orphan.id)).toEqual(orphan);
+  const [batchAfter] = await db.select().from(batches).where(eq(batches.id, batch.id));
+  expect(batchAfter).toEqual(batchBefore);
 });
