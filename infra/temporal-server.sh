@@ -123,7 +123,7 @@ dcRedirectionPolicy:
 # Temporal's own archival: histories (and visibility records) of closed workflows go to S3 when
 # retention ends. The S3 provider reads credentials from the AWS environment the server gets.
 archival:
-  history:
+  history: &archival
     state: enabled
     enableRead: true
     provider:
@@ -131,14 +131,7 @@ archival:
         region: "$S3_REGION"
         endpoint: "$S3_ENDPOINT"
         s3ForcePathStyle: true
-  visibility:
-    state: enabled
-    enableRead: true
-    provider:
-      s3store:
-        region: "$S3_REGION"
-        endpoint: "$S3_ENDPOINT"
-        s3ForcePathStyle: true
+  visibility: *archival
 namespaceDefaults:
   archival:
     history:
