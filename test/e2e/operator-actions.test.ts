@@ -207,3 +207,29 @@ test('a stray signal from an operator (a second start signal) changes nothing: t
   await expectSlotFree(me.token);
   expect(await usageRows(p.id)).toHaveLength(1);
 });
+
+test('reset a running batch to its last workflow task: it carries on from what its history holds and ends with every item once, its slot free', async () => {
+  const me = await newAccount(db, 'op-batch-reset');
+  // 300 ms an item, 2 a chunk, 2 chunks at a time: about two seconds of work left when it is reset.
+  const inputs = Array.from({ length: 14 }, (_, i) => ({ text: `item ${i}`, sleep_ms: 300 }));
+  const created = await api('/v1/batches', { token: me.token, body: { version: 'kiln/echo-fixture', inputs, chunk_size: 2 } });
+  expect(created.status).toBe(201);
+  const id = created.body.id as string;
+  const getBatch = () => api(`/v1/batches/${id}`, { token: me.token });
+  await poll(getBatch, (r) => r.body.completed >= 4, { timeoutMs: 60_000, intervalMs: 100 });
+  // Work is left: the reset run has chunks to run, after the ones its history says are done.
+  expect((await getBatch()).body.completed).toBeLessThan(12);
+  const batchHandle = temporal.client.workflow.getHandle(`batch-${id}`);
+  const oldRun = (await batchHandle.describe()).runId;
+  await temporalCli('workflow', 'reset', '-w', `batch-${id}`, '--type', 'LastWorkflowTask', '--reason', 'operator reset of a batch');
+  expect((await batchHandle.describe()).runId).not.toBe(oldRun);
+
+  const done = (await poll(getBatch, (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), { timeoutMs: 120_000, intervalMs: 200 })).body;
+  expect(done.status).toBe('succeeded');
+  expect(done.completed).toBe(14);
+  expect(done.failed).toBe(0);
+  const res = await fetch(done.output_file.urls.get);
+  const lines = (await res.text()).trimEnd().split('\n').map((l) => JSON.parse(l) as { index: number });
+  expect(lines.map((l) => l.index)).toEqual(inputs.map((_, i) => i));
+  await poll(() => load(me.token), (c) => c.admitted === 0, { timeoutMs: 30_000 });
+});
