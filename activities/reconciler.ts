@@ -11,7 +11,7 @@
 import { log } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
-import { writeBatchSnapshot, type BatchSnapshot } from '../db/batches';
+import { writeBatchSnapshot, type BatchRow, type BatchSnapshot } from '../db/batches';
 import type { Db } from '../db/client';
 import { release } from '../db/admissions';
 import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
@@ -28,8 +28,22 @@ export interface ReconcilerDeps {
   controlQueue: string;
   /** Rows and slots younger than this are not looked at: their workflow has barely begun. */
   minAgeMs?: number;
-  /** Rows, batches and slots read per tick, each kind. */
+  /** Rows, batches and slots read per page (every page is read, each look). */
   pageSize?: number;
+}
+
+/**
+ * Which of these workflow ids have a closed run, by Temporal's visibility: one query per 50 ids,
+ * so a look at thousands of open rows costs tens of queries, not a describe each.
+ */
+export async function withClosedRuns(client: Client, workflowIds: string[]): Promise<Set<string>> {
+  const closed = new Set<string>();
+  for (let i = 0; i < workflowIds.length; i += 50) {
+    // Kiln's workflow ids are made of ids it generates: nothing to escape.
+    const ids = workflowIds.slice(i, i + 50).map((id) => `'${id}'`);
+    for await (const wf of client.workflow.list({ query: `WorkflowId IN (${ids.join(', ')}) AND ExecutionStatus != 'Running'` })) closed.add(wf.workflowId);
+  }
+  return closed;
 }
 
 /** How a workflow ended, from its close event. */
@@ -142,15 +156,17 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         revision: Math.max(state.revision, row.revision) + 1,
       };
     }
-    const written = await writePredictionSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
-    await release(db, row.id);
+    // Usage and the slot first, the row last: whoever sees the row finished sees them done too
+    // (and a look cut short before the row is written does it all again, changing nothing twice).
     await recordUsage(db, usageOf(final, await versionTask(db, final.versionId), final.startedAt ? 'unknown' : 'none'));
+    await release(db, row.id);
+    const written = await writePredictionSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
     if (run.status !== 'COMPLETED') await sendCompletedWebhook(final);
     log.info('finished a prediction whose workflow closed early', { predictionId: row.id, close: run.status, status: final.status });
     return written;
   }
 
-  async function finishBatch(row: Awaited<ReturnType<typeof openBatches>>[number], run: ClosedRun): Promise<boolean> {
+  async function finishBatch(row: BatchRow, run: ClosedRun): Promise<boolean> {
     const workflowId = batchWorkflowId(row.id);
     const fromRow: BatchSnapshot = {
       ...row,
@@ -173,8 +189,8 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         revision: Math.max(state.revision, row.revision) + 1,
       };
     }
-    const written = await writeBatchSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
     await release(db, workflowId);
+    const written = await writeBatchSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
     log.info('finished a batch whose workflow closed early', { batchId: row.id, close: run.status, status: final.status });
     return written;
   }
@@ -187,34 +203,44 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
      */
     async reconcileClosedWorkflows(): Promise<{ predictions: number; batches: number; slots: number }> {
       const olderThan = new Date(Date.now() - minAgeMs);
-      const seen = new Map<string, Promise<WorkflowState>>();
-      const runOf = (workflowId: string) => {
-        let state = seen.get(workflowId);
-        if (!state) {
-          state = latestRun(temporal, workflowId);
-          seen.set(workflowId, state);
-        }
-        return state;
-      };
       const done = { predictions: 0, batches: 0, slots: 0 };
-      for (const row of await openPredictions(db, olderThan, pageSize)) {
-        const run = await runOf(predictionWorkflowId(row.id));
-        if (typeof run === 'string') continue;
-        if (await finishPrediction(row, run)) done.predictions += 1;
+      const seen = new Map<string, Promise<WorkflowState>>();
+      /** Of a page's workflows, the closed ones: one visibility query, then the latest run of each it names. */
+      async function closedAmong<R>(rows: R[], workflowIdOf: (r: R) => string): Promise<Array<{ row: R; run: ClosedRun }>> {
+        const closed = await withClosedRuns(temporal, rows.map(workflowIdOf));
+        const found: Array<{ row: R; run: ClosedRun }> = [];
+        for (const row of rows) {
+          const workflowId = workflowIdOf(row);
+          if (!closed.has(workflowId)) continue;
+          // Visibility lists every run: an old run of a reset workflow is closed while its new run goes on.
+          let state = seen.get(workflowId);
+          if (!state) seen.set(workflowId, (state = latestRun(temporal, workflowId)));
+          const run = await state;
+          if (typeof run !== 'string') found.push({ row, run });
+        }
+        return found;
       }
-      for (const row of await openBatches(db, olderThan, pageSize)) {
-        const run = await runOf(batchWorkflowId(row.id));
-        if (typeof run === 'string') continue;
-        if (await finishBatch(row, run)) done.batches += 1;
+      for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next; ) {
+        page = await openPredictions(db, olderThan, pageSize, page?.next);
+        for (const { row, run } of await closedAmong(page.rows, (r) => predictionWorkflowId(r.id))) {
+          if (await finishPrediction(row, run)) done.predictions += 1;
+        }
       }
-      for (const slot of await heldSlots(db, olderThan, pageSize)) {
-        // A batch's slot is named after its workflow; a prediction's after the prediction.
-        const workflowId = slot.predictionId.startsWith('batch-') ? slot.predictionId : predictionWorkflowId(slot.predictionId);
-        const run = await runOf(workflowId);
-        if (typeof run === 'string') continue;
-        await release(db, slot.predictionId);
-        done.slots += 1;
-        log.info('released the slot of a closed workflow', { workflowId, close: run.status });
+      for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next; ) {
+        page = await openBatches(db, olderThan, pageSize, page?.next);
+        for (const { row, run } of await closedAmong(page.rows, (r) => batchWorkflowId(r.id))) {
+          if (await finishBatch(row, run)) done.batches += 1;
+        }
+      }
+      // A batch's slot is named after its workflow; a prediction's after the prediction.
+      const slotWorkflow = (slot: { id: string }) => (slot.id.startsWith('batch-') ? slot.id : predictionWorkflowId(slot.id));
+      for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next; ) {
+        page = await heldSlots(db, olderThan, pageSize, page?.next);
+        for (const { row: slot, run } of await closedAmong(page.rows, slotWorkflow)) {
+          await release(db, slot.id);
+          done.slots += 1;
+          log.info('released the slot of a closed workflow', { workflowId: slotWorkflow(slot), close: run.status });
+        }
       }
       return done;
     },

@@ -1,41 +1,48 @@
 /**
  * What the reconciler (workflows/reconciler.ts) looks at: projection rows that are not finished
- * and admission slots still held. Each is a question to Temporal (is its workflow closed?), so
- * only rows past a minimum age are read, oldest first, a page at a time.
+ * and admission slots still held, past a minimum age, a cursor page at a time (all of them, every
+ * look: each page is one question to Temporal's visibility).
  */
-import { and, asc, eq, inArray, lt } from 'drizzle-orm';
+import { and, desc, eq, inArray, lt } from 'drizzle-orm';
+import { afterCursor, pageOf, type PageCursor } from './paging';
 import type { Db } from './client';
 import { admissions, batches, modelVersions, predictions, type PredictionStatus } from './schema';
 import type { PredictionRow, PredictionSnapshot } from './predictions';
 
 const OPEN_PREDICTION: PredictionStatus[] = ['starting', 'processing'];
 
-export async function openPredictions(db: Db, olderThan: Date, limit: number): Promise<PredictionRow[]> {
-  return db
+type Page<R> = { rows: R[]; next?: PageCursor };
+
+/** Predictions not in a terminal status, older than `olderThan`: newest first, in cursor pages. */
+export async function openPredictions(db: Db, olderThan: Date, limit: number, cursor?: PageCursor): Promise<Page<PredictionRow>> {
+  const rows = await db
     .select()
     .from(predictions)
-    .where(and(inArray(predictions.status, OPEN_PREDICTION), lt(predictions.createdAt, olderThan)))
-    .orderBy(asc(predictions.createdAt))
-    .limit(limit);
+    .where(and(inArray(predictions.status, OPEN_PREDICTION), lt(predictions.createdAt, olderThan), afterCursor(predictions.createdAt, predictions.id, cursor)))
+    .orderBy(desc(predictions.createdAt), desc(predictions.id))
+    .limit(limit + 1);
+  return pageOf(rows, limit);
 }
 
-export async function openBatches(db: Db, olderThan: Date, limit: number): Promise<Array<typeof batches.$inferSelect>> {
-  return db
+export async function openBatches(db: Db, olderThan: Date, limit: number, cursor?: PageCursor): Promise<Page<typeof batches.$inferSelect>> {
+  const rows = await db
     .select()
     .from(batches)
-    .where(and(inArray(batches.status, ['starting', 'processing']), lt(batches.createdAt, olderThan)))
-    .orderBy(asc(batches.createdAt))
-    .limit(limit);
+    .where(and(inArray(batches.status, ['starting', 'processing']), lt(batches.createdAt, olderThan), afterCursor(batches.createdAt, batches.id, cursor)))
+    .orderBy(desc(batches.createdAt), desc(batches.id))
+    .limit(limit + 1);
+  return pageOf(rows, limit);
 }
 
-/** Held slots: `predictionId` is a prediction's id, or `batch-<id>` for a batch. */
-export async function heldSlots(db: Db, olderThan: Date, limit: number): Promise<Array<{ predictionId: string; accountId: string }>> {
-  return db
-    .select({ predictionId: admissions.predictionId, accountId: admissions.accountId })
+/** Held slots: `id` is a prediction's id, or `batch-<id>` for a batch; `createdAt` is when it was taken. */
+export async function heldSlots(db: Db, olderThan: Date, limit: number, cursor?: PageCursor): Promise<Page<{ id: string; createdAt: Date }>> {
+  const rows = await db
+    .select({ id: admissions.predictionId, createdAt: admissions.admittedAt })
     .from(admissions)
-    .where(lt(admissions.admittedAt, olderThan))
-    .orderBy(asc(admissions.admittedAt))
-    .limit(limit);
+    .where(and(lt(admissions.admittedAt, olderThan), afterCursor(admissions.admittedAt, admissions.predictionId, cursor)))
+    .orderBy(desc(admissions.admittedAt), desc(admissions.predictionId))
+    .limit(limit + 1);
+  return pageOf(rows, limit);
 }
 
 export async function versionTask(db: Db, versionId: string): Promise<string> {
