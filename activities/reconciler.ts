@@ -18,6 +18,8 @@ import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predicti
 import { heldSlots, openBatches, openPredictions, rowToSnapshot, versionTask } from '../db/reconcile';
 import { recordUsage, usageOf } from '../db/usage';
 import { batchWorkflowId } from '../workflows/batch-types';
+import type { Storage } from '../lib/storage';
+import { archiveClosedHistories } from './history-archive';
 import { runWriterOf } from './run-writer';
 import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../workflows/types';
 
@@ -30,7 +32,12 @@ export interface ReconcilerDeps {
   minAgeMs?: number;
   /** Rows, batches and slots read per page (every page is read, each look). */
   pageSize?: number;
+  /** Where closed histories are copied (activities/history-archive.ts); none: not copied. */
+  storage?: Storage;
 }
+
+/** How long one look may spend copying histories: the rest is the next look's. */
+const ARCHIVE_BUDGET_MS = 30_000;
 
 /**
  * Which of these workflow ids have a closed run, by Temporal's visibility: one query per 50 ids,
@@ -103,7 +110,7 @@ export function outcomeOf(run: ClosedRun): { status: 'failed' | 'canceled'; erro
 
 const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
 
-export function createReconcilerActivities({ db, temporal, controlQueue, minAgeMs = 5_000, pageSize = 100 }: ReconcilerDeps) {
+export function createReconcilerActivities({ db, temporal, controlQueue, minAgeMs = 5_000, pageSize = 100, storage }: ReconcilerDeps) {
   /** The closed run's state, replayed from its history by a query; undefined when it cannot be read. */
   async function stateOf<T>(workflowId: string, runId: string, query: string): Promise<T | undefined> {
     try {
@@ -201,9 +208,9 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
      * checked against its workflow's latest run. Running ones, and ones Temporal does not know
      * (their history is gone: nothing to finish them from), are left as they are.
      */
-    async reconcileClosedWorkflows(): Promise<{ predictions: number; batches: number; slots: number }> {
+    async reconcileClosedWorkflows(): Promise<{ predictions: number; batches: number; slots: number; archived: number }> {
       const olderThan = new Date(Date.now() - minAgeMs);
-      const done = { predictions: 0, batches: 0, slots: 0 };
+      const done = { predictions: 0, batches: 0, slots: 0, archived: 0 };
       const seen = new Map<string, Promise<WorkflowState>>();
       /** Of a page's workflows, the closed ones: one visibility query, then the latest run of each it names. */
       async function closedAmong<R>(rows: R[], workflowIdOf: (r: R) => string): Promise<Array<{ row: R; run: ClosedRun }>> {
@@ -240,6 +247,14 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
           await release(db, slot.id);
           done.slots += 1;
           log.info('released the slot of a closed workflow', { workflowId: slotWorkflow(slot), close: run.status });
+        }
+      }
+      if (storage) {
+        // Copying histories never holds up the finishing above: a failed copy is the next look's.
+        try {
+          done.archived = (await archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS)).archived;
+        } catch (err) {
+          log.warn('archiving closed histories failed', { error: (err as Error).message });
         }
       }
       return done;

@@ -9,7 +9,8 @@ import { shareModel } from '../db/models';
 import { resealWebhookSecrets } from '../db/webhooks';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { accounts, models } from '../db/schema';
-import { configSchema } from '../lib/config';
+import { configSchema, parseConfig } from '../lib/config';
+import { Storage } from '../lib/storage';
 import { and, asc, eq } from 'drizzle-orm';
 import { Client, Connection } from '@temporalio/client';
 import { rebuildProjections } from './rebuild-projections';
@@ -150,10 +151,20 @@ program
     try {
       const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
       const started = Date.now();
-      const { predictions, batches } = await rebuildProjections(db, temporal, (kind, c) => console.error(`${kind}: read ${c.read} workflow runs…`));
+      // Kiln's archive of closed histories, for workflows past the namespace's retention.
+      const archive = Storage.fromConfig(parseConfig(process.env));
+      const { predictions, batches, archive: archived } = await rebuildProjections(
+        db,
+        temporal,
+        (kind, c) => console.error(`${kind}: read ${c.read} workflow runs…`),
+        archive,
+      );
       const secs = ((Date.now() - started) / 1000).toFixed(1);
       for (const [kind, c] of [['predictions', predictions], ['batches', batches]] as const) {
         console.log(`rebuilt ${c.written} ${kind} from Temporal (read ${c.read} runs; kept ${c.kept} rows that knew as much or more; ${c.unreadable} runs without a readable state)`);
+      }
+      if (archived) {
+        console.log(`rebuilt ${archived.written} rows from archived histories of workflows Temporal no longer has (kept ${archived.kept}; ${archived.unreadable} without a result)`);
       }
       console.log(`took ${secs} s`);
     } finally {

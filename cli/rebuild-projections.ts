@@ -7,7 +7,10 @@
  * without a result (terminated, timed out), which the reconciler finished from their history.
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
+import { ARCHIVE_PREFIX, readArchivedRun, type ArchivedRun } from '../activities/history-archive';
 import { runWriterOf } from '../activities/run-writer';
+import type { Storage } from '../lib/storage';
 import type { BatchSnapshot } from '../db/batches';
 import type { Db } from '../db/client';
 import type { PredictionSnapshot } from '../db/predictions';
@@ -79,15 +82,63 @@ async function rebuildKind<S>(db: Db, temporal: Client, kind: Kind<S>, counts: R
   await flush();
 }
 
+/** Whether Temporal still has any run of the workflow (else only the archive can say what it was). */
+async function temporalHas(temporal: Client, workflowId: string): Promise<boolean> {
+  try {
+    await temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/**
+ * The workflows Temporal no longer has (past retention), from Kiln's archive of closed histories
+ * (activities/history-archive.ts): each one's last run, if it closed with a result, upserted by
+ * revision like the rest. Workflows Temporal still has were read from Temporal above.
+ */
+async function rebuildFromArchive(db: Db, temporal: Client, storage: Storage, counts: RebuildCounts): Promise<void> {
+  const runsOf = new Map<string, string[]>();
+  for await (const keys of storage.list(ARCHIVE_PREFIX)) {
+    for (const key of keys) {
+      const workflowId = key.split('/')[1];
+      runsOf.set(workflowId, [...(runsOf.get(workflowId) ?? []), key]);
+    }
+  }
+  for (const [workflowId, keys] of runsOf) {
+    const kind = workflowId.startsWith('prediction-') ? 'prediction' : workflowId.startsWith('batch-') ? 'batch' : undefined;
+    if (!kind || (await temporalHas(temporal, workflowId))) continue;
+    const runs = (await Promise.all(keys.map((k) => readArchivedRun<PredictionSnapshot & BatchSnapshot>(storage, k)))).filter(
+      (r): r is ArchivedRun<PredictionSnapshot & BatchSnapshot> => r !== undefined,
+    );
+    counts.read += runs.length;
+    // The run that closed last is the workflow's last word; one that closed without a result
+    // (terminated) was finished by the reconciler, whose row stays.
+    const last = runs.sort((a, b) => b.closedAt - a.closedAt)[0];
+    if (!last?.result) {
+      counts.unreadable += 1;
+      continue;
+    }
+    const writer = { runId: last.runId, isCurrent: async () => true };
+    const outcome = kind === 'prediction' ? await upsertPredictionFromHistory(db, last.result, writer) : await upsertBatchFromHistory(db, last.result, writer);
+    counts[outcome] += 1;
+  }
+}
+
 export async function rebuildProjections(
   db: Db,
   temporal: Client,
   onProgress?: (kind: string, c: RebuildCounts) => void,
-): Promise<{ predictions: RebuildCounts; batches: RebuildCounts }> {
+  archive?: Storage,
+): Promise<{ predictions: RebuildCounts; batches: RebuildCounts; archive?: RebuildCounts }> {
   const fresh = (): RebuildCounts => ({ read: 0, written: 0, kept: 0, unreadable: 0 });
   const predictions = fresh();
   await rebuildKind(db, temporal, PREDICTIONS, predictions, (c) => onProgress?.('predictions', c));
   const batches = fresh();
   await rebuildKind(db, temporal, BATCHES, batches, (c) => onProgress?.('batches', c));
-  return { predictions, batches };
+  if (!archive) return { predictions, batches };
+  const archived = fresh();
+  await rebuildFromArchive(db, temporal, archive, archived);
+  return { predictions, batches, archive: archived };
 }

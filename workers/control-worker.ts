@@ -32,6 +32,7 @@ async function main() {
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const urls = { baseUrl: publicBaseUrl(c), signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']) };
   const secrets = secretBoxFromConfig(c);
+  const storage = Storage.fromConfig(c);
   const worker = await Worker.create({
     connection,
     namespace: c.TEMPORAL_NAMESPACE,
@@ -48,8 +49,8 @@ async function main() {
         temporal,
         replicas: { backlogPerReplica: c.KILN_REPLICA_BACKLOG, maxReplicas: c.KILN_MAX_REPLICAS },
       }),
-      ...createReconcilerActivities({ db, temporal, controlQueue: c.KILN_CONTROL_QUEUE, minAgeMs: c.KILN_RECONCILE_MIN_AGE_MS }),
-      ...createBatchControlActivities({ db, temporal, storage: Storage.fromConfig(c), baseUrl: urls.baseUrl, signer: urls.signer }),
+      ...createReconcilerActivities({ db, temporal, storage, controlQueue: c.KILN_CONTROL_QUEUE, minAgeMs: c.KILN_RECONCILE_MIN_AGE_MS }),
+      ...createBatchControlActivities({ db, temporal, storage, baseUrl: urls.baseUrl, signer: urls.signer }),
       ...createWebhookActivities({
         db,
         secrets,

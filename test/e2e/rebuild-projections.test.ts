@@ -11,7 +11,10 @@ import { closeDb, type Db } from '../../db/client';
 import { batches, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { archivedHistoryKey } from '../../activities/history-archive';
+import { config } from '../../lib/config';
+import { Storage } from '../../lib/storage';
 
 jest.setTimeout(300_000);
 const run = promisify(execFile);
@@ -71,4 +74,32 @@ test('npm run admin -- rebuild-projections rebuilds rows equal to the originals'
   expect(after.find((r) => r.id === orphan.id)).toEqual(orphan);
   const [batchAfter] = await db.select().from(batches).where(eq(batches.id, batch.id));
   expect(batchAfter).toEqual(batchBefore);
+});
+
+test('a prediction whose history Temporal no longer has (deleted, as retention does) is rebuilt from Kiln’s archive of closed histories', async () => {
+  const { token } = await newAccount(db, 'rebuild-archive');
+  const id = (await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text: 'archived' } } })).body.id as string;
+  await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => r.body.status === 'succeeded', { timeoutMs: 60_000 });
+  const row = async () => (await db.select().from(predictions).where(eq(predictions.id, id)))[0];
+  const original = await row();
+
+  const temporal = await testTemporal();
+  try {
+    const workflowId = `prediction-${id}`;
+    const { runId } = await temporal.client.workflow.getHandle(workflowId).describe();
+    // The reconciler copies closed histories to the bucket (the dev server cannot archive).
+    const storage = Storage.fromConfig(config());
+    await poll(() => storage.size(archivedHistoryKey(workflowId, runId)), (size) => size !== undefined, { timeoutMs: 180_000, intervalMs: 500 });
+    // What retention does: the history goes from Temporal.
+    await temporal.client.workflowService.deleteWorkflowExecution({ namespace: temporal.client.options.namespace, workflowExecution: { workflowId, runId } });
+    const known = () => temporal.client.workflow.getHandle(workflowId).describe().then(() => true, () => false);
+    await poll(known, (has) => !has, { timeoutMs: 60_000, intervalMs: 500 });
+  } finally {
+    await temporal.close();
+  }
+  await db.update(predictions).set({ status: 'failed', output: null, error: 'corrupted by the test', logs: '' }).where(eq(predictions.id, id));
+
+  const { stdout } = await run('node', ['--import', 'tsx', 'cli/admin.ts', 'rebuild-projections'], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+  expect(Number(/rebuilt (\d+) rows from archived histories/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
+  expect(await row()).toEqual(original);
 });
