@@ -1,5 +1,6 @@
 /** The batch workflow's control steps: its projection, and the output assembled from the chunks' parts. */
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { batchPartKey, upsertOutputFile, writeBatchSnapshot, type BatchSnapshot } from '../db/batches';
@@ -9,9 +10,12 @@ import { renderFileRefs } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import { idFromKey } from '../lib/ids';
 import type { Storage } from '../lib/storage';
+import { currentRunWriter } from './run-writer';
 
 export interface BatchControlDeps {
   db: Db;
+  /** Asks which run of a batch is current when another run wrote its row last. */
+  temporal?: Client;
   storage: Storage;
   /** Output files of a batch's items (remove-background's PNGs) become links under this API base. */
   baseUrl: string;
@@ -35,7 +39,7 @@ export interface AssembleResult {
 /** The output file's id: the same for every attempt, so a retried assembly replaces its file. */
 export const batchOutputFileId = (accountId: string, batchId: string): string => idFromKey(accountId, `batch-output:${batchId}`);
 
-export function createBatchControlActivities({ db, storage, baseUrl, signer }: BatchControlDeps) {
+export function createBatchControlActivities({ db, temporal, storage, baseUrl, signer }: BatchControlDeps) {
   /**
    * A part's lines with file references made links that need the account's token, not a
    * signature: the output file is kept, and a signed URL in it would expire.
@@ -51,7 +55,7 @@ export function createBatchControlActivities({ db, storage, baseUrl, signer }: B
 
   return {
     async projectBatch(snapshot: BatchSnapshot): Promise<void> {
-      await writeBatchSnapshot(db, snapshot);
+      await writeBatchSnapshot(db, snapshot, currentRunWriter(temporal));
     },
 
     /** Concatenates the parts, in chunk order, into one JSONL file of the batch's account. */

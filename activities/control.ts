@@ -14,6 +14,7 @@ import { eq } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
+import { currentRunWriter } from './run-writer';
 
 import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
 import { attemptsBegun, beginAttempt } from '../db/events';
@@ -117,7 +118,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
 
 
     async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
-      const applied = await writePredictionSnapshot(db, snapshot);
+      const applied = await writePredictionSnapshot(db, snapshot, currentRunWriter(client));
       // Counted once: a retried or late write of the same transition is not applied again.
       if (applied && isTerminalStatus(snapshot.status)) observePrediction(snapshot);
     },

@@ -10,11 +10,11 @@ import { resealWebhookSecrets } from '../db/webhooks';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { accounts, models } from '../db/schema';
 import { configSchema } from '../lib/config';
+import { Storage } from '../lib/storage';
 import { and, asc, eq } from 'drizzle-orm';
 import { Client, Connection } from '@temporalio/client';
 import { rebuildProjections } from './rebuild-projections';
 import { kilnDataConverter } from '../lib/payload-refs';
-import { Storage } from '../lib/storage';
 
 // Only the database and Temporal are needed here, so only their variables are required.
 const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } = configSchema
@@ -143,7 +143,10 @@ program
 
 program
   .command('rebuild-projections')
-  .description('drop the predictions table and rebuild it from Temporal workflow history')
+  .description(
+    'rebuild the predictions and batches tables from Temporal workflow history: upserts by revision, page by page; ' +
+      'rows whose history Temporal no longer has are kept',
+  )
   .action(async () => {
     const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     try {
@@ -156,10 +159,24 @@ program
         throw new Error(`rebuild-projections reads payloads stored by reference in the bucket: set ${names} (for the local stack: set -a; . ~/.cache/kiln/local-secrets.env)`);
       }
       const s3 = parsed.data;
-      const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter: kilnDataConverter(Storage.fromConfig(s3), s3) });
+      // The same bucket holds the payloads and Kiln's archive of closed histories (for workflows past the namespace's retention).
+      const archive = Storage.fromConfig(s3);
+      const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter: kilnDataConverter(archive, s3) });
       const started = Date.now();
-      const n = await rebuildProjections(db, temporal, (k) => k % 100 === 0 && console.error(`read ${k} workflows…`));
-      console.log(`rebuilt ${n} predictions from Temporal in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      const { predictions, batches, archive: archived } = await rebuildProjections(
+        db,
+        temporal,
+        (kind, c) => console.error(`${kind}: read ${c.read} workflow runs…`),
+        archive,
+      );
+      const secs = ((Date.now() - started) / 1000).toFixed(1);
+      for (const [kind, c] of [['predictions', predictions], ['batches', batches]] as const) {
+        console.log(`rebuilt ${c.written} ${kind} from Temporal (read ${c.read} runs; kept ${c.kept} rows that knew as much or more; ${c.unreadable} runs without a readable state)`);
+      }
+      if (archived) {
+        console.log(`rebuilt ${archived.written} rows from archived histories of workflows Temporal no longer has (kept ${archived.kept}; ${archived.unreadable} without a result)`);
+      }
+      console.log(`took ${secs} s`);
     } finally {
       await connection.close();
     }

@@ -1,35 +1,144 @@
 /**
- * Event-sourced projections: every prediction's state lives in its workflow. A finished
- * workflow's result is its final state; a running one answers the `prediction` query. Reading
- * them all and writing them back rebuilds the predictions table from Temporal alone.
+ * Event-sourced projections: every prediction's and batch's state lives in its workflow. A
+ * finished workflow's result is its final state; a running one answers its query. Reading them
+ * and writing them back (db/rebuild.ts: upserts by revision) rebuilds the predictions and
+ * batches tables from Temporal, a page of workflows at a time. Rows Temporal cannot say anything
+ * about (their history is past retention) stay as they are; so do rows of runs that closed
+ * without a result (terminated, timed out), which the reconciler finished from their history.
  */
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
+import { ARCHIVE_PREFIX, readArchivedRun, type ArchivedRun } from '../activities/history-archive';
+import { runWriterOf } from '../activities/run-writer';
+import type { Storage } from '../lib/storage';
+import type { BatchSnapshot } from '../db/batches';
 import type { Db } from '../db/client';
 import type { PredictionSnapshot } from '../db/predictions';
-import { replacePredictions } from '../db/rebuild';
+import { upsertBatchFromHistory, upsertPredictionFromHistory, type RebuildOutcome } from '../db/rebuild';
 
-export async function collectPredictionStates(temporal: Client, onProgress?: (n: number) => void): Promise<PredictionSnapshot[]> {
-  const states: PredictionSnapshot[] = [];
-  const reading = new Set<Promise<void>>();
-  for await (const execution of temporal.workflow.list({ query: 'WorkflowType = "predictionWorkflow"' })) {
-    const handle = temporal.workflow.getHandle(execution.workflowId, execution.runId);
-    const read = (async () => {
-      const state =
-        execution.status.name === 'RUNNING'
-          ? await handle.query<PredictionSnapshot>('prediction')
-          : await handle.result().catch(() => undefined);
-      if (state) states.push(state as PredictionSnapshot);
-      onProgress?.(states.length);
-    })();
-    reading.add(read);
-    void read.finally(() => reading.delete(read));
-    // A few histories at a time: fast, without flooding the frontend.
-    if (reading.size >= 16) await Promise.race(reading);
-  }
-  await Promise.all(reading);
-  return states;
+export interface RebuildCounts {
+  /** Workflow runs read. */
+  read: number;
+  /** Rows written from history. */
+  written: number;
+  /** Rows that knew as much or more than history (or belong to a newer run): left as they were. */
+  kept: number;
+  /** Runs whose state could not be read (closed without a result, or the query failed). */
+  unreadable: number;
 }
 
-export async function rebuildProjections(db: Db, temporal: Client, onProgress?: (n: number) => void): Promise<number> {
-  return replacePredictions(db, await collectPredictionStates(temporal, onProgress));
+interface Kind<S> {
+  workflowType: string;
+  query: string;
+  upsert: (db: Db, state: S, writer: ReturnType<typeof runWriterOf>) => Promise<RebuildOutcome>;
+}
+
+const PREDICTIONS: Kind<PredictionSnapshot> = { workflowType: 'predictionWorkflow', query: 'prediction', upsert: upsertPredictionFromHistory };
+const BATCHES: Kind<BatchSnapshot> = { workflowType: 'batchWorkflow', query: 'batch', upsert: upsertBatchFromHistory };
+
+/** Workflows listed per page, and read at once within a page: fast, without flooding the frontend. */
+const PAGE_SIZE = 100;
+const READS_AT_ONCE = 16;
+
+async function stateOf<S>(temporal: Client, kind: Kind<S>, execution: WorkflowExecutionInfo): Promise<S | undefined> {
+  const handle = temporal.workflow.getHandle(execution.workflowId, execution.runId, { followRuns: false });
+  try {
+    if (execution.status.name === 'RUNNING') return await handle.query<S>(kind.query);
+    // This run's own result, not a later run's (a batch continues as new; a reset starts another run).
+    if (execution.status.name === 'COMPLETED') return (await handle.result()) as S;
+  } catch {
+    // Unreadable: the row, if any, stays.
+  }
+  return undefined;
+}
+
+async function rebuildKind<S>(db: Db, temporal: Client, kind: Kind<S>, counts: RebuildCounts, onProgress?: (c: RebuildCounts) => void): Promise<void> {
+  const page: WorkflowExecutionInfo[] = [];
+  const flush = async () => {
+    const pending = [...page];
+    page.length = 0;
+    for (let i = 0; i < pending.length; i += READS_AT_ONCE) {
+      await Promise.all(
+        pending.slice(i, i + READS_AT_ONCE).map(async (execution) => {
+          counts.read += 1;
+          const state = await stateOf(temporal, kind, execution);
+          if (state === undefined) {
+            counts.unreadable += 1;
+            return;
+          }
+          const outcome = await kind.upsert(db, state, runWriterOf(temporal, execution.workflowId, execution.runId));
+          counts[outcome] += 1;
+        }),
+      );
+    }
+    onProgress?.(counts);
+  };
+  // Runs that continued as new hand their state to the next run, which is listed too.
+  const query = `WorkflowType = "${kind.workflowType}" AND ExecutionStatus != "ContinuedAsNew"`;
+  for await (const execution of temporal.workflow.list({ query, pageSize: PAGE_SIZE })) {
+    page.push(execution);
+    if (page.length >= PAGE_SIZE) await flush();
+  }
+  await flush();
+}
+
+/** Whether Temporal still has any run of the workflow (else only the archive can say what it was). */
+async function temporalHas(temporal: Client, workflowId: string): Promise<boolean> {
+  try {
+    await temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/**
+ * The workflows Temporal no longer has (past retention), from Kiln's archive of closed histories
+ * (activities/history-archive.ts): each one's last run, if it closed with a result, upserted by
+ * revision like the rest. Workflows Temporal still has were read from Temporal above.
+ */
+async function rebuildFromArchive(db: Db, temporal: Client, storage: Storage, counts: RebuildCounts): Promise<void> {
+  const runsOf = new Map<string, string[]>();
+  for await (const keys of storage.list(ARCHIVE_PREFIX)) {
+    for (const key of keys) {
+      const workflowId = key.split('/')[1];
+      runsOf.set(workflowId, [...(runsOf.get(workflowId) ?? []), key]);
+    }
+  }
+  for (const [workflowId, keys] of runsOf) {
+    const kind = workflowId.startsWith('prediction-') ? 'prediction' : workflowId.startsWith('batch-') ? 'batch' : undefined;
+    if (!kind || (await temporalHas(temporal, workflowId))) continue;
+    const runs = (await Promise.all(keys.map((k) => readArchivedRun<PredictionSnapshot & BatchSnapshot>(storage, k)))).filter(
+      (r): r is ArchivedRun<PredictionSnapshot & BatchSnapshot> => r !== undefined,
+    );
+    counts.read += runs.length;
+    // The run that closed last is the workflow's last word; one that closed without a result
+    // (terminated) was finished by the reconciler, whose row stays.
+    const last = runs.sort((a, b) => b.closedAt - a.closedAt)[0];
+    if (!last?.result) {
+      counts.unreadable += 1;
+      continue;
+    }
+    const writer = { runId: last.runId, isCurrent: async () => true };
+    const outcome = kind === 'prediction' ? await upsertPredictionFromHistory(db, last.result, writer) : await upsertBatchFromHistory(db, last.result, writer);
+    counts[outcome] += 1;
+  }
+}
+
+export async function rebuildProjections(
+  db: Db,
+  temporal: Client,
+  onProgress?: (kind: string, c: RebuildCounts) => void,
+  archive?: Storage,
+): Promise<{ predictions: RebuildCounts; batches: RebuildCounts; archive?: RebuildCounts }> {
+  const fresh = (): RebuildCounts => ({ read: 0, written: 0, kept: 0, unreadable: 0 });
+  const predictions = fresh();
+  await rebuildKind(db, temporal, PREDICTIONS, predictions, (c) => onProgress?.('predictions', c));
+  const batches = fresh();
+  await rebuildKind(db, temporal, BATCHES, batches, (c) => onProgress?.('batches', c));
+  if (!archive) return { predictions, batches };
+  const archived = fresh();
+  await rebuildFromArchive(db, temporal, archive, archived);
+  return { predictions, batches, archive: archived };
 }

@@ -6,6 +6,7 @@
  */
 import { and, desc, eq, lte } from 'drizzle-orm';
 import type { Db } from './client';
+import type { RunWriter } from './predictions';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { withoutNul } from './sanitize';
 import { batches, files, type BatchStatus } from './schema';
@@ -45,21 +46,29 @@ const toDate = (s: string | null) => (s ? new Date(s) : null);
  * revision again replaces it: a workflow task re-run after its local activities ran, whose values
  * are the ones history keeps (as for predictions, db/predictions.ts).
  */
-export async function writeBatchSnapshot(db: Db, snapshot: BatchSnapshot): Promise<boolean> {
+export async function writeBatchSnapshot(db: Db, snapshot: BatchSnapshot, writer?: RunWriter): Promise<boolean> {
   const s = withoutNul(snapshot);
-  const values = {
-    ...s,
-    createdAt: new Date(s.createdAt),
-    startedAt: toDate(s.startedAt),
-    completedAt: toDate(s.completedAt),
-  };
-  const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
-  const written = await db
-    .insert(batches)
-    .values(values)
-    .onConflictDoUpdate({ target: batches.id, set: changes, setWhere: lte(batches.revision, s.revision) })
-    .returning({ id: batches.id });
-  return written.length > 0;
+  return db.transaction(async (tx) => {
+    const [before] = await tx.select({ runId: batches.runId }).from(batches).where(eq(batches.id, s.id)).for('update');
+    // Another run wrote last (a continue-as-new, or an operator's reset): the current run wins
+    // whatever its revision, and an older run's late write loses (as for predictions).
+    const otherRun = Boolean(writer && before?.runId && before.runId !== writer.runId);
+    if (otherRun && !(await writer!.isCurrent())) return false;
+    const values = {
+      ...s,
+      createdAt: new Date(s.createdAt),
+      startedAt: toDate(s.startedAt),
+      completedAt: toDate(s.completedAt),
+      runId: writer?.runId ?? before?.runId ?? null,
+    };
+    const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
+    const written = await tx
+      .insert(batches)
+      .values(values)
+      .onConflictDoUpdate({ target: batches.id, set: changes, setWhere: otherRun ? undefined : lte(batches.revision, s.revision) })
+      .returning({ id: batches.id });
+    return written.length > 0;
+  });
 }
 
 export async function getBatch(db: Db, accountId: string, id: string): Promise<BatchRow | undefined> {

@@ -1,11 +1,18 @@
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, inArray } from 'drizzle-orm';
 import type { Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent } from './events';
 import { withoutNul } from './sanitize';
-import { isTerminalStatus, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
+import { isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
 export type PredictionRow = typeof predictions.$inferSelect;
+
+/** Who writes a projection row: a workflow run, and whether it is still its workflow's current run. */
+export interface RunWriter {
+  runId: string;
+  /** Asked only when another run wrote the row last (activities/run-writer.ts asks Temporal). */
+  isCurrent: () => Promise<boolean>;
+}
 
 /** What the prediction workflow knows at one transition; written whole, so a replay rewrites the same row. */
 export interface PredictionSnapshot {
@@ -52,6 +59,7 @@ export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
     startedAt: toDate(s.startedAt),
     completedAt: toDate(s.completedAt),
     revision: s.revision,
+    runId: null,
   };
 }
 
@@ -61,17 +69,23 @@ export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
  * the transition adds: new log lines, and at the end the output (if the engine did not stream
  * it) and done or error. Both happen in one transaction, so a retry never duplicates an event.
  */
-export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapshot): Promise<boolean> {
+export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapshot, writer?: RunWriter): Promise<boolean> {
   const s = withoutNul(snapshot);
-  const { source: _source, ...values } = snapshotToRow(s);
-  const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
+  const { source: _source, ...row } = snapshotToRow(s);
   return db.transaction(async (tx) => {
     const [before] = await tx
-      .select({ logs: predictions.logs, revision: predictions.revision })
+      .select({ logs: predictions.logs, revision: predictions.revision, runId: predictions.runId })
       .from(predictions)
       .where(eq(predictions.id, s.id))
       .for('update');
-    if (before && before.revision > s.revision) return false;
+    // Another run wrote the row: an operator reset the workflow. Its revisions count from the
+    // reset point, so they do not say which write is newer; the workflow's current run does.
+    const otherRun = Boolean(writer && before?.runId && before.runId !== writer.runId);
+    if (otherRun) {
+      if (!(await writer!.isCurrent())) return false;
+    } else if (before && before.revision > s.revision) return false;
+    const values = { ...row, runId: writer?.runId ?? before?.runId ?? null };
+    const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
     await tx
       .insert(predictions)
       .values(values)
@@ -79,13 +93,19 @@ export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapsh
     // The same revision again: the workflow task that wrote it failed after its local activities
     // ran (a signal arrived as it completed, say) and ran once more, with its own clock. History
     // keeps the last run, so its values win; the stream already has this transition's events.
-    if (before && before.revision === s.revision) return true;
+    if (!otherRun && before && before.revision === s.revision) return true;
     const events: Array<{ event: StreamEvent; data: string }> = [];
+    if (otherRun) {
+      // The new run starts the stream again: the old run's end goes (followers would stop
+      // there), and a reset tells clients to drop the old run's output.
+      await tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, s.id), inArray(predictionEvents.event, ['done', 'error'])));
+      events.push({ event: 'reset', data: '{}' });
+    }
     const oldLogs = before?.logs ?? '';
     const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
     if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
     if (isTerminalStatus(s.status)) {
-      if (s.status === 'succeeded' && s.output != null && !(await hasEvent(tx, s.id, 'output'))) {
+      if (s.status === 'succeeded' && s.output != null && !(otherRun || (await hasEvent(tx, s.id, 'output')))) {
         events.push({ event: 'output', data: typeof s.output === 'string' ? s.output : JSON.stringify(s.output) });
       }
       if (s.status === 'failed') events.push({ event: 'error', data: s.error ?? 'prediction failed' });

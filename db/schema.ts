@@ -168,6 +168,11 @@ export const predictions = pgTable(
     completedAt: timestamp('completed_at', { withTimezone: true, mode: 'date' }),
     /** Position of this row in the workflow's sequence of transitions: older writes never win. */
     revision: integer('revision').notNull().default(0),
+    /**
+     * The workflow run that wrote the row. Revisions count within a run: a run started by an
+     * operator's reset counts again from its reset point, and its writes win over the old run's.
+     */
+    runId: text('run_id'),
   },
   (t) => [
     index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc()),
@@ -373,6 +378,8 @@ export const batches = pgTable(
     completedAt: timestamp('completed_at', { withTimezone: true, mode: 'date' }),
     /** Position of this row in the workflow's sequence of writes: older writes never win. */
     revision: integer('revision').notNull().default(0),
+    /** The workflow run that wrote the row (predictions.runId says why). */
+    runId: text('run_id'),
   },
   (t) => [index('batches_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
 );

@@ -58,17 +58,29 @@ async function missingSearchAttributes(connection: Connection, namespace: string
   }
 }
 
-async function ensureNamespace(address: string, namespace: string): Promise<void> {
+/** Creates the namespace with the configured retention, or sets it on one that has another. */
+async function ensureNamespaceRetention(connection: Connection, namespace: string, retention: string): Promise<void> {
+  const retentionTtl = msToTs(retentionMs(retention));
+  try {
+    await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: retentionTtl });
+    return;
+  } catch (err) {
+    if (!/already exists/i.test((err as Error).message)) throw err;
+  }
+  const { config: current } = await connection.workflowService.describeNamespace({ namespace });
+  const currentMs = Number(current?.workflowExecutionRetentionTtl?.seconds ?? 0) * 1000;
+  if (currentMs === retentionMs(retention)) return;
+  await connection.workflowService.updateNamespace({ namespace, config: { workflowExecutionRetentionTtl: retentionTtl } });
+  console.log(`set the retention of Temporal namespace ${namespace} to ${retention}`);
+}
+
+/** `7d` or `36h` (lib/config.ts KILN_TEMPORAL_RETENTION) in milliseconds. */
+const retentionMs = (v: string): number => Number(v.slice(0, -1)) * (v.endsWith('d') ? 24 : 1) * 3600_000;
+
+async function ensureNamespace(address: string, namespace: string, retention: string): Promise<void> {
   const connection = await Connection.connect({ address });
   try {
-    try {
-      await connection.workflowService.registerNamespace({
-        namespace,
-        workflowExecutionRetentionPeriod: msToTs('7 days'),
-      });
-    } catch (err) {
-      if (!/already exists/i.test((err as Error).message)) throw err;
-    }
+    await ensureNamespaceRetention(connection, namespace, retention);
     const deadline = Date.now() + cacheRefreshDeadlineMs;
     const missing = await missingSearchAttributes(connection, namespace, deadline);
     if (missing.length > 0) {
@@ -128,7 +140,7 @@ async function main() {
       signingRoot,
     });
     await writeEngineEnv(path.join(c.KILN_DATA_DIR, 'engine.env'), engineEnv);
-    await ensureNamespace(c.TEMPORAL_ADDRESS, c.TEMPORAL_NAMESPACE);
+    await ensureNamespace(c.TEMPORAL_ADDRESS, c.TEMPORAL_NAMESPACE, c.KILN_TEMPORAL_RETENTION);
     const kiln = await createAccount(db, 'kiln', 'Kiln examples');
     const local = await createAccount(db, 'local', 'Local developer');
     await ensureLocalToken(db, local.id, path.join(c.KILN_DATA_DIR, 'api-token'));

@@ -13,6 +13,14 @@ PG_HOST="${KILN_TEMPORAL_PG_HOST:-127.0.0.1}"
 PG_PORT="${KILN_TEMPORAL_PG_PORT:-5432}"
 PG_USER="${KILN_TEMPORAL_PG_USER:-postgres}"
 SERVER_DIR="$DATA/temporal-server"
+# How long Temporal keeps a closed workflow's history (the same setting as KILN_TEMPORAL_RETENTION
+# in lib/config.ts, which setup applies to the namespace it is given).
+RETENTION="${KILN_TEMPORAL_RETENTION:-7d}"
+# Closed histories are archived to this S3 bucket (MinIO here) before retention deletes them, so
+# a projection can still be rebuilt from them (`temporal workflow show --archived` reads them back).
+ARCHIVE_BUCKET="${KILN_ARCHIVE_BUCKET:-kiln-archive}"
+ARCHIVE_URI="s3://$ARCHIVE_BUCKET"
+S3_ENDPOINT="${S3_ENDPOINT:-http://127.0.0.1:$MINIO_PORT}" S3_REGION="${S3_REGION:-us-east-1}"
 PIDFILE="$DATA/pids/temporal-server.pid"
 UI_PIDFILE="$DATA/pids/temporal-ui.pid"
 ADDRESS="127.0.0.1:$TEMPORAL_SERVER_PORT"
@@ -116,6 +124,26 @@ clusterMetadata:
       httpAddress: "127.0.0.1:$((p + 10))"
 dcRedirectionPolicy:
   policy: noop
+# Temporal's own archival: histories (and visibility records) of closed workflows go to S3 when
+# retention ends. The S3 provider reads credentials from the AWS environment the server gets.
+archival:
+  history: &archival
+    state: enabled
+    enableRead: true
+    provider:
+      s3store:
+        region: "$S3_REGION"
+        endpoint: "$S3_ENDPOINT"
+        s3ForcePathStyle: true
+  visibility: *archival
+namespaceDefaults:
+  archival:
+    history:
+      state: enabled
+      URI: "$ARCHIVE_URI"
+    visibility:
+      state: enabled
+      URI: "$ARCHIVE_URI"
 dynamicConfigClient:
   filepath: "$SERVER_DIR/dynamicconfig.yaml"
   pollInterval: 10s
@@ -126,8 +154,14 @@ YAML
 # predictions carry; infra/setup.ts does the same for whichever namespace it is given.
 ensure_namespace() {
   local ns=$1 existing
-  "$TEMPORAL_BIN" operator namespace describe --address "$ADDRESS" -n "$ns" >/dev/null 2>&1 ||
-    "$TEMPORAL_BIN" operator namespace create --address "$ADDRESS" -n "$ns" --retention 7d >/dev/null
+  if "$TEMPORAL_BIN" operator namespace describe --address "$ADDRESS" -n "$ns" >/dev/null 2>&1; then
+    "$TEMPORAL_BIN" operator namespace update --address "$ADDRESS" -n "$ns" --retention "$RETENTION" \
+      --history-archival-state enabled --visibility-archival-state enabled >/dev/null
+  else
+    "$TEMPORAL_BIN" operator namespace create --address "$ADDRESS" -n "$ns" --retention "$RETENTION" \
+      --history-archival-state enabled --history-uri "$ARCHIVE_URI" \
+      --visibility-archival-state enabled --visibility-uri "$ARCHIVE_URI" >/dev/null
+  fi
   # A new namespace reaches the frontend's namespace cache within seconds, not at once.
   wait_for temporal-server 30 "$TEMPORAL_BIN" operator search-attribute list --address "$ADDRESS" -n "$ns"
   existing=$("$TEMPORAL_BIN" operator search-attribute list --address "$ADDRESS" -n "$ns")
@@ -137,8 +171,17 @@ ensure_namespace() {
   done
 }
 
+# The archival provider checks that the bucket exists when a namespace names it.
+ensure_archive_bucket() {
+  local s3=(--aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY_ID:$S3_SECRET_ACCESS_KEY")
+  wait_for minio 60 curl -fsS "$S3_ENDPOINT/minio/health/ready"
+  curl -fsS -o /dev/null -I "${s3[@]}" "$S3_ENDPOINT/$ARCHIVE_BUCKET" 2>/dev/null ||
+    curl -fsS -o /dev/null -X PUT "${s3[@]}" "$S3_ENDPOINT/$ARCHIVE_BUCKET" || die "cannot create the archive bucket $ARCHIVE_BUCKET"
+}
+
 start() {
   if ! server_healthy; then start_server; fi
+  ensure_archive_bucket
   for ns in default kiln-test; do ensure_namespace "$ns"; done
   start_ui
 }
@@ -177,7 +220,8 @@ start_server() {
   if ! pid_alive "$PIDFILE"; then
     write_config
     log "starting Temporal server on Postgres (gRPC :$TEMPORAL_SERVER_PORT)"
-    start_daemon temporal-server "$PIDFILE" "$TEMPORAL_SERVER_BIN" \
+    AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$S3_SECRET_ACCESS_KEY" AWS_REGION="$S3_REGION" \
+      start_daemon temporal-server "$PIDFILE" "$TEMPORAL_SERVER_BIN" \
       --root "$SERVER_DIR" --config config --env kiln --allow-no-auth start
   fi
   wait_for temporal-server 120 server_healthy

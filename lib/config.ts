@@ -83,6 +83,16 @@ export const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   KILN_CONTROL_QUEUE: z.string().default('kiln-control'),
+  /**
+   * How long Temporal keeps a closed workflow's history (the namespace's retention; setup applies
+   * it). Past it a projection row can no longer be rebuilt from Temporal (the full server archives
+   * histories to S3 first: infra/temporal-server.sh). Whole days or hours, e.g. 7d or 36h.
+   */
+  KILN_TEMPORAL_RETENTION: z
+    .string()
+    .regex(/^[1-9]\d*[dh]$/, 'a whole number of days or hours, like 7d or 36h')
+    .refine((v) => (v.endsWith('d') ? Number(v.slice(0, -1)) * 24 : Number(v.slice(0, -1))) >= 24, 'at least a day (Temporal refuses less)')
+    .default('7d'),
   /** Where a worker serves /metrics (0: not at all). The API serves it on its own port. */
   KILN_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   /** Workflow tasks and local activities the control worker runs at once. */
@@ -140,6 +150,10 @@ export const configSchema = z.object({
   KILN_MAX_REPLICAS: z.coerce.number().int().min(1).max(64).default(4),
   /** How often the replica scaler looks at the backlogs. */
   KILN_REPLICA_CHECK_MS: z.coerce.number().int().min(200).default(2_000),
+  /** How often the reconciler looks for rows and admission slots whose workflow closed early. */
+  KILN_RECONCILE_INTERVAL_MS: z.coerce.number().int().min(200).default(5_000),
+  /** Rows and slots younger than this are left to their workflow (it has barely begun). */
+  KILN_RECONCILE_MIN_AGE_MS: z.coerce.number().int().min(0).default(5_000),
   /** Chunks of one batch run at once (each takes one of the model's sequences while it runs). */
   KILN_BATCH_PARALLELISM: z.coerce.number().int().min(1).max(64).default(2),
   /** Chunks one run of a batch workflow starts before it continues as new (keeps each history short). */

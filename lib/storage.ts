@@ -13,6 +13,8 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
   PutBucketLifecycleConfigurationCommand,
   S3Client,
   UploadPartCopyCommand,
@@ -142,6 +144,21 @@ export class Storage {
       await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: to, UploadId })).catch(() => undefined);
       throw err;
     }
+  }
+
+  /** A small object in one PUT (a JSON document, a marker). */
+  async putBytes(key: string, body: Buffer | string, contentType = 'application/json'): Promise<void> {
+    await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+  }
+
+  /** Every key under the prefix, a listing page (up to 1000) at a time. */
+  async *list(prefix: string): AsyncGenerator<string[]> {
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
+      yield (page.Contents ?? []).flatMap((o) => (o.Key ? [o.Key] : []));
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
   }
 
   async delete(key: string): Promise<void> {

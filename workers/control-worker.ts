@@ -4,6 +4,7 @@ import { NativeConnection, Runtime, Worker, makeTelemetryFilterString } from '@t
 import { closeDb, createDb } from '../db/client';
 import { createControlActivities } from '../activities/control';
 import { createBatchControlActivities } from '../activities/batch-control';
+import { createReconcilerActivities } from '../activities/reconciler';
 import { Storage } from '../lib/storage';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
@@ -19,7 +20,7 @@ import { temporalLogger } from './temporal-logger';
 import { workflowCode } from './workflow-code';
 import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
-import { REPLICA_SCALER_ID } from '../workflows/types';
+import { RECONCILER_ID, REPLICA_SCALER_ID } from '../workflows/types';
 import { startTracing } from '../lib/tracing';
 
 async function main() {
@@ -60,7 +61,8 @@ async function main() {
         storage,
         replicas: { backlogPerReplica: c.KILN_REPLICA_BACKLOG, maxReplicas: c.KILN_MAX_REPLICAS },
       }),
-      ...createBatchControlActivities({ db, storage, baseUrl: urls.baseUrl, signer: urls.signer }),
+      ...createReconcilerActivities({ db, temporal, storage, controlQueue: c.KILN_CONTROL_QUEUE, minAgeMs: c.KILN_RECONCILE_MIN_AGE_MS }),
+      ...createBatchControlActivities({ db, temporal, storage, baseUrl: urls.baseUrl, signer: urls.signer }),
       ...createWebhookActivities({
         db,
         secrets,
@@ -77,6 +79,13 @@ async function main() {
     workflowId: REPLICA_SCALER_ID,
     taskQueue: c.KILN_CONTROL_QUEUE,
     args: [{ intervalMs: c.KILN_REPLICA_CHECK_MS }],
+    workflowIdConflictPolicy: 'TERMINATE_EXISTING',
+  });
+  // The same for the reconciler: one per namespace, the newest worker's code.
+  await temporal.workflow.start('reconcilerWorkflow', {
+    workflowId: RECONCILER_ID,
+    taskQueue: c.KILN_CONTROL_QUEUE,
+    args: [{ intervalMs: c.KILN_RECONCILE_INTERVAL_MS }],
     workflowIdConflictPolicy: 'TERMINATE_EXISTING',
   });
   logger.info({ taskQueue: c.KILN_CONTROL_QUEUE, namespace: c.TEMPORAL_NAMESPACE }, 'control worker up');

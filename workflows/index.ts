@@ -3,3 +3,4 @@ export { warmDeploymentWorkflow } from './warm-deployment';
 export { webhookDeliveryWorkflow } from './webhook-delivery';
 export { replicaScalerWorkflow } from './replica-scaler';
 export { batchWorkflow, batchQuery } from './batch';
+export { reconcilerWorkflow } from './reconciler';

@@ -201,6 +201,10 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
               await webhook('logs');
             }
           })();
+          // A deadline may cancel the wait for the start signal before `running` settles (the
+          // engine took the task but has not signaled): handled here so the rejection is not an
+          // unhandled one, which fails every workflow task; awaited below as before.
+          markStarted.catch(() => undefined);
           result = await running;
           await markStarted;
         } catch (err) {

@@ -51,6 +51,9 @@ export interface Placement {
 /** The one replica scaler of a namespace (workflows/replica-scaler.ts). */
 export const REPLICA_SCALER_ID = 'kiln-replica-scaler';
 
+/** The one reconciler of a namespace (workflows/reconciler.ts). */
+export const RECONCILER_ID = 'kiln-reconciler';
+
 /** A replica the scaler loads: the version on that node. */
 export interface ReplicaLoad {
   versionId: string;

@@ -1,12 +1,20 @@
-/** Projections are rebuildable from Temporal: drop the table, rebuild it, get the same rows. */
+/**
+ * Projections are rebuildable from Temporal: lose and corrupt rows, rebuild, get the same rows.
+ * The rebuild upserts by revision, so a row whose workflow Temporal does not know (its history is
+ * past retention) is kept as it is; batches are rebuilt too.
+ */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { asc, eq, inArray } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
-import { predictions } from '../../db/schema';
+import { batches, predictions } from '../../db/schema';
+import { newId } from '../../lib/ids';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { archivedHistoryKey } from '../../activities/history-archive';
+import { config } from '../../lib/config';
+import { Storage } from '../../lib/storage';
 
 jest.setTimeout(300_000);
 const run = promisify(execFile);
@@ -44,12 +52,54 @@ test('npm run admin -- rebuild-projections rebuilds rows equal to the originals'
   await db.update(predictions).set({ status: 'failed', output: null, error: 'corrupted by the test', logs: '' }).where(eq(predictions.id, corrupted.id));
   expect((await rows()).length).toBe(before.length - 2);
 
+  // A prediction whose workflow history is gone (here: never was): nothing in Temporal says what it
+  // was, so the rebuild must keep it.
+  const orphan = { ...before[0], id: newId(), runId: null, output: 'kept from before retention', createdAt: new Date('2020-01-01T00:00:00Z') };
+  await db.insert(predictions).values(orphan);
+  // A batch, lost: rebuilt from its workflow (its runs continued as new every 4 chunks).
+  const batch = (await api('/v1/batches', { token, body: { version: 'kiln/echo-fixture', inputs: Array.from({ length: 10 }, (_, i) => ({ text: `b${i}` })), chunk_size: 2 } })).body;
+  await poll(() => api(`/v1/batches/${batch.id}`, { token }), (r) => r.body.status === 'succeeded', { timeoutMs: 120_000, intervalMs: 200 });
+  const [batchBefore] = await db.select().from(batches).where(eq(batches.id, batch.id));
+  await db.delete(batches).where(eq(batches.id, batch.id));
+
   const { stdout } = await run('node', ['--import', 'tsx', 'cli/admin.ts', 'rebuild-projections'], {
     cwd: path.resolve(__dirname, '../..'),
     env: process.env,
   });
   // Every prediction of the suite's namespace, this test's five among them.
   expect(Number(/rebuilt (\d+) predictions from Temporal/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(before.length);
+  expect(Number(/rebuilt (\d+) batches from Temporal/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
   const after = await rows();
-  expect(after).toEqual(before);
+  expect(after.filter((r) => r.id !== orphan.id)).toEqual(before);
+  expect(after.find((r) => r.id === orphan.id)).toEqual(orphan);
+  const [batchAfter] = await db.select().from(batches).where(eq(batches.id, batch.id));
+  expect(batchAfter).toEqual(batchBefore);
+});
+
+test('a prediction whose history Temporal no longer has (deleted, as retention does) is rebuilt from Kiln’s archive of closed histories', async () => {
+  const { token } = await newAccount(db, 'rebuild-archive');
+  const id = (await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text: 'archived' } } })).body.id as string;
+  await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => r.body.status === 'succeeded', { timeoutMs: 60_000 });
+  const row = async () => (await db.select().from(predictions).where(eq(predictions.id, id)))[0];
+  const original = await row();
+
+  const temporal = await testTemporal();
+  try {
+    const workflowId = `prediction-${id}`;
+    const { runId } = await temporal.client.workflow.getHandle(workflowId).describe();
+    // The reconciler copies closed histories to the bucket (the dev server cannot archive).
+    const storage = Storage.fromConfig(config());
+    await poll(() => storage.size(archivedHistoryKey(workflowId, runId)), (size) => size !== undefined, { timeoutMs: 180_000, intervalMs: 500 });
+    // What retention does: the history goes from Temporal.
+    await temporal.client.workflowService.deleteWorkflowExecution({ namespace: temporal.client.options.namespace, workflowExecution: { workflowId, runId } });
+    const known = () => temporal.client.workflow.getHandle(workflowId).describe().then(() => true, () => false);
+    await poll(known, (has) => !has, { timeoutMs: 60_000, intervalMs: 500 });
+  } finally {
+    await temporal.close();
+  }
+  await db.update(predictions).set({ status: 'failed', output: null, error: 'corrupted by the test', logs: '' }).where(eq(predictions.id, id));
+
+  const { stdout } = await run('node', ['--import', 'tsx', 'cli/admin.ts', 'rebuild-projections'], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+  expect(Number(/rebuilt (\d+) rows from archived histories/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
+  expect(await row()).toEqual(original);
 });

@@ -7,7 +7,7 @@
  * Recorded histories are never edited by hand: they are what older workers wrote.
  */
 import { Client, Connection } from '@temporalio/client';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -55,6 +55,13 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
   { file: 'webhook-gave-up', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Failed'", shows: () => true },
   { file: 'warm-deployment', query: "WorkflowType='warmDeploymentWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
   { file: 'replica-scaler', query: "WorkflowType='replicaScalerWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
+  { file: 'reconciler', query: "WorkflowType='reconcilerWorkflow' AND ExecutionStatus!='Running'", shows: (h) => count(h, 'reconcileClosedWorkflows') >= 2 },
+  // A run an operator's reset started (test/e2e/operator-actions.test.ts): it replays the old run's events up to the reset point.
+  {
+    file: 'prediction-reset',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => (h.events ?? []).some((e) => e.workflowTaskFailedEventAttributes?.cause === temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW),
+  },
 ];
 
 async function main() {

@@ -23,7 +23,7 @@ test('the recorded histories cover every workflow type', () => {
       return first.workflowExecutionStartedEventAttributes.workflowType.name as string;
     }),
   );
-  expect([...types].sort()).toEqual(['batchWorkflow', 'predictionWorkflow', 'replicaScalerWorkflow', 'warmDeploymentWorkflow', 'webhookDeliveryWorkflow']);
+  expect([...types].sort()).toEqual(['batchWorkflow', 'predictionWorkflow', 'reconcilerWorkflow', 'replicaScalerWorkflow', 'warmDeploymentWorkflow', 'webhookDeliveryWorkflow']);
 });
 
 async function replayAll(plugins: WorkerPlugin[] = []) {

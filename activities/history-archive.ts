@@ -1,0 +1,79 @@
+/**
+ * Kiln's own archive of closed prediction and batch histories, for the dev server: `temporal
+ * server start-dev` builds its configuration with Temporal's archival off and offers no way to
+ * turn it on, so past the namespace's retention a closed history would be gone and its row
+ * could no longer be rebuilt. The reconciler copies each closed run's history to the bucket,
+ * `histories/<workflowId>/<runId>.json`, in the JSON that `temporal workflow show --output json`
+ * writes (and `Worker.runReplayHistories` reads); `rebuild-projections` reads them back for
+ * workflows Temporal no longer has. The full server archives with Temporal's own archival
+ * instead (infra/temporal-server.sh); the copy here is harmless there.
+ */
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
+import type { Storage } from '../lib/storage';
+
+export const archivedHistoryKey = (workflowId: string, runId: string): string => `histories/${workflowId}/${runId}.json`;
+export const ARCHIVE_PREFIX = 'histories/';
+/** The close time every run before which is archived (an ISO instant). */
+const WATERMARK_KEY = 'histories-archived-through';
+/** Visibility is indexed a little after a run closes: each pass looks this far behind the mark. */
+const OVERLAP_MS = 60_000;
+
+async function readText(storage: Storage, key: string): Promise<string | undefined> {
+  if ((await storage.size(key)) === undefined) return undefined;
+  const chunks: Buffer[] = [];
+  for await (const chunk of await storage.read(key)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Copies the histories of prediction and batch runs closed since the mark that are not in the
+ * bucket yet, for at most `budgetMs`. The mark moves only after a pass that saw everything, so a
+ * pass cut short (a first one, with a long past to copy) is carried on by the next.
+ */
+export async function archiveClosedHistories(client: Client, storage: Storage, budgetMs: number): Promise<{ archived: number; complete: boolean }> {
+  const started = Date.now();
+  const mark = await readText(storage, WATERMARK_KEY);
+  const from = new Date((mark ? Date.parse(mark) : 0) - OVERLAP_MS);
+  const query = `WorkflowType IN ('predictionWorkflow', 'batchWorkflow') AND ExecutionStatus != 'Running' AND CloseTime > '${from.toISOString()}'`;
+  let newest = mark ? Date.parse(mark) : 0;
+  let archived = 0;
+  for await (const wf of client.workflow.list({ query })) {
+    if (Date.now() - started > budgetMs) return { archived, complete: false };
+    const key = archivedHistoryKey(wf.workflowId, wf.runId);
+    if ((await storage.size(key)) === undefined) {
+      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      await storage.putBytes(key, historyToJSON(history));
+      archived += 1;
+    }
+    newest = Math.max(newest, wf.closeTime?.getTime() ?? 0);
+  }
+  if (newest > 0) await storage.putBytes(WATERMARK_KEY, new Date(newest).toISOString(), 'text/plain');
+  return { archived, complete: true };
+}
+
+export interface ArchivedRun<S> {
+  workflowId: string;
+  runId: string;
+  /** When the run closed (its last event). */
+  closedAt: number;
+  /** The run's result (its final state); undefined when it closed without one (terminated, timed out). */
+  result: S | undefined;
+}
+
+/** One archived history: how its run ended and with what result. */
+export async function readArchivedRun<S>(storage: Storage, key: string): Promise<ArchivedRun<S> | undefined> {
+  const [, workflowId, file] = key.split('/');
+  const text = await readText(storage, key);
+  if (!text || !file?.endsWith('.json')) return undefined;
+  const events = historyFromJSON(JSON.parse(text)).events ?? [];
+  const last = events[events.length - 1];
+  const payload = last?.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0];
+  return {
+    workflowId,
+    runId: file.slice(0, -'.json'.length),
+    closedAt: Number(last?.eventTime?.seconds ?? 0) * 1000,
+    result: payload ? defaultPayloadConverter.fromPayload<S>(payload) : undefined,
+  };
+}

@@ -1,0 +1,210 @@
+/**
+ * The prediction workflow alone, with fake activities (activities come from factories, so the
+ * workers here get stand-ins that record what they were asked): deadlines (canceled once
+ * started, aborted before) and the delays between attempts.
+ *
+ * On a TestWorkflowEnvironment. Its time-skipping server is a separate Java-built binary that
+ * `@temporalio/testing` can only download, and nothing here may download a server; so it runs on
+ * the Temporal CLI's dev server that infra/install.sh builds (createLocal with its path), in real
+ * time, with deadlines and delays of a second or two.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { PredictionSnapshot } from '../../db/predictions';
+import { KilnAccount, KilnModel, KilnStatus } from '../../workflows/search-attributes';
+import { modelQueue, predictionWorkflowId, type PredictionArgs, type PredictRequest, type PredictResult, type RetryPolicy } from '../../workflows/types';
+
+jest.setTimeout(180_000);
+
+const CONTROL_QUEUE = 'unit-control';
+const VERSION = 'unit-version';
+
+/** The CLI infra/install.sh builds (infra/env.sh TEMPORAL_BIN), or the one the environment names. */
+function temporalCli(): string {
+  const cache = process.env.KILN_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'kiln');
+  const bin = process.env.TEMPORAL_BIN ?? path.join(cache, 'bin', 'temporal-v1.5.1', 'temporal');
+  if (!existsSync(bin)) throw new Error(`no Temporal CLI at ${bin}: run bash infra/install.sh first`);
+  return bin;
+}
+
+/** What one test's fake engine does with each attempt, by prediction id. */
+type Attempt = (req: PredictRequest, n: number) => Promise<PredictResult>;
+const engines = new Map<string, Attempt>();
+const attemptsAt = new Map<string, number[]>();
+const placed: Array<{ versionId: string; excludeNodes?: string[] }> = [];
+
+let env: TestWorkflowEnvironment;
+let workers: Promise<void>;
+let stop: () => void;
+
+const result = (over: Partial<PredictResult> = {}): PredictResult => ({
+  output: ['ok'],
+  logs: [],
+  metrics: { predict_time: 0.1 },
+  startedAt: new Date().toISOString(),
+  aborted: false,
+  hardware: 'cpu',
+  ...over,
+});
+
+/** The engine's start signal, as the real engine sends it when the prediction leaves the queue. */
+async function signalStarted(predictionId: string): Promise<void> {
+  await env.client.workflow.getHandle(predictionWorkflowId(predictionId)).signal('predictionStarted', { startedAt: new Date().toISOString(), nodeId: 'node-a' });
+}
+
+/** Heartbeats until canceled (a deadline), then does what `onCancel` says. */
+async function runUntilCanceled<T>(onCancel: () => T): Promise<T> {
+  const ctx = Context.current();
+  for (;;) {
+    ctx.heartbeat();
+    try {
+      await ctx.sleep(200);
+    } catch (err) {
+      if (err instanceof CancelledFailure) return onCancel();
+      throw err;
+    }
+  }
+}
+
+beforeAll(async () => {
+  env = await TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: temporalCli() }, searchAttributes: [KilnAccount, KilnModel, KilnStatus] },
+  });
+  const noop = async () => undefined;
+  const control = {
+    beginPrediction: async () => ({ placement: { nodeId: 'node-a', warm: true } }),
+    projectPrediction: noop,
+    finishPrediction: noop,
+    admitPrediction: noop,
+    releaseAdmission: noop,
+    recordUsage: noop,
+    placeModel: async (req: { versionId: string; excludeNodes?: string[] }) => {
+      placed.push(req);
+      return { nodeId: 'node-a', warm: true };
+    },
+  };
+  const engine = {
+    predict: async (req: PredictRequest): Promise<PredictResult> => {
+      const times = attemptsAt.get(req.predictionId) ?? [];
+      times.push(Date.now());
+      attemptsAt.set(req.predictionId, times);
+      return engines.get(req.predictionId)!(req, times.length);
+    },
+  };
+  const controlWorker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue: CONTROL_QUEUE,
+    workflowsPath: require.resolve('../../workflows'),
+    activities: control,
+  });
+  const engineWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: modelQueue(VERSION), activities: engine });
+  let release!: () => void;
+  const stopped = new Promise<void>((resolve) => (release = resolve));
+  stop = release;
+  workers = Promise.all([controlWorker.runUntil(stopped), engineWorker.runUntil(stopped)]).then(() => undefined);
+});
+
+afterAll(async () => {
+  stop?.();
+  await workers;
+  await env?.teardown();
+});
+
+let n = 0;
+function run(attempt: Attempt, opts: { deadlineMs?: number; retry?: RetryPolicy } = {}): Promise<PredictionSnapshot> {
+  const id = `unit-${Date.now()}-${n++}`;
+  engines.set(id, attempt);
+  const now = Date.now();
+  const args: PredictionArgs = {
+    id,
+    accountId: 'account-a',
+    model: 'unit/model',
+    versionId: VERSION,
+    task: 'text-generation',
+    input: { prompt: 'hi' },
+    createdAt: new Date(now).toISOString(),
+    webhook: null,
+    webhookEventsFilter: null,
+    deadline: opts.deadlineMs ? new Date(now + opts.deadlineMs).toISOString() : null,
+    priority: { fairnessKey: 'account-a', fairnessWeight: 1, priorityKey: 3 },
+    retry: opts.retry,
+  };
+  return env.client.workflow.execute('predictionWorkflow', { workflowId: predictionWorkflowId(id), taskQueue: CONTROL_QUEUE, args: [args] });
+}
+
+test('a deadline that passes while the prediction runs cancels it: canceled, with the output it had', async () => {
+  const started = Date.now();
+  const final = await run(
+    async (req) => {
+      await signalStarted(req.predictionId);
+      return runUntilCanceled(() => result({ output: ['partial'], aborted: true }));
+    },
+    { deadlineMs: 2_000 },
+  );
+  expect(final.status).toBe('canceled');
+  expect(final.output).toEqual(['partial']);
+  expect(final.startedAt).not.toBeNull();
+  expect(final.logs).toMatch(/Canceled: the deadline .* passed/);
+  // Not before the deadline.
+  expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+});
+
+test('a deadline that passes before the prediction starts aborts it: aborted, never started', async () => {
+  // The engine took the task but never signaled a start: canceled there, it reports the cancellation.
+  const final = await run(
+    () =>
+      runUntilCanceled((): PredictResult => {
+        throw new CancelledFailure('canceled');
+      }),
+    { deadlineMs: 1_500 },
+  );
+  expect(final.status).toBe('aborted');
+  expect(final.startedAt).toBeNull();
+  expect(final.logs).toMatch(/Aborted: the deadline .* passed before the prediction started/);
+});
+
+test('failed attempts are placed again after the version’s delays (1 s, then 2 s), avoiding the node that failed', async () => {
+  placed.length = 0;
+  const final = await run(
+    async (req, attempt) => {
+      if (attempt < 3) throw ApplicationFailure.create({ type: 'EngineInterrupted', message: `attempt ${attempt} lost its node` });
+      await signalStarted(req.predictionId);
+      return result();
+    },
+    { retry: { max_attempts: 3, initial_interval_s: 1, backoff: 2 } },
+  );
+  expect(final.status).toBe('succeeded');
+  expect(final.output).toEqual(['ok']);
+  expect(final.logs).toContain('Attempt 1 failed on node node-a: EngineInterrupted: attempt 1 lost its node; placing the model again in 1 s');
+  expect(final.logs).toContain('Attempt 2 failed on node node-a: EngineInterrupted: attempt 2 lost its node; placing the model again in 2 s');
+  const [a1, a2, a3] = attemptsAt.get(final.id)!;
+  expect(a2 - a1).toBeGreaterThanOrEqual(1_000);
+  expect(a3 - a2).toBeGreaterThanOrEqual(2_000);
+  // The second and third placements avoid the node that failed.
+  expect(placed).toHaveLength(2);
+  expect(placed.every((p) => p.excludeNodes?.includes('node-a'))).toBe(true);
+});
+
+test('when the attempts run out the prediction fails with the last attempt’s error, and a non-retryable failure is not tried again', async () => {
+  const spent = await run(
+    async () => {
+      throw ApplicationFailure.create({ type: 'EngineInterrupted', message: 'gone again' });
+    },
+    { retry: { max_attempts: 2, initial_interval_s: 1, backoff: 1 } },
+  );
+  expect(spent.status).toBe('failed');
+  expect(spent.error).toBe('Attempt 2 failed on node node-a: EngineInterrupted: gone again');
+  expect(attemptsAt.get(spent.id)).toHaveLength(2);
+
+  const refused = await run(async () => {
+    throw ApplicationFailure.create({ type: 'ModelError', message: 'no such thing', nonRetryable: true });
+  });
+  expect(refused.status).toBe('failed');
+  expect(refused.error).toBe('Attempt 1 failed on node node-a: ModelError: no such thing');
+  expect(attemptsAt.get(refused.id)).toHaveLength(1);
+});
