@@ -58,8 +58,6 @@ const annotations = {
 
 /** Keywords a grammar cannot enforce, each with the reason a 4xx gives. */
 const UNENFORCEABLE: Record<string, string> = {
-  minimum: 'number ranges cannot be enforced by the grammar',
-  maximum: 'number ranges cannot be enforced by the grammar',
   exclusiveMinimum: 'number ranges cannot be enforced by the grammar',
   exclusiveMaximum: 'number ranges cannot be enforced by the grammar',
   multipleOf: 'multipleOf cannot be enforced by the grammar',
@@ -79,6 +77,13 @@ const UNENFORCEABLE: Record<string, string> = {
 };
 
 const refPattern = /^#\/(\$defs|definitions)\/[^/]+$/;
+
+/**
+ * The grammar writes integers of at most 15 digits: a range at least that wide holds already
+ * (zod writes ±(2^53 − 1) on every int). Any narrower range cannot be enforced.
+ */
+const GRAMMAR_INTEGER_LIMIT = 999_999_999_999_999;
+const RANGE_REFUSED = 'number ranges cannot be enforced by the grammar (only integer ranges of ±999999999999999 or wider, which it always keeps)';
 
 export const jsonSchema: z.ZodType<JsonSchema> = z.lazy(() =>
   z
@@ -106,7 +111,14 @@ export const jsonSchema: z.ZodType<JsonSchema> = z.lazy(() =>
       $ref: z.string().regex(refPattern, 'only references to #/$defs/<name> or #/definitions/<name> are supported').optional(),
       $defs: z.record(z.string(), jsonSchema).optional(),
       definitions: z.record(z.string(), jsonSchema).optional(),
+      minimum: z.number().optional(),
+      maximum: z.number().optional(),
       ...Object.fromEntries(Object.entries(UNENFORCEABLE).map(([key, why]) => [key, z.never({ message: why }).optional()])),
+    })
+    .superRefine((s, ctx) => {
+      const integer = s.type === 'integer' || (Array.isArray(s.type) && s.type.every((t) => t === 'integer' || t === 'null'));
+      if (s.minimum !== undefined && !(integer && s.minimum <= -GRAMMAR_INTEGER_LIMIT)) ctx.addIssue({ code: 'custom', path: ['minimum'], message: RANGE_REFUSED });
+      if (s.maximum !== undefined && !(integer && s.maximum >= GRAMMAR_INTEGER_LIMIT)) ctx.addIssue({ code: 'custom', path: ['maximum'], message: RANGE_REFUSED });
     })
     .refine((s) => s.minLength === undefined || s.maxLength === undefined || s.minLength <= s.maxLength, {
       message: 'minLength must not exceed maxLength',

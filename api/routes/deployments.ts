@@ -26,6 +26,7 @@ import { eq } from 'drizzle-orm';
 import { currentAccount } from '../auth';
 import { setRateLimitHeaders } from '../admission-limits';
 import { awaitPrediction } from '../await-prediction';
+import { throwIfContextLengthExceeded } from '../context-length';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
@@ -195,6 +196,7 @@ export function deploymentRoutes(
     const seconds = preferWaitSeconds(req.get('prefer'));
     const final = seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row;
     notePrediction(res, final.id);
+    throwIfContextLengthExceeded(final);
     res.status(201).json(predictionJson(final, deps.urls(req)));
   });
 

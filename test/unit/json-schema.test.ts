@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { jsonSchemaDocument, toGrammarSchema } from '../../tasks/json-schema';
 import { textGenerationInput } from '../../tasks/text-generation';
 import { boundNumbers, closingReserve } from '../../workers/engines/llama-grammar';
@@ -28,6 +29,12 @@ describe('json_schema input', () => {
       definitions: { place: { type: 'object', properties: { city: { type: 'string' } } } },
     };
     expect(jsonSchemaDocument.safeParse(schema).success).toBe(true);
+  });
+
+  test('z.toJSONSchema output of zod 4 (ints carry the safe-integer range) is accepted', () => {
+    const schema = z.toJSONSchema(z.object({ name: z.string(), age: z.number().int(), pet: z.enum(['cat', 'dog']), nick: z.string().nullable() }));
+    expect(jsonSchemaDocument.safeParse(schema).error?.issues).toBeUndefined();
+    expect(jsonSchemaDocument.safeParse({ type: 'number', maximum: 1e300 }).success).toBe(false);
   });
 
   test('a schema over 64 KiB is refused', () => {
