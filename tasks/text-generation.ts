@@ -32,6 +32,11 @@ export const textGenerationInput = z.strictObject({
     message: 'min_tokens must not exceed max_tokens',
     path: ['min_tokens'],
   })
+  // The grammar ends the JSON when it is complete: more tokens could only start another value.
+  .refine((i) => i.json_schema === undefined || i.min_tokens === 0, {
+    message: 'min_tokens cannot be used with json_schema (the output ends where the JSON does)',
+    path: ['min_tokens'],
+  })
   .refine((i) => (i.prompt === undefined) !== (i.messages === undefined), {
     message: 'give either prompt or messages',
     path: ['prompt'],

@@ -19,6 +19,11 @@ describe('json_schema input', () => {
     expect(r.error!.issues[0].path.join('.')).toBe(field);
   });
 
+  test('min_tokens does not go with json_schema', () => {
+    const r = textGenerationInput.safeParse({ prompt: 'x', json_schema: { type: 'object' }, min_tokens: 5 });
+    expect(r.error?.issues[0].path).toEqual(['min_tokens']);
+  });
+
   test('what clients send is accepted: zod-generated schemas with $schema, anyOf nullables, definitions', () => {
     const schema = {
       $schema: 'http://json-schema.org/draft-07/schema#',
