@@ -113,8 +113,21 @@ function usage(row: PredictionRow) {
 
 type FinishReason = 'stop' | 'length' | 'tool_calls';
 
-function finishReason(row: PredictionRow, maxTokens: number): 'stop' | 'length' {
-  return (row.metrics.output_token_count ?? 0) >= maxTokens ? 'length' : 'stop';
+/** What may end an answer by length: max_tokens, or the model's context (which may cut max_tokens short). */
+interface Limit {
+  maxTokens: number;
+  contextSize?: number;
+}
+
+const limitOf = (resolved: ResolvedVersion, maxTokens: number): Limit => {
+  const contextSize = resolved.version.settings.contextSize;
+  return { maxTokens, contextSize: typeof contextSize === 'number' ? contextSize : undefined };
+};
+
+function finishReason(row: PredictionRow, limit: Limit): 'stop' | 'length' {
+  const output = row.metrics.output_token_count ?? 0;
+  const used = (row.metrics.input_token_count ?? 0) + output;
+  return output >= limit.maxTokens || (limit.contextSize !== undefined && used >= limit.contextSize) ? 'length' : 'stop';
 }
 
 /** OpenAI's 400 for a prompt longer than the context, or undefined for any other outcome. */
@@ -136,8 +149,8 @@ interface StreamShape {
 }
 
 /** Text deltas as they come, then the finish reason. */
-function textShape(chunk: StreamShape['chunk'], maxTokens: number): StreamShape {
-  return { chunk, text: (data) => [chunk(data, null)], end: (done) => [chunk(null, finishReason(done, maxTokens))] };
+function textShape(chunk: StreamShape['chunk'], limit: Limit): StreamShape {
+  return { chunk, text: (data) => [chunk(data, null)], end: (done) => [chunk(null, finishReason(done, limit))] };
 }
 
 /**
@@ -145,7 +158,7 @@ function textShape(chunk: StreamShape['chunk'], maxTokens: number): StreamShape 
  * one `tool_calls` delta; an `auto` answer is held only while it could still be a call (it starts
  * with `{` or `[`), and streams as text from the moment it cannot.
  */
-function toolCallShape(chunk: StreamShape['chunk'], maxTokens: number, mode: ToolMode, tools: Tool[], callIdPrefix: string): StreamShape {
+function toolCallShape(chunk: StreamShape['chunk'], limit: Limit, mode: ToolMode, tools: Tool[], callIdPrefix: string): StreamShape {
   let held = '';
   let holding = true;
   return {
@@ -164,7 +177,7 @@ function toolCallShape(chunk: StreamShape['chunk'], maxTokens: number, mode: Too
         const base = chunk(null, null) as { choices: unknown[] };
         return [{ ...base, choices: [{ index: 0, delta, finish_reason: null, logprobs: null }] }, chunk(null, 'tool_calls')];
       }
-      return [...(holding && held ? [chunk(held, null)] : []), chunk(null, finishReason(done, maxTokens))];
+      return [...(holding && held ? [chunk(held, null)] : []), chunk(null, finishReason(done, limit))];
     },
   };
 }
@@ -329,7 +342,8 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
         choices: [{ index: 0, delta: content === null ? {} : { content }, finish_reason: finish, logprobs: null }],
       });
       const first = { ...chunk('', null), choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }] };
-      const shape = toolMode === 'none' ? textShape(chunk, maxTokens) : toolCallShape(chunk, maxTokens, toolMode, tools, row.id);
+      const limit = limitOf(resolved, maxTokens);
+      const shape = toolMode === 'none' ? textShape(chunk, limit) : toolCallShape(chunk, limit, toolMode, tools, row.id);
       return stream(req, res, row, shape, Boolean(body.stream_options?.include_usage), first);
     }
     const done = await finished(req, row);
@@ -344,7 +358,7 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
         {
           index: 0,
           message: calls ? { role: 'assistant', content: null, tool_calls: calls, refusal: null } : { role: 'assistant', content: text, refusal: null },
-          finish_reason: calls ? 'tool_calls' : finishReason(done, maxTokens),
+          finish_reason: calls ? 'tool_calls' : finishReason(done, limitOf(resolved, maxTokens)),
           logprobs: null,
         },
       ],
@@ -366,9 +380,9 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
       model: body.model,
       choices: [{ index: 0, text: content ?? '', finish_reason: finish, logprobs: null }],
     });
-    if (body.stream) return stream(req, res, row, textShape(chunk, maxTokens), Boolean(body.stream_options?.include_usage));
+    if (body.stream) return stream(req, res, row, textShape(chunk, limitOf(resolved, maxTokens)), Boolean(body.stream_options?.include_usage));
     const done = await finished(req, row);
-    res.json({ ...chunk(outputText(done), finishReason(done, maxTokens)), usage: usage(done) });
+    res.json({ ...chunk(outputText(done), finishReason(done, limitOf(resolved, maxTokens))), usage: usage(done) });
   });
 
   router.post('/embeddings', async (req, res) => {
