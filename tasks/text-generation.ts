@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { jsonSchemaDocument } from './json-schema';
 
 export const chatMessage = z.strictObject({
   role: z.enum(['system', 'user', 'assistant']),
@@ -23,9 +24,17 @@ export const textGenerationInput = z.strictObject({
     .union([z.string().min(1), z.array(z.string().min(1)).max(16)])
     .optional()
     .describe('Stop generating when one of these strings appears'),
+  json_schema: jsonSchemaDocument
+    .optional()
+    .describe('Constrain the output to JSON that validates against this JSON Schema (a grammar enforces it token by token)'),
 })
   .refine((i) => i.min_tokens <= i.max_tokens, {
     message: 'min_tokens must not exceed max_tokens',
+    path: ['min_tokens'],
+  })
+  // The grammar ends the JSON when it is complete: more tokens could only start another value.
+  .refine((i) => i.json_schema === undefined || i.min_tokens === 0, {
+    message: 'min_tokens cannot be used with json_schema (the output ends where the JSON does)',
     path: ['min_tokens'],
   })
   .refine((i) => (i.prompt === undefined) !== (i.messages === undefined), {

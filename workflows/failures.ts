@@ -9,6 +9,8 @@ const NON_RETRYABLE = [
   'ModelFileCorrupt',
   'ModelLoadFailed',
   'OverCapacity',
+  /** The prompt is longer than the model's context: no node of the version can take it. */
+  'ContextLengthExceeded',
   /** The model ran and refused this input (e.g. the echo fixture's `error`). */
   'ModelError',
   /** A batch chunk used up its attempts (or failed for good): the batch stops there. */

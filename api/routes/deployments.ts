@@ -27,6 +27,7 @@ import { currentAccount } from '../auth';
 import { setRateLimitHeaders } from '../admission-limits';
 import { awaitPrediction } from '../await-prediction';
 import { withOutputSoFar } from '../output-so-far';
+import { throwIfContextLengthExceeded } from '../context-length';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
@@ -198,6 +199,7 @@ export function deploymentRoutes(
     const seconds = preferWaitSeconds(req.get('prefer'));
     const final = await withOutputSoFar(db, seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row);
     notePrediction(res, final.id);
+    throwIfContextLengthExceeded(final);
     res.status(201).json(predictionJson(final, deps.urls(req)));
   });
 

@@ -24,6 +24,8 @@ import { parsePriority } from './predictions';
 import { rejectNulOutsideInput } from '../nul-guard';
 import { jsonContent, jsonResponse, type RouteContract } from '../route-contract';
 import { chatCompletionBody, embeddingListBody, openAiErrorBody, openAiModelListBody, textCompletionBody } from '../openai-schemas';
+import { contextLengthFailure } from '../context-length';
+import { engineChat, mayBeToolCall, parseToolCalls, responseFormat, tool, toolCall, toolChoice, type Tool, type ToolMode } from '../openai-tools';
 
 export interface OpenAiDeps extends CreateDeps {
   hub: EventHub;
@@ -51,14 +53,33 @@ const sampling = {
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
 };
 
+const chatMessage = z.discriminatedUnion('role', [
+  z.object({ role: z.enum(['system', 'developer', 'user']), content: text }),
+  z.object({ role: z.literal('assistant'), content: text.nullish(), tool_calls: z.array(toolCall).max(128).optional() }),
+  z.object({ role: z.literal('tool'), content: text, tool_call_id: z.string().min(1) }),
+]);
+
 // Unknown fields (penalties, logprobs, user, …) are accepted and ignored, as most servers do.
-export const chatBody = z.object({
-  ...sampling,
-  messages: z
-    .array(z.object({ role: z.enum(['system', 'developer', 'user', 'assistant']), content: text }))
-    .min(1),
-  max_completion_tokens: z.number().int().min(1).max(8192).nullish(),
-});
+export const chatBody = z
+  .object({
+    ...sampling,
+    messages: z.array(chatMessage).min(1),
+    max_completion_tokens: z.number().int().min(1).max(8192).nullish(),
+    response_format: responseFormat.nullish(),
+    tools: z.array(tool).max(128).nullish(),
+    tool_choice: toolChoice.nullish(),
+    parallel_tool_calls: z.boolean().nullish(),
+  })
+  .superRefine((b, ctx) => {
+    const names = (b.tools ?? []).map((t) => t.function.name);
+    const choice = b.tool_choice;
+    if (choice && choice !== 'none' && names.length === 0) {
+      ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: 'needs tools to choose from' });
+    }
+    if (typeof choice === 'object' && choice && names.length > 0 && !names.includes(choice.function.name)) {
+      ctx.addIssue({ code: 'custom', path: ['tool_choice', 'function', 'name'], message: `is not one of the tools (${names.join(', ')})` });
+    }
+  });
 
 export const completionBody = z.object({
   ...sampling,
@@ -95,8 +116,75 @@ function usage(row: PredictionRow) {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
-function finishReason(row: PredictionRow, maxTokens: number): 'stop' | 'length' {
-  return (row.metrics.output_token_count ?? 0) >= maxTokens ? 'length' : 'stop';
+type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+/** What may end an answer by length: max_tokens, or the model's context (which may cut max_tokens short). */
+interface Limit {
+  maxTokens: number;
+  contextSize?: number;
+}
+
+const limitOf = (resolved: ResolvedVersion, maxTokens: number): Limit => {
+  const contextSize = resolved.version.settings.contextSize;
+  return { maxTokens, contextSize: typeof contextSize === 'number' ? contextSize : undefined };
+};
+
+function finishReason(row: PredictionRow, limit: Limit): 'stop' | 'length' {
+  const output = row.metrics.output_token_count ?? 0;
+  const used = (row.metrics.input_token_count ?? 0) + output;
+  return output >= limit.maxTokens || (limit.contextSize !== undefined && used >= limit.contextSize) ? 'length' : 'stop';
+}
+
+/** OpenAI's 400 for a prompt longer than the context, or undefined for any other outcome. */
+function contextLengthError(row: PredictionRow): ApiError | undefined {
+  const failure = contextLengthFailure(row);
+  if (!failure) return undefined;
+  const param = failure.field.replace(/^input\./, '');
+  return new ApiError(400, 'Bad request', `This model's maximum context length was exceeded: ${failure.description}`, {
+    openai_code: 'context_length_exceeded',
+    openai_param: param,
+  });
+}
+
+/** How output events and the end of a prediction become stream chunks of one endpoint. */
+interface StreamShape {
+  chunk(delta: string | null, finish: FinishReason | null): unknown;
+  text(data: string): unknown[];
+  end(done: PredictionRow): unknown[];
+}
+
+/** Text deltas as they come, then the finish reason. */
+function textShape(chunk: StreamShape['chunk'], limit: Limit): StreamShape {
+  return { chunk, text: (data) => [chunk(data, null)], end: (done) => [chunk(null, finishReason(done, limit))] };
+}
+
+/**
+ * A chat's stream where the answer may be tool calls: a forced call is held back whole and sent as
+ * one `tool_calls` delta; an `auto` answer is held only while it could still be a call (it starts
+ * with `{` or `[`), and streams as text from the moment it cannot.
+ */
+function toolCallShape(chunk: StreamShape['chunk'], limit: Limit, mode: ToolMode, tools: Tool[], callIdPrefix: string): StreamShape {
+  let held = '';
+  let holding = true;
+  return {
+    chunk,
+    text(data) {
+      if (!holding) return [chunk(data, null)];
+      held += data;
+      if (mode === 'forced' || mayBeToolCall(held)) return [];
+      holding = false;
+      return [chunk(held, null)];
+    },
+    end(done) {
+      const calls = holding ? parseToolCalls(held.trim(), tools, callIdPrefix) : undefined;
+      if (calls) {
+        const delta = { tool_calls: calls.map((c, index) => ({ index, ...c })) };
+        const base = chunk(null, null) as { choices: unknown[] };
+        return [{ ...base, choices: [{ index: 0, delta, finish_reason: null, logprobs: null }] }, chunk(null, 'tool_calls')];
+      }
+      return [...(holding && held ? [chunk(held, null)] : []), chunk(null, finishReason(done, limit))];
+    },
+  };
 }
 
 /** OpenAI's error shape: `{ error: { message, type, param, code } }`. */
@@ -115,8 +203,9 @@ const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
     if (!e) return next(err);
     status = e.status;
     message = e.message;
-    param = (e.extra.invalid_fields as Array<{ field: string }> | undefined)?.[0]?.field ?? null;
+    param = (e.extra.openai_param as string | undefined) ?? (e.extra.invalid_fields as Array<{ field: string }> | undefined)?.[0]?.field ?? null;
     res.set(e.headers);
+    if (typeof e.extra.openai_code === 'string') return void res.status(status).json({ error: { message, type: 'invalid_request_error', param, code: e.extra.openai_code } });
   }
   const type =
     status === 401
@@ -164,25 +253,36 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
     const aborted = new AbortController();
     req.on('close', () => aborted.abort());
     const done = await awaitPrediction(deps, row, { signal: aborted.signal });
+    const tooLong = contextLengthError(done);
+    if (tooLong) throw tooLong;
     if (done.status !== 'succeeded') {
       throw new ApiError(500, 'Prediction failed', `prediction ${done.id} ${done.status}${done.error ? `: ${done.error}` : ''}`);
     }
     return done;
   }
 
-  /** Relays the prediction's output events as OpenAI chunks, then the finish, usage and [DONE]. */
-  function stream(
-    req: Request,
-    res: Response,
-    row: PredictionRow,
-    chunk: (delta: string | null, finish: 'stop' | 'length' | null) => unknown,
-    maxTokens: number,
-    includeUsage: boolean,
-    first?: unknown,
-  ) {
-    const sse = new SseWriter(res);
-    if (first) sse.data(JSON.stringify(first));
-    const streamError = (message: string) => sse.data(JSON.stringify({ error: { message, type: 'server_error', param: null, code: null } }));
+  /**
+   * Relays the prediction's output events as OpenAI chunks, then the finish, usage and [DONE].
+   * The event stream opens with the first output (or the end): a prompt too long for the
+   * context is then still an HTTP 400, as OpenAI answers it, not an error inside a 200 stream.
+   */
+  function stream(req: Request, res: Response, row: PredictionRow, shape: StreamShape, includeUsage: boolean, first?: unknown) {
+    let sse: SseWriter | undefined;
+    const open = (): SseWriter => {
+      if (!sse) {
+        sse = new SseWriter(res);
+        // Stops its keep-alive when the client goes.
+        sse.onClose(() => undefined);
+        if (first) sse.data(JSON.stringify(first));
+      }
+      return sse;
+    };
+    const send = (chunks: unknown[]) => {
+      if (chunks.length > 0) open();
+      for (const c of chunks) sse?.data(JSON.stringify(c));
+    };
+    const streamError = (message: string) => open().data(JSON.stringify({ error: { message, type: 'server_error', param: null, code: null } }));
+    let closed = false;
     /** The text sent cannot be taken back: a generation that starts over ends this stream. */
     let restarted = false;
     const stop = followPrediction(
@@ -191,8 +291,8 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
       0,
       (e) => {
         if (restarted) return;
-        if (e.event === 'output') sse.data(JSON.stringify(chunk(e.data, null)));
-        if (e.event === 'error') streamError(e.data);
+        if (e.event === 'output') send(shape.text(e.data));
+        if (e.event === 'error' && !contextLengthFailure({ status: 'failed', error: e.data })) streamError(e.data);
         if (e.event === 'reset') {
           // Only where a retry could not continue the text streamed so far (a workflow from before retries continued it).
           restarted = true;
@@ -201,21 +301,30 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
         }
       },
       async () => {
+        if (closed) return;
         if (restarted) {
-          sse.data('[DONE]');
-          sse.end();
+          open().data('[DONE]');
+          open().end();
           return;
         }
         const done = await awaitPrediction(deps, row, { timeoutMs: 5_000 });
-        if (done.status === 'succeeded') {
-          sse.data(JSON.stringify(chunk(null, finishReason(done, maxTokens))));
-          if (includeUsage) sse.data(JSON.stringify({ ...(chunk(null, null) as object), choices: [], usage: usage(done) }));
+        const tooLong = contextLengthError(done);
+        if (tooLong && !sse) {
+          res.status(400).json({ error: { message: tooLong.message, type: 'invalid_request_error', param: tooLong.extra.openai_param, code: tooLong.extra.openai_code } });
+          return;
         }
-        sse.data('[DONE]');
-        sse.end();
+        if (done.status === 'succeeded') {
+          send(shape.end(done));
+          if (includeUsage) send([{ ...(shape.chunk(null, null) as object), choices: [], usage: usage(done) }]);
+        }
+        open().data('[DONE]');
+        open().end();
       },
     );
-    sse.onClose(stop);
+    res.on('close', () => {
+      closed = true;
+      stop();
+    });
   }
 
   router.get('/models', async (_req, res) => {
@@ -237,12 +346,13 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
     const body = parseOr422(chatBody, req.body ?? {});
     const resolved = await resolveModel(currentAccount(res), body.model, 'text-generation');
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? 512;
-    const messages = body.messages.map((m) => ({ role: m.role === 'developer' ? 'system' : m.role, content: m.content }));
-    const row = await start(req, res, resolved, { messages, ...samplingInput(body, maxTokens) });
+    const { messages, json_schema, toolMode } = engineChat(body);
+    const tools = body.tools ?? [];
+    const row = await start(req, res, resolved, { messages, ...(json_schema ? { json_schema } : {}), ...samplingInput(body, maxTokens) });
     const id = `chatcmpl-${row.id}`;
     const created = unix(row.createdAt);
     if (body.stream) {
-      const chunk = (content: string | null, finish: 'stop' | 'length' | null) => ({
+      const chunk = (content: string | null, finish: FinishReason | null) => ({
         id,
         object: 'chat.completion.chunk',
         created,
@@ -250,9 +360,13 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
         choices: [{ index: 0, delta: content === null ? {} : { content }, finish_reason: finish, logprobs: null }],
       });
       const first = { ...chunk('', null), choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }] };
-      return stream(req, res, row, chunk, maxTokens, Boolean(body.stream_options?.include_usage), first);
+      const limit = limitOf(resolved, maxTokens);
+      const shape = toolMode === 'none' ? textShape(chunk, limit) : toolCallShape(chunk, limit, toolMode, tools, row.id);
+      return stream(req, res, row, shape, Boolean(body.stream_options?.include_usage), first);
     }
     const done = await finished(req, row);
+    const text = outputText(done);
+    const calls = toolMode === 'none' ? undefined : parseToolCalls(text.trim(), tools, row.id);
     res.json({
       id,
       object: 'chat.completion',
@@ -261,8 +375,8 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content: outputText(done), refusal: null },
-          finish_reason: finishReason(done, maxTokens),
+          message: calls ? { role: 'assistant', content: null, tool_calls: calls, refusal: null } : { role: 'assistant', content: text, refusal: null },
+          finish_reason: calls ? 'tool_calls' : finishReason(done, limitOf(resolved, maxTokens)),
           logprobs: null,
         },
       ],
@@ -277,16 +391,16 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
     const row = await start(req, res, resolved, { prompt: body.prompt, ...samplingInput(body, maxTokens) });
     const id = `cmpl-${row.id}`;
     const created = unix(row.createdAt);
-    const chunk = (content: string | null, finish: 'stop' | 'length' | null) => ({
+    const chunk = (content: string | null, finish: FinishReason | null) => ({
       id,
       object: 'text_completion',
       created,
       model: body.model,
       choices: [{ index: 0, text: content ?? '', finish_reason: finish, logprobs: null }],
     });
-    if (body.stream) return stream(req, res, row, chunk, maxTokens, Boolean(body.stream_options?.include_usage));
+    if (body.stream) return stream(req, res, row, textShape(chunk, limitOf(resolved, maxTokens)), Boolean(body.stream_options?.include_usage));
     const done = await finished(req, row);
-    res.json({ ...chunk(outputText(done), finishReason(done, maxTokens)), usage: usage(done) });
+    res.json({ ...chunk(outputText(done), finishReason(done, limitOf(resolved, maxTokens))), usage: usage(done) });
   });
 
   router.post('/embeddings', async (req, res) => {

@@ -11,6 +11,7 @@ import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
 import { withOutputSoFar } from '../output-so-far';
+import { throwIfContextLengthExceeded } from '../context-length';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
@@ -100,6 +101,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow) {
     const final = await withOutputSoFar(db, await waitFor(row, req));
     notePrediction(res, final.id);
+    throwIfContextLengthExceeded(final);
     res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.urls(req)));
   }
 

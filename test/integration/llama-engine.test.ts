@@ -2,6 +2,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
 import { TINY_LLAMA } from '../../infra/seed';
 import { textGenerationInput } from '../../tasks/text-generation';
 import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
@@ -154,4 +156,93 @@ test('max_tokens is never exceeded, also where the last token ends mid-character
     const r = await engine.generate('v1', textGenerationInput.parse({ prompt: 'and me', max_tokens: 5, min_tokens: 5, seed }));
     expect({ seed, tokens: r.outputTokens, stop: r.stopReason }).toEqual({ seed, tokens: 5, stop: 'maxTokens' });
   }
+});
+
+describe('structured output (json_schema)', () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string' },
+      age: { type: 'integer' },
+      admin: { type: 'boolean' },
+      colour: { enum: ['red', 'green', 'blue'] },
+      tags: { type: 'array', items: { type: 'string', maxLength: 12 }, maxItems: 3 },
+      address: { type: 'object', properties: { city: { type: 'string' }, zip: { type: ['string', 'null'] } }, required: ['city'] },
+    },
+    required: ['name', 'age', 'admin', 'colour', 'tags', 'address'],
+    additionalProperties: false,
+  };
+  // The same schema in zod, to check the output independently of the grammar built from it.
+  const expected = z.strictObject({
+    name: z.string(),
+    age: z.number().int(),
+    admin: z.boolean(),
+    colour: z.enum(['red', 'green', 'blue']),
+    tags: z.array(z.string().max(12)).max(3),
+    address: z.strictObject({ city: z.string(), zip: z.string().nullable().optional() }),
+  });
+
+  test('random weights answer JSON that validates against the schema, on every seed, within max_tokens', async () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const r = await engine.generate('v1', input({ prompt: 'A user:', json_schema: schema, max_tokens: 160, temperature: 1, seed }));
+      const text = r.chunks.join('');
+      expect({ seed, issues: expected.safeParse(JSON.parse(text)).error?.issues }).toEqual({ seed, issues: undefined });
+      expect(r.outputTokens).toBeLessThanOrEqual(160);
+    }
+  });
+
+  test('chat messages under a schema too; a bare {type: object} (json_object) gives an object', async () => {
+    const r = await engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'user', content: 'JSON please' }], json_schema: { type: 'object' }, max_tokens: 80, seed: 9 }));
+    const value = JSON.parse(r.chunks.join(''));
+    expect(typeof value).toBe('object');
+    expect(Array.isArray(value)).toBe(false);
+  });
+
+  test('a multi-byte character split across byte tokens streams whole: no U+FFFD in any chunk', async () => {
+    const text = 'café ☕ garden ünd 日本';
+    // This vocabulary has no token for é, ☕, ü, 日 or 本: each is two to three byte tokens.
+    const streamed: string[] = [];
+    const r = await engine.generate('v1', input({ json_schema: { const: text }, max_tokens: 60, seed: 1 }), { onChunk: (c) => streamed.push(c) });
+    expect(r.chunks.join('')).toBe(JSON.stringify(text));
+    expect(streamed.join('')).toBe(JSON.stringify(text));
+    expect(streamed.filter((c) => c.includes('\uFFFD'))).toEqual([]);
+  });
+});
+
+test('free text never carries U+FFFD, though random weights draw lone byte tokens', async () => {
+  for (const seed of [1, 2, 3]) {
+    const r = await engine.generate('v1', input({ max_tokens: 300, min_tokens: 300, seed, temperature: 1.5 }));
+    expect(r.chunks.filter((c) => c.includes('\uFFFD'))).toEqual([]);
+  }
+});
+
+describe('context limits', () => {
+  const words = (n: number) => Array.from({ length: n }, (_, i) => ['kiln', 'clay', 'glaze', 'fire'][i % 4]).join(' ');
+
+  test('a prompt longer than the context fails at once, non-retryable, naming input.prompt', async () => {
+    const started = performance.now();
+    const err = await engine.generate('v1', input({ prompt: words(5000) })).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err).toMatchObject({ type: 'ContextLengthExceeded', nonRetryable: true });
+    expect((err as Error).message).toMatch(/^input\.prompt: the prompt is \d+ tokens, more than the model's context of 2048 tokens/);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
+  test('chat messages longer than the context name input.messages', async () => {
+    await expect(engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'system', content: words(3000) }, { role: 'user', content: 'hi' }] }))).rejects.toMatchObject({
+      type: 'ContextLengthExceeded',
+      message: expect.stringMatching(/^input\.messages: /),
+    });
+  });
+
+  test('a prompt that fits with less room than max_tokens generates up to the end of the context, with no context shift', async () => {
+    const prompt = words(330);
+    const r = await engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'user', content: prompt }], max_tokens: 500, min_tokens: 500, seed: 1 }));
+    expect(r.inputTokens).toBeGreaterThan(1548);
+    expect(r.inputTokens + r.outputTokens).toBe(2048);
+    expect(r.stopReason).toBe('maxTokens');
+  });
 });

@@ -11,11 +11,15 @@ import type {
   LlamaContext,
   LlamaContextSequence,
   LlamaEmbeddingContext,
+  LlamaGrammar,
   LlamaModel,
   Token,
+  TokenBias,
 } from 'node-llama-cpp';
 import type { ChatMessage, TextGenerationInput } from '../../tasks/text-generation';
 import { kilnFailure } from '../../workflows/failures';
+import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './llama-grammar';
+import { cleanText, contextLimits } from './llama-text';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -188,6 +192,7 @@ export interface LlamaLoadSettings {
 export class LlamaEngine {
   private llama?: Promise<Llama>;
   private loaded = new Map<string, LoadedModel>();
+  private grammars = new GrammarCache();
 
   constructor(private opts: LlamaEngineOptions) {}
 
@@ -257,7 +262,7 @@ export class LlamaEngine {
 
   async generate(
     versionId: string,
-    input: TextGenerationInput,
+    request: TextGenerationInput,
     opts: {
       signal?: AbortSignal;
       onChunk?: (chunk: string, outputTokens: number) => void;
@@ -272,25 +277,42 @@ export class LlamaEngine {
   ): Promise<GenerationResult> {
     const entry = this.loaded.get(versionId);
     if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
-    const { LlamaCompletion, LlamaChat, TokenBias } = await loadNodeLlamaCpp();
+    const { LlamaCompletion, LlamaChat, TokenBias, LlamaText, resolveChatWrapper } = await loadNodeLlamaCpp();
+    const schema = request.json_schema;
+    const grammar: LlamaGrammar | undefined = schema
+      ? await this.grammars.get(grammarKey(schema), async () => jsonSchemaGrammar(await this.backend(), schema, LlamaText))
+      : undefined;
     const tokenizer = entry.model.tokenizer;
+    const chatWrapper = request.messages ? resolveChatWrapper(entry.model) : undefined;
+    const history = request.messages ? toChatHistory(request.messages) : undefined;
+    const inputTokens =
+      chatWrapper && history
+        ? chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(tokenizer).length
+        : tokenizer(request.prompt ?? '').length;
+    // A prompt the context cannot hold fails at once and for good, before it takes a sequence;
+    // one that fits leaves the rest of the context as the most that can be generated.
+    const input = { ...request, ...contextLimits(request, inputTokens, entry.context.contextSize) };
     const continues = opts.continues ?? '';
     const continuedTokens = continues ? (opts.continuedTokens ?? tokenizer(continues).length) : 0;
     const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
     if (continuedTokens >= input.max_tokens) {
-      const inputTokens = input.messages ? 0 : tokenizer(input.prompt ?? '').length;
       return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
     }
     const sequence = await entry.pool.acquire(opts.signal);
     const started = performance.now();
     const chunks: string[] = [];
     let outputTokens = continuedTokens;
-    let inputTokens = 0;
     let firstChunkAt: number | null = null;
     const endTokens = [entry.model.tokens.eos, entry.model.tokens.eot].filter((t): t is Token => t != null);
     const holdEnd = new TokenBias(tokenizer);
     for (const t of endTokens) holdEnd.set(t, 'never');
     const noBias = new TokenBias(tokenizer);
+    // Under a grammar, the last tokens of the budget favour closing quotes and brackets, so the
+    // JSON ends complete instead of being cut off mid-string (as a model with no sense of the
+    // budget, or random weights, would otherwise do).
+    const closing: TokenBias | undefined = grammar ? wrapUpBias(entry.model, TokenBias) : undefined;
+    const wrapUpFrom = schema ? input.max_tokens - (closingReserve(schema) + 8) : Infinity;
+    const biasNow = () => (outputTokens < input.min_tokens ? holdEnd : closing && outputTokens >= wrapUpFrom ? closing : noBias);
     // Stop strings are matched on the decoded text here: llama.cpp's detector misses a string
     // that begins with a space, since a word token carries its space as a prefix.
     const stops = input.stop === undefined ? [] : [input.stop].flat();
@@ -306,7 +328,8 @@ export class LlamaEngine {
       topK: input.top_k,
       seed,
       // min_tokens: the end-of-text tokens are banned until enough has been generated.
-      tokenBias: () => (outputTokens < input.min_tokens ? holdEnd : noBias),
+      tokenBias: biasNow,
+      grammar,
       signal,
       stopOnAbortSignal: true,
       onToken: (tokens: Token[]) => {
@@ -317,7 +340,8 @@ export class LlamaEngine {
         outputTokens += Math.min(tokens.length, room);
       },
       onTextChunk: (whole: string) => {
-        const chunk = clipped ? entry.model.detokenize(clipped) : whole;
+        // A clipped token may end inside a character: what is incomplete there is dropped.
+        const chunk = cleanText(clipped ? entry.model.detokenize(clipped) : whole);
         clipped = undefined;
         if (stopped || chunk === '') return;
         firstChunkAt ??= performance.now();
@@ -341,15 +365,13 @@ export class LlamaEngine {
     const disposers: Array<() => void> = [];
     try {
       let stopReason: string;
-      if (input.messages) {
-        const chat = new LlamaChat({ contextSequence: sequence });
+      if (history) {
+        const chat = new LlamaChat({ contextSequence: sequence, chatWrapper });
         disposers.push(() => chat.dispose({ disposeSequence: false }));
-        inputTokens = chat.chatWrapper.generateContextState({ chatHistory: toChatHistory(input.messages) }).contextText.tokenize(tokenizer).length;
-        ({ metadata: { stopReason } } = await chat.generateResponse(toChatHistory(input.messages, continues), options));
+        ({ metadata: { stopReason } } = await chat.generateResponse(request.messages ? toChatHistory(request.messages, continues) : history, options));
       } else {
         const completion = new LlamaCompletion({ contextSequence: sequence });
         disposers.push(() => completion.dispose({ disposeSequence: false }));
-        inputTokens = tokenizer(input.prompt ?? '').length;
         ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + continues, options));
         // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban: the nucleus
         // (top_p) is taken before the ban, so where it holds only end tokens nothing else can be

@@ -1,0 +1,204 @@
+/**
+ * The JSON Schema that structured output and tool parameters accept: the part of JSON Schema a
+ * grammar can enforce token by token (node-llama-cpp's GBNF generator), so that whatever the
+ * model's weights, the output validates against the schema. A keyword the grammar cannot enforce
+ * (a number range, a regular expression, allOf) is refused by name rather than silently ignored.
+ */
+import { z } from 'zod';
+
+const BASIC_TYPES = ['string', 'number', 'integer', 'boolean', 'null'] as const;
+const TYPES = [...BASIC_TYPES, 'object', 'array'] as const;
+type TypeName = (typeof TYPES)[number];
+type Literal = string | number | boolean | null;
+
+export interface JsonSchema {
+  type?: TypeName | TypeName[];
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  additionalProperties?: boolean | JsonSchema;
+  minProperties?: number;
+  maxProperties?: number;
+  items?: JsonSchema;
+  prefixItems?: JsonSchema[];
+  minItems?: number;
+  maxItems?: number;
+  minLength?: number;
+  maxLength?: number;
+  format?: 'date-time' | 'date' | 'time';
+  enum?: Literal[];
+  const?: Literal;
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+  $ref?: string;
+  $defs?: Record<string, JsonSchema>;
+  definitions?: Record<string, JsonSchema>;
+  [annotation: string]: unknown;
+}
+
+/** Where a value stops being checked and starts being unbounded work for the grammar builder. */
+const MAX_SCHEMA_BYTES = 64 * 1024;
+const count = z.number().int().min(0).max(100_000);
+const literal = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
+/** Words that describe a value and constrain nothing: accepted and left out of the grammar. */
+const annotations = {
+  $schema: z.string().optional(),
+  $id: z.string().optional(),
+  $comment: z.string().optional(),
+  title: z.string().optional(),
+  description: z.string().optional(),
+  default: z.unknown().optional(),
+  examples: z.unknown().optional(),
+  deprecated: z.boolean().optional(),
+  readOnly: z.boolean().optional(),
+  writeOnly: z.boolean().optional(),
+  // OpenAI's strict mode wants `required` and `additionalProperties: false`; some clients add this too.
+  strict: z.boolean().optional(),
+};
+
+/** Keywords a grammar cannot enforce, each with the reason a 4xx gives. */
+const UNENFORCEABLE: Record<string, string> = {
+  exclusiveMinimum: 'number ranges cannot be enforced by the grammar',
+  exclusiveMaximum: 'number ranges cannot be enforced by the grammar',
+  multipleOf: 'multipleOf cannot be enforced by the grammar',
+  pattern: 'regular expressions cannot be enforced by the grammar',
+  patternProperties: 'regular expressions cannot be enforced by the grammar',
+  allOf: 'allOf is not supported: merge the schemas into one',
+  not: 'not is not supported',
+  if: 'if/then/else is not supported',
+  then: 'if/then/else is not supported',
+  else: 'if/then/else is not supported',
+  uniqueItems: 'uniqueItems cannot be enforced by the grammar',
+  contains: 'contains is not supported',
+  dependentRequired: 'dependentRequired is not supported',
+  dependentSchemas: 'dependentSchemas is not supported',
+  propertyNames: 'propertyNames is not supported',
+  unevaluatedProperties: 'unevaluatedProperties is not supported',
+};
+
+const refPattern = /^#\/(\$defs|definitions)\/[^/]+$/;
+
+/**
+ * The grammar writes integers of at most 15 digits: a range at least that wide holds already
+ * (zod writes ±(2^53 − 1) on every int). Any narrower range cannot be enforced.
+ */
+const GRAMMAR_INTEGER_LIMIT = 999_999_999_999_999;
+const RANGE_REFUSED = 'number ranges cannot be enforced by the grammar (only integer ranges of ±999999999999999 or wider, which it always keeps)';
+
+export const jsonSchema: z.ZodType<JsonSchema> = z.lazy(() =>
+  z
+    .strictObject({
+      ...annotations,
+      type: z.union([z.enum(TYPES), z.array(z.enum(TYPES)).min(1)]).optional(),
+      properties: z.record(z.string(), jsonSchema).optional(),
+      required: z.array(z.string()).optional(),
+      additionalProperties: z.union([z.boolean(), jsonSchema]).optional(),
+      minProperties: count.optional(),
+      maxProperties: count.optional(),
+      items: jsonSchema.optional(),
+      prefixItems: z.array(jsonSchema).optional(),
+      minItems: count.optional(),
+      maxItems: count.optional(),
+      minLength: count.optional(),
+      maxLength: count.optional(),
+      format: z
+        .enum(['date-time', 'date', 'time'], { message: 'only the formats date-time, date and time can be enforced by the grammar' })
+        .optional(),
+      enum: z.array(literal).min(1).optional(),
+      const: literal.optional(),
+      anyOf: z.array(jsonSchema).min(1).optional(),
+      oneOf: z.array(jsonSchema).min(1).optional(),
+      $ref: z.string().regex(refPattern, 'only references to #/$defs/<name> or #/definitions/<name> are supported').optional(),
+      $defs: z.record(z.string(), jsonSchema).optional(),
+      definitions: z.record(z.string(), jsonSchema).optional(),
+      minimum: z.number().optional(),
+      maximum: z.number().optional(),
+      ...Object.fromEntries(Object.entries(UNENFORCEABLE).map(([key, why]) => [key, z.never({ message: why }).optional()])),
+    })
+    .superRefine((s, ctx) => {
+      const integer = s.type === 'integer' || (Array.isArray(s.type) && s.type.every((t) => t === 'integer' || t === 'null'));
+      if (s.minimum !== undefined && !(integer && s.minimum <= -GRAMMAR_INTEGER_LIMIT)) ctx.addIssue({ code: 'custom', path: ['minimum'], message: RANGE_REFUSED });
+      if (s.maximum !== undefined && !(integer && s.maximum >= GRAMMAR_INTEGER_LIMIT)) ctx.addIssue({ code: 'custom', path: ['maximum'], message: RANGE_REFUSED });
+    })
+    .refine((s) => s.minLength === undefined || s.maxLength === undefined || s.minLength <= s.maxLength, {
+      message: 'minLength must not exceed maxLength',
+      path: ['minLength'],
+    })
+    .refine((s) => s.minItems === undefined || s.maxItems === undefined || s.minItems <= s.maxItems, {
+      message: 'minItems must not exceed maxItems',
+      path: ['minItems'],
+    }),
+) as z.ZodType<JsonSchema>;
+
+/** A schema as the top of a structured output or a tool's parameters: bounded in size. */
+export const jsonSchemaDocument = jsonSchema.refine((s) => JSON.stringify(s).length <= MAX_SCHEMA_BYTES, {
+  message: `the schema is larger than ${MAX_SCHEMA_BYTES / 1024} KiB`,
+});
+
+/** node-llama-cpp's GBNF JSON schema subset (GbnfJsonSchema), as plain JSON. */
+export type GrammarSchema = Record<string, unknown>;
+
+/**
+ * The grammar's form of a valid schema. The generator differs from JSON Schema in places, so
+ * this says what JSON Schema means: anyOf is its oneOf (either matches), a type list is a choice,
+ * an object with no properties takes any keys, `#/definitions/` refs become `#/$defs/`, and
+ * annotations go. (The grammar writes every listed property, which a schema always accepts.)
+ */
+export function toGrammarSchema(schema: JsonSchema): GrammarSchema {
+  const defs = { ...schema.definitions, ...schema.$defs };
+  const root = convert(schema);
+  if (Object.keys(defs).length > 0 && !('$ref' in root)) {
+    root.$defs = Object.fromEntries(Object.entries(defs).map(([k, v]) => [k, convert(v)]));
+  }
+  if ('$ref' in root && Object.keys(defs).length > 0) {
+    // A root that is only a reference: the generator resolves $defs where the ref sits.
+    return { oneOf: [root], $defs: Object.fromEntries(Object.entries(defs).map(([k, v]) => [k, convert(v)])) };
+  }
+  return root;
+}
+
+function convert(s: JsonSchema): GrammarSchema {
+  if (s.$ref !== undefined) return { $ref: s.$ref.replace('#/definitions/', '#/$defs/') };
+  if (s.const !== undefined) return { const: s.const };
+  if (s.enum !== undefined) return { enum: s.enum };
+  const choices = s.anyOf ?? s.oneOf;
+  if (choices) return { oneOf: choices.map(convert) };
+  const types = s.type === undefined ? inferTypes(s) : [s.type].flat();
+  if (types.length !== 1) return { oneOf: types.map((type) => convert({ ...s, type })) };
+  const type = types[0];
+  switch (type) {
+    case 'object': {
+      const properties = Object.fromEntries(Object.entries(s.properties ?? {}).map(([k, v]) => [k, convert(v)]));
+      const open = s.additionalProperties ?? Object.keys(properties).length === 0;
+      return {
+        type,
+        properties,
+        ...(open === false ? {} : { additionalProperties: open === true ? true : convert(open) }),
+        ...pick(s, ['minProperties', 'maxProperties']),
+      };
+    }
+    case 'array':
+      return {
+        type,
+        ...(s.items ? { items: convert(s.items) } : {}),
+        ...(s.prefixItems ? { prefixItems: s.prefixItems.map(convert) } : {}),
+        ...pick(s, ['minItems', 'maxItems']),
+      };
+    case 'string':
+      return s.format ? { type, format: s.format } : { type, ...pick(s, ['minLength', 'maxLength']) };
+    default:
+      return { type };
+  }
+}
+
+/** A schema with no type and no choice: what its keywords imply, or any JSON value. */
+function inferTypes(s: JsonSchema): TypeName[] {
+  if (s.properties || s.additionalProperties !== undefined) return ['object'];
+  if (s.items || s.prefixItems) return ['array'];
+  if (s.minLength !== undefined || s.maxLength !== undefined || s.format) return ['string'];
+  return [...TYPES];
+}
+
+function pick(s: JsonSchema, keys: string[]): Record<string, unknown> {
+  return Object.fromEntries(keys.filter((k) => s[k] !== undefined).map((k) => [k, s[k]]));
+}

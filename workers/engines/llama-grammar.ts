@@ -1,0 +1,110 @@
+/** Grammars for structured output on the llama.cpp engine, built from a version-independent JSON schema. */
+import { createHash } from 'node:crypto';
+import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
+import { toGrammarSchema, type JsonSchema } from '../../tasks/json-schema';
+
+/** Building a grammar parses it in llama.cpp: the same schema (a client's every call) reuses it. */
+const MAX_GRAMMARS = 64;
+
+export function grammarKey(schema: JsonSchema): string {
+  return createHash('sha256').update(JSON.stringify(schema)).digest('hex');
+}
+
+/**
+ * node-llama-cpp's GBNF for a number allows 16 integer digits and a 16-digit exponent: JSON that
+ * parses to Infinity (9e999) or to an integer past 2^53, which clients then reject. Numbers here
+ * stay within what a double holds: 15 digits, a two-digit exponent, and none for an integer.
+ */
+export function boundNumbers(gbnf: string): string {
+  return gbnf
+    .replace(/^integer-number-rule ::= .*$/m, 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,14})')
+    .replaceAll('[eE] [-+]? ("0" | [1-9] [0-9]{0,15})', '[eE] [-+]? ("0" | [1-9] [0-9]?)')
+    .replaceAll('("0" | [1-9] [0-9]{0,15})', '("0" | [1-9] [0-9]{0,14})');
+}
+
+/** The grammar of a valid JSON schema (tasks/json-schema.ts), as node-llama-cpp builds it, numbers bounded. */
+export async function jsonSchemaGrammar(llama: Llama, schema: JsonSchema, Text: typeof LlamaText): Promise<LlamaGrammar> {
+  const generated = await llama.createGrammarForJsonSchema(toGrammarSchema(schema) as never);
+  return llama.createGrammar({
+    grammar: boundNumbers(generated.grammar),
+    // What LlamaJsonSchemaGrammar sets: generation ends once the JSON is complete.
+    stopGenerationTriggers: [Text(['\n'.repeat(4)])],
+    trimWhitespaceSuffix: true,
+  });
+}
+
+/** Least recently used grammars, per schema. */
+export class GrammarCache {
+  private entries = new Map<string, Promise<LlamaGrammar>>();
+
+  get(key: string, build: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {
+    let grammar = this.entries.get(key);
+    if (grammar) {
+      this.entries.delete(key);
+    } else {
+      grammar = build();
+      // A schema the generator refuses is not kept.
+      grammar.catch(() => this.entries.delete(key));
+    }
+    this.entries.set(key, grammar);
+    while (this.entries.size > MAX_GRAMMARS) this.entries.delete(this.entries.keys().next().value as string);
+    return grammar;
+  }
+}
+
+/** Tokens that only close JSON: quotes, brackets, braces (not commas: they would open more items). */
+const CLOSER = /^["}\]]+$/;
+const closersOf = new WeakMap<LlamaModel, Token[]>();
+
+/**
+ * A bias toward the tokens that end JSON values. The grammar allows only what keeps the JSON
+ * valid, so among those it makes strings close and structures end within a few tokens.
+ */
+export function wrapUpBias(model: LlamaModel, Bias: typeof TokenBias): TokenBias {
+  let closers = closersOf.get(model);
+  if (!closers) {
+    closers = [];
+    for (const token of model.iterateAllTokens()) {
+      if (CLOSER.test(model.detokenize([token]))) closers.push(token);
+    }
+    closersOf.set(model, closers);
+  }
+  const bias = new Bias(model.tokenizer);
+  for (const token of closers) bias.set(token, { logit: 10 });
+  return bias;
+}
+
+/**
+ * How many tokens the rest of a JSON value of this schema may still need at most, counting every
+ * character as a token (the worst case, a byte-level vocabulary): its keys, punctuation, the
+ * shortest allowed strings and arrays. The wrap-up bias starts this far before max_tokens.
+ */
+export function closingReserve(schema: JsonSchema, defs: Record<string, JsonSchema> = { ...schema.definitions, ...schema.$defs }, depth = 0): number {
+  if (depth > 8) return 8;
+  const of = (s: JsonSchema) => closingReserve(s, defs, depth + 1);
+  if (schema.$ref !== undefined) {
+    const target = defs[schema.$ref.split('/').pop() ?? ''];
+    return target ? of(target) : 8;
+  }
+  if (schema.const !== undefined) return JSON.stringify(schema.const).length;
+  if (schema.enum !== undefined) return Math.max(...schema.enum.map((v) => JSON.stringify(v).length));
+  const choices = schema.anyOf ?? schema.oneOf;
+  if (choices) return Math.max(...choices.map(of));
+  const types = schema.type === undefined ? ['object'] : [schema.type].flat();
+  return Math.max(
+    ...types.map((type) => {
+      switch (type) {
+        case 'object':
+          return 2 + Object.entries(schema.properties ?? {}).reduce((sum, [key, value]) => sum + JSON.stringify(key).length + 3 + of(value), 0);
+        case 'array':
+          return 2 + (schema.prefixItems ?? []).reduce((sum, s) => sum + of(s) + 2, 0) + (schema.minItems ?? 0) * ((schema.items ? of(schema.items) : 4) + 2);
+        case 'string':
+          return 2 + (schema.format ? 25 : (schema.minLength ?? 0));
+        case 'boolean':
+          return 5;
+        default:
+          return 4;
+      }
+    }),
+  );
+}
