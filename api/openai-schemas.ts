@@ -5,7 +5,12 @@
 import { z } from 'zod';
 
 const usage = z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int() });
-const finishReason = z.enum(['stop', 'length']).nullable();
+const finishReason = z.enum(['stop', 'length', 'tool_calls']).nullable();
+const toolCallBody = z.object({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.object({ name: z.string(), arguments: z.string().describe('the arguments as JSON text') }),
+});
 
 export const openAiErrorBody = z
   .object({ error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }) })
@@ -25,7 +30,12 @@ export const chatCompletionBody = z
     choices: z.array(
       z.object({
         index: z.number().int(),
-        message: z.object({ role: z.literal('assistant'), content: z.string(), refusal: z.null() }),
+        message: z.object({
+          role: z.literal('assistant'),
+          content: z.string().nullable().describe('null when the answer is tool calls'),
+          tool_calls: z.array(toolCallBody).optional(),
+          refusal: z.null(),
+        }),
         finish_reason: finishReason,
         logprobs: z.null(),
       }),
