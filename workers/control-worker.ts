@@ -18,6 +18,7 @@ import { createLogger } from '../lib/logger';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
 import { temporalLogger } from './temporal-logger';
 import { workflowCode } from './workflow-code';
+import { controlWorkerTuning } from './worker-tuning';
 import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
 import { RECONCILER_ID, REPLICA_SCALER_ID } from '../workflows/types';
@@ -49,11 +50,7 @@ async function main() {
     // does not have: with tracing on, the worker bundles the workflows itself.
     ...(plugins.length > 0 ? { workflowsPath: require.resolve('../workflows') } : workflowCode()),
     plugins,
-    // Keep the backlog in Temporal's fair queues, not in this process: a worker that pulls in
-    // hundreds of tasks serves them first come, first served, whatever their fairness key.
-    maxConcurrentWorkflowTaskExecutions: c.KILN_CONTROL_CONCURRENCY,
-    maxConcurrentLocalActivityExecutions: c.KILN_CONTROL_CONCURRENCY,
-    maxConcurrentActivityTaskExecutions: c.KILN_CONTROL_CONCURRENCY * 4,
+    ...controlWorkerTuning(c.KILN_CONTROL_CONCURRENCY),
     activities: {
       ...createControlActivities({
         db,
