@@ -5,8 +5,15 @@ import { DATA_DIR } from './lib';
 
 const TICKS = 100; // clock ticks per second on Linux (getconf CLK_TCK)
 
-/** CPU seconds used so far by each process of the stack, by pid, with its component. */
-export function cpuByProcess(): Map<number, { component: string; seconds: number }> {
+/**
+ * The stack's database (from DATABASE_URL): only Postgres backends serving it are Kiln's; the
+ * server's own processes (WAL writer, checkpointer) and other databases' backends are counted
+ * apart, as `postgres (others)`, since other checkouts may share the server.
+ */
+const DATABASE = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln').pathname.slice(1);
+
+/** CPU seconds used so far by each process of the stack, by pid, with its component; `extra` names more pids. */
+export function cpuByProcess(extra: Map<number, string> = new Map()): Map<number, { component: string; seconds: number }> {
   const pidOf = (name: string) => {
     try {
       return Number(readFileSync(path.join(DATA_DIR, 'pids', `${name}.pid`), 'utf8').trim());
@@ -14,7 +21,7 @@ export function cpuByProcess(): Map<number, { component: string; seconds: number
       return undefined;
     }
   };
-  const known = new Map<number, string>();
+  const known = new Map<number, string>(extra);
   for (const name of ['api', 'control-worker', 'engine-worker']) {
     const pid = pidOf(name);
     if (pid) known.set(pid, name);
@@ -37,7 +44,11 @@ export function cpuByProcess(): Map<number, { component: string; seconds: number
     if (!component) {
       if (pid === process.pid) component = 'load generator';
       else if (/temporal server start-dev|temporal-server /.test(cmd)) component = 'temporal';
-      else if (/^postgres/.test(cmd) || /\/postgres /.test(cmd)) component = 'postgres';
+      else if (/^postgres/.test(cmd) || /\/postgres /.test(cmd)) {
+        // A backend's title is `postgres: [<cluster>: ]<user> <database> <client> <state>` (Debian names the cluster, e.g. 15/main).
+        const db = /^postgres: (?:\S+: )?\S+ (\S+) (?:\S+\(\d+\)|\[local\])/.exec(cmd)?.[1];
+        component = db === DATABASE ? 'postgres' : 'postgres (others)';
+      }
       else if (/\/minio server /.test(cmd)) component = 'minio';
     }
     if (component) out.set(pid, { component, seconds });
@@ -48,7 +59,7 @@ export function cpuByProcess(): Map<number, { component: string; seconds: number
 /** CPU seconds each component used between two readings (processes that exited meanwhile are missed). */
 export function cpuBetween(before: ReturnType<typeof cpuByProcess>, after: ReturnType<typeof cpuByProcess>): Record<string, number> {
   const totals: Record<string, number> = { api: 0, 'control-worker': 0, 'engine-worker': 0, temporal: 0, postgres: 0, minio: 0, 'load generator': 0 };
-  for (const [pid, a] of after) totals[a.component] += a.seconds - (before.get(pid)?.seconds ?? 0);
+  for (const [pid, a] of after) totals[a.component] = (totals[a.component] ?? 0) + a.seconds - (before.get(pid)?.seconds ?? 0);
   return totals;
 }
 

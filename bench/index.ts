@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { coldStart } from './cold-start';
 import { fairness } from './fairness';
+import { floorScenario } from './floor';
 import { overhead } from './overhead';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
@@ -9,6 +10,13 @@ import { webhookLatency } from './webhooks';
 
 const int = (v: string) => Number.parseInt(v, 10);
 const program = new Command('bench').description('Kiln benchmarks; each prints a table and writes JSON under .data/bench/');
+
+program
+  .command('floor')
+  .description('kiln/echo-fixture next to a bare one-activity Temporal workflow on the same server: CPU per prediction by process, throughput, latency, ratios')
+  .option('-n, --requests <n>', 'predictions (and bare workflows) per concurrency level', int, 200)
+  .option('-c, --concurrency <list>', 'concurrency levels', (v) => v.split(',').map(int), [16, 1])
+  .action((o) => floorScenario({ requests: o.requests, concurrency: o.concurrency }));
 
 program
   .command('overhead')

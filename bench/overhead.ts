@@ -8,6 +8,7 @@ import { TINY_LLAMA } from '../infra/seed';
 import { textGenerationInput } from '../tasks/text-generation';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { writeLlamaGguf } from '../workers/engines/gguf-writer';
+import { Floor } from './floor/bare';
 import { apiToken, call, DATA_DIR, ms, percentile, pool, saveResult, table } from './lib';
 
 const INPUT = { prompt: 'The kiln was', max_tokens: 16, min_tokens: 16 };
@@ -17,6 +18,8 @@ export async function overhead(opts: { requests: number; concurrency: number[] }
   // Warm the model up first: this scenario is about warm predictions.
   await call(token, '/v1/models/kiln/tiny-llama/predictions', { input: INPUT }, { prefer: 'wait' });
 
+  // The floor at each concurrency too: a bare one-activity workflow's start → close on the same server.
+  const floor = await Floor.start();
   const rows = [];
   for (const concurrency of opts.concurrency) {
     const started = performance.now();
@@ -30,6 +33,7 @@ export async function overhead(opts: { requests: number; concurrency: number[] }
       return { e2e, overhead, queue, orchestration: overhead - queue, predict: p.metrics.predict_time * 1000 };
     });
     const seconds = (performance.now() - started) / 1000;
+    const bare = await floor.run(opts.requests, concurrency);
     const o = samples.map((s) => s.overhead);
     const e = samples.map((s) => s.e2e);
     rows.push({
@@ -45,8 +49,13 @@ export async function overhead(opts: { requests: number; concurrency: number[] }
       'e2e p99': ms(percentile(e, 99)),
       'predict_time p50': ms(percentile(samples.map((s) => s.predict), 50)),
       'predictions/s': Number((opts.requests / seconds).toFixed(1)),
+      'floor start→close p50': ms(percentile(bare.latencies, 50)),
+      'floor start→close p99': ms(percentile(bare.latencies, 99)),
+      'overhead p50 ÷ floor': `${(percentile(o, 50) / percentile(bare.latencies, 50)).toFixed(2)}×`,
+      'floor /s': Number(bare.throughput.toFixed(1)),
     });
   }
+  await floor.stop();
 
   // The floor: the same generation, straight on llama.cpp, in this process.
   const file = path.join(DATA_DIR, 'seed', 'tiny-llama.gguf');
@@ -72,6 +81,10 @@ export async function overhead(opts: { requests: number; concurrency: number[] }
     'e2e p99': ms(percentile(direct, 99)),
     'predict_time p50': ms(percentile(direct, 50)),
     'predictions/s': Number((1000 / percentile(direct, 50)).toFixed(1)),
+    'floor start→close p50': '-',
+    'floor start→close p99': '-',
+    'overhead p50 ÷ floor': '-',
+    'floor /s': '-',
   });
   table('Overhead: warm kiln/tiny-llama, 16 tokens (overhead = total_time − predict_time; excl. queue: minus queue_time, the wait for a free sequence)', rows);
   console.log(`saved ${await saveResult('overhead', rows)}`);

@@ -7,6 +7,8 @@
  */
 import os from 'node:os';
 import { cpuBetween, cpuByProcess } from './cpu';
+import { Floor } from './floor/bare';
+import { kilnAgainstFloor } from './floor/compare';
 import { API_URL, apiToken, ms, percentile, saveResult, table } from './lib';
 
 interface Sample {
@@ -95,5 +97,12 @@ export async function sustained(opts: { rates: number[]; seconds: number; sleepM
     })),
   );
   console.log(best === undefined ? 'No rate held p99 < 1 s.' : `Highest rate sustained with p99 < 1 s: ${best}/s`);
-  console.log(`saved ${await saveResult('sustained', { best, results })}`);
+  // The floor in the same run: closed loop at 16 at once, Kiln and the bare workflow side by side.
+  const floor = await Floor.start();
+  try {
+    const { kiln, bare } = await kilnAgainstFloor(token, floor, 200, 16);
+    console.log(`saved ${await saveResult('sustained', { best, results, floor: { kiln: kiln.throughput, bare: bare.throughput } })}`);
+  } finally {
+    await floor.stop();
+  }
 }

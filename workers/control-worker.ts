@@ -15,6 +15,7 @@ import { publicBaseUrl } from '../lib/public-url';
 import { createLogger } from '../lib/logger';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
 import { temporalLogger } from './temporal-logger';
+import { controlWorkerTuning } from './worker-tuning';
 import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
 import { REPLICA_SCALER_ID } from '../workflows/types';
@@ -36,11 +37,7 @@ async function main() {
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
     workflowsPath: require.resolve('../workflows'),
-    // Keep the backlog in Temporal's fair queues, not in this process: a worker that pulls in
-    // hundreds of tasks serves them first come, first served, whatever their fairness key.
-    maxConcurrentWorkflowTaskExecutions: c.KILN_CONTROL_CONCURRENCY,
-    maxConcurrentLocalActivityExecutions: c.KILN_CONTROL_CONCURRENCY,
-    maxConcurrentActivityTaskExecutions: c.KILN_CONTROL_CONCURRENCY * 4,
+    ...controlWorkerTuning(c.KILN_CONTROL_CONCURRENCY),
     activities: {
       ...createControlActivities({
         db,

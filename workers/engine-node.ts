@@ -17,6 +17,7 @@ import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';
 import { kilnFailure } from '../workflows/failures';
 import { pinnedVersions } from './pinned-replicas';
+import { modelWorkerTuning } from './worker-tuning';
 
 const HEARTBEAT_MS = 5_000;
 /** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
@@ -139,9 +140,7 @@ export class EngineNode implements NodeHooks {
       taskQueue: modelQueue(versionId),
       activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
       // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
-      maxConcurrentActivityTaskExecutions: concurrency ?? this.opts.sequences,
-      // Cancellation reaches an activity through its heartbeat: keep that path short.
-      maxHeartbeatThrottleInterval: '500 ms',
+      ...modelWorkerTuning(concurrency ?? this.opts.sequences),
     });
     const run = worker.run().catch((err: Error) => this.deps.logger.error({ err: err.message, versionId }, 'model worker stopped'));
     this.served.set(versionId, {

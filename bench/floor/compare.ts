@@ -1,0 +1,88 @@
+/**
+ * Kiln next to the floor in one invocation: the same closed-loop load on kiln/echo-fixture (through
+ * the HTTP API, `Prefer: wait`) and on the bare workflow, CPU per prediction by process and in
+ * total, throughput and latency, and the ratios the targets are stated in.
+ */
+import { API_URL, ms, percentile, table } from '../lib';
+import { FLOOR_COMPONENTS, measure, type Floor, type LoadRun } from './bare';
+
+/** The processes of Kiln's stack (the HTTP load generator is not one of them). */
+export const KILN_COMPONENTS = ['temporal', 'postgres', 'api', 'control-worker', 'engine-worker'];
+
+export interface KilnRun extends LoadRun {
+  /** total_time − predict_time of each prediction, ms. */
+  overheads: number[];
+}
+
+export async function echoPrediction(token: string, text: string, sleepMs: number) {
+  const res = await fetch(`${API_URL}/v1/models/kiln/echo-fixture/predictions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', prefer: 'wait=60' },
+    body: JSON.stringify({ input: { text, sleep_ms: sleepMs } }),
+  });
+  const body = (await res.json()) as { id: string; status?: string; metrics?: { total_time: number; predict_time: number } };
+  if (!res.ok || body.status !== 'succeeded') throw new Error(`prediction ${body.id}: ${res.status} ${body.status}`);
+  return body;
+}
+
+/** `requests` echo-fixture predictions, `concurrency` at once. */
+export async function runKiln(token: string, requests: number, concurrency: number, sleepMs = 0): Promise<KilnRun> {
+  const overheads: number[] = [];
+  const run = await measure(requests, concurrency, KILN_COMPONENTS, new Map(), async (i) => {
+    const t0 = performance.now();
+    const p = await echoPrediction(token, `floor ${i}`, sleepMs);
+    overheads.push((p.metrics!.total_time - p.metrics!.predict_time) * 1000);
+    return performance.now() - t0;
+  });
+  return { ...run, overheads };
+}
+
+const perOp = (run: LoadRun, component: string) => ((run.cpu[component] ?? 0) * 1000) / run.requests;
+const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : '-');
+
+/** Both sides, then the table: Kiln's figures, the floor's beside them, and Kiln ÷ floor. */
+export async function kilnAgainstFloor(token: string, floor: Floor, requests: number, concurrency: number) {
+  const kiln = await runKiln(token, requests, concurrency);
+  const bare = await floor.run(requests, concurrency);
+  printComparison(`Kiln (kiln/echo-fixture, sleep_ms 0, Prefer: wait) against the bare-Temporal floor: ${requests} each, ${concurrency} at once`, kiln, bare);
+  return { kiln, bare };
+}
+
+export function printComparison(title: string, kiln: KilnRun, bare: LoadRun): void {
+  const rows: Array<Record<string, string | number>> = [];
+  const row = (process: string, k: string, f: string) => rows.push({ process, 'kiln ms/prediction': k, 'floor ms/workflow': f });
+  for (const c of ['temporal', 'postgres', 'api', 'control-worker', 'engine-worker', 'floor workflow worker', 'floor activity worker']) {
+    row(c, KILN_COMPONENTS.includes(c) ? perOp(kiln, c).toFixed(2) : '-', FLOOR_COMPONENTS.includes(c) ? perOp(bare, c).toFixed(2) : '-');
+  }
+  // The floor's client is its API; Kiln's HTTP client is not part of Kiln.
+  row('load generator', `(${perOp(kiln, 'load generator').toFixed(2)}, not counted)`, perOp(bare, 'load generator').toFixed(2));
+  // Shown, not counted: other checkouts' databases and the server's own processes share the machine.
+  row('postgres (others)', `(${perOp(kiln, 'postgres (others)').toFixed(2)}, not counted)`, `(${perOp(bare, 'postgres (others)').toFixed(2)}, not counted)`);
+  const kilnCpu = (kiln.stackCpu * 1000) / kiln.requests;
+  const bareCpu = (bare.stackCpu * 1000) / bare.requests;
+  rows.push({ process: 'TOTAL (stack)', 'kiln ms/prediction': kilnCpu.toFixed(2), 'floor ms/workflow': bareCpu.toFixed(2), 'kiln ÷ floor': ratio(kilnCpu, bareCpu) });
+  table(`${title}\nCPU per prediction by process (from /proc)`, rows);
+  table('Throughput and latency', [
+    {
+      side: 'kiln',
+      'per s': kiln.throughput.toFixed(1),
+      'e2e p50': ms(percentile(kiln.latencies, 50)),
+      'e2e p99': ms(percentile(kiln.latencies, 99)),
+      'total−predict p50': ms(percentile(kiln.overheads, 50)),
+      'total−predict p99': ms(percentile(kiln.overheads, 99)),
+    },
+    {
+      side: 'floor',
+      'per s': bare.throughput.toFixed(1),
+      'e2e p50': ms(percentile(bare.latencies, 50)),
+      'e2e p99': ms(percentile(bare.latencies, 99)),
+      'total−predict p50': '(start→close = e2e)',
+      'total−predict p99': '',
+    },
+  ]);
+  console.log(
+    `ratios: CPU/prediction ${ratio(kilnCpu, bareCpu)} (target ≤ 1.3×), throughput ${ratio(kiln.throughput, bare.throughput)} (target ≥ 0.8×), ` +
+      `total−predict p50 ÷ floor start→close p50 ${ratio(percentile(kiln.overheads, 50), percentile(bare.latencies, 50))}, ` +
+      `e2e p50 ÷ floor ${ratio(percentile(kiln.latencies, 50), percentile(bare.latencies, 50))}`,
+  );
+}
