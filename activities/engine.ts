@@ -15,6 +15,12 @@ import { fileRef } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { fileKey, outputFileId, recordOutputFile } from '../db/files';
+import { releaseIn } from '../db/admissions';
+import { writePredictionSnapshot, type RunWriter } from '../db/predictions';
+import { currentRunWriter } from './run-writer';
+import { recordUsage, usageOf } from '../db/usage';
+import { observePrediction } from '../lib/metrics';
+import { processingSnapshot, succeededSnapshot } from '../workflows/engine-projection';
 import { newId } from '../lib/ids';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -363,22 +369,64 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       // Time in the model's fair queue: from this attempt's scheduling to an engine taking it.
       const queueSeconds = Math.max(0, Date.now() - ctx.info.currentAttemptScheduledTimestampMs) / 1000;
       const done = node.begin(req.versionId);
-      // Only a prediction still running after a moment tells its workflow it started: a short
-      // one goes straight to its final state, which spares the workflow a task, a search
-      // attribute update and a projection write. Best effort: the result carries the start too.
+      // The hot path's writes are the workflow run's: after an operator's reset, an old run's lose.
+      const writer = req.project ? currentRunWriter(ctx.client) : undefined;
+      let processing: Promise<unknown> | undefined;
+      // Only a prediction still running after a moment is shown as started: a short one goes
+      // straight to its final state, which spares a projection write (and, where the workflow
+      // projects, a workflow task and a search attribute update). Best effort: the result carries
+      // the start too.
       const announce = setTimeout(() => {
+        if (req.project) {
+          processing = writePredictionSnapshot(db, processingSnapshot(req.snapshot, startedAt), writer, { existing: true }).catch((err: Error) =>
+            log.warn('could not write processing', { error: err.message }),
+          );
+          return;
+        }
         const started: PredictionStartedSignal = { startedAt, nodeId: node.nodeId };
         ctx.client.workflow
           .getHandle(predictionWorkflowId(req.predictionId))
           .signal(PREDICTION_STARTED_SIGNAL, started)
           .catch((err: Error) => log.warn('could not signal start', { error: err.message }));
       }, START_ANNOUNCE_DELAY_MS);
+      // Heartbeats name the node: a workflow whose attempt timed out knows which node to avoid.
+      const heartbeat = (details: unknown) => ctx.heartbeat({ ...(details as object), nodeId: node.nodeId });
       try {
-        return await runPrediction(req, ctx, startedAt, queueSeconds);
+        const result = await runPrediction(req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
+        clearTimeout(announce);
+        if (!req.project || result.aborted) return result;
+        await processing;
+        return await projectSucceeded(req, result, writer);
       } finally {
         clearTimeout(announce);
         done();
       }
     },
   };
+
+  /**
+   * The hot path's last writes, in one transaction: the final row (and its stream events), the
+   * admission slot released, usage recorded. The result then carries completed_at, and the
+   * workflow ends without a write of its own. A write that fails or is overtaken (the workflow
+   * canceled and wrote a later revision) leaves the result as it is: the workflow finishes it.
+   */
+  async function projectSucceeded(req: PredictRequest, result: PredictResult, writer: RunWriter | undefined): Promise<PredictResult> {
+    const completedAt = new Date().toISOString();
+    const final = succeededSnapshot(req.snapshot, result, completedAt);
+    try {
+      const applied = await writePredictionSnapshot(db, final, writer, {
+        existing: true,
+        also: async (tx) => {
+          await releaseIn(tx, req.predictionId);
+          await recordUsage(tx, usageOf(final, req.task, result.hardware));
+        },
+      });
+      if (!applied) return result;
+      observePrediction(final);
+      return { ...result, completedAt };
+    } catch (err) {
+      log.warn('could not write the final row; the workflow writes it', { error: (err as Error).message });
+      return result;
+    }
+  }
 }

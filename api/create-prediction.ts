@@ -1,18 +1,22 @@
 /**
  * Starting a prediction: resolve the version the caller may use, validate the input against
  * its task's schema, and start workflow `prediction-<id>`. The first row of the projection is
- * written here too, so the prediction can be read the moment this returns.
+ * written first, in one transaction with the account's admission slot, so the prediction can be
+ * read the moment this returns and its workflow need not admit it; a node already serving the
+ * version goes along too, so the workflow need not place it (workflows/prediction.ts, the hot path).
  */
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { ResolvedVersion } from '../db/models';
-import { getPrediction, writePredictionSnapshot, type PredictionRow } from '../db/predictions';
+import { admitIn } from '../db/admissions';
+import { liveNodes } from '../db/nodes';
+import { forgetUnstartedPrediction, getPrediction, insertFirstRow, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
 import { idFromKey, newId } from '../lib/ids';
 import { taskInputSchema } from '../tasks';
 import type { predictionWorkflow } from '../workflows/prediction';
 import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
-import { predictionWorkflowId, PRIORITY_KEYS, type PredictionArgs } from '../workflows/types';
+import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../workflows/types';
 import { parseOr422 } from './validation';
 import { checkLimits } from './admission-limits';
 import type { RateLimitResult } from '../db/rate-limits';
@@ -77,6 +81,30 @@ export async function createPrediction(
     },
     retry: resolved.version.retry ?? undefined,
   };
+  const first: PredictionSnapshot = {
+    ...args,
+    output: null,
+    logs: '',
+    error: null,
+    status: 'starting',
+    metrics: {},
+    startedAt: null,
+    completedAt: null,
+    // Revision 0: any write from the workflow or the engine takes precedence.
+    revision: 0,
+  };
+  const [{ row, admitted }, placement] = await Promise.all([
+    deps.db.transaction(async (tx) => {
+      const inserted = await insertFirstRow(tx, first);
+      // Already there: a create retried with the same Idempotency-Key, whose workflow admits it.
+      if (!inserted) return { row: undefined, admitted: false };
+      // At the cap the workflow admits it instead: it waits for a slot there, or refuses.
+      return { row: inserted, admitted: (await admitIn(tx, id, account.id, account.maxRunning)).admitted };
+    }),
+    servingNode(deps.db, args.versionId),
+  ]);
+  if (admitted) args.admitted = true;
+  if (placement) args.placement = placement;
   try {
     await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {
       workflowId: predictionWorkflowId(id),
@@ -96,19 +124,18 @@ export async function createPrediction(
       priority: args.priority,
     });
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) throw aboutPrediction(err, id);
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) {
+      // Nothing will ever run it: no row or slot may stay behind.
+      if (row) await forgetUnstartedPrediction(deps.db, id);
+      throw aboutPrediction(err, id);
+    }
   }
-  // Revision 0: any write from the workflow itself takes precedence.
-  await writePredictionSnapshot(deps.db, {
-    ...args,
-    output: null,
-    logs: '',
-    error: null,
-    status: 'starting',
-    metrics: {},
-    startedAt: null,
-    completedAt: null,
-    revision: 0,
-  });
-  return { row: (await getPrediction(deps.db, account.id, id))!, rateLimit };
+  return { row: row ?? (await getPrediction(deps.db, account.id, id))!, rateLimit };
+}
+
+/** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. */
+async function servingNode(db: Db, versionId: string): Promise<Placement | undefined> {
+  const serving = (await liveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId));
+  if (serving.length === 0) return undefined;
+  return { nodeId: serving[Math.floor(Math.random() * serving.length)].id, warm: true };
 }

@@ -8,18 +8,28 @@ import { admissions, predictions } from './schema';
  * count and the insert one step across all workers.
  */
 export async function admit(db: Db, predictionId: string, accountId: string, cap: number): Promise<{ admitted: boolean; held: number }> {
-  return db.transaction(async (tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`admission:${accountId}`}))`);
-    const [mine] = await tx.select().from(admissions).where(eq(admissions.predictionId, predictionId));
-    const [{ held }] = await tx
-      .select({ held: sql<number>`count(*)::int` })
-      .from(admissions)
-      .where(eq(admissions.accountId, accountId));
-    if (mine) return { admitted: true, held };
-    if (held >= cap) return { admitted: false, held };
-    await tx.insert(admissions).values({ predictionId, accountId });
-    return { admitted: true, held: held + 1 };
-  });
+  return db.transaction((tx) => admitIn(tx, predictionId, accountId, cap));
+}
+
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+/** `admit` inside a transaction of the caller's (the API's create writes the first row in the same one). */
+export async function admitIn(tx: Tx, predictionId: string, accountId: string, cap: number): Promise<{ admitted: boolean; held: number }> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`admission:${accountId}`}))`);
+  const [mine] = await tx.select().from(admissions).where(eq(admissions.predictionId, predictionId));
+  const [{ held }] = await tx
+    .select({ held: sql<number>`count(*)::int` })
+    .from(admissions)
+    .where(eq(admissions.accountId, accountId));
+  if (mine) return { admitted: true, held };
+  if (held >= cap) return { admitted: false, held };
+  await tx.insert(admissions).values({ predictionId, accountId });
+  return { admitted: true, held: held + 1 };
+}
+
+/** Releases the slot inside the caller's transaction (the engine's last write of a prediction). */
+export async function releaseIn(tx: Tx, predictionId: string): Promise<void> {
+  await tx.delete(admissions).where(eq(admissions.predictionId, predictionId));
 }
 
 export async function release(db: Db, predictionId: string): Promise<void> {

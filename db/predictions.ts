@@ -3,7 +3,7 @@ import type { Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent } from './events';
 import { withoutNul } from './sanitize';
-import { isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
+import { admissions, isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
 export type PredictionRow = typeof predictions.$inferSelect;
 
@@ -63,15 +63,40 @@ export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
   };
 }
 
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+/** The columns a transition changes: what the engine may write (its role may update only these). */
+function transitionOf(s: PredictionSnapshot) {
+  const row = snapshotToRow(s);
+  return {
+    output: row.output,
+    logs: row.logs,
+    error: row.error,
+    status: row.status,
+    metrics: row.metrics,
+    startedAt: row.startedAt,
+    completedAt: row.completedAt,
+    revision: row.revision,
+  };
+}
+
 /**
  * Writes a snapshot unless a later one is already there (activities may be retried and run
  * late: the revision keeps the newest transition; an equal one replaces it), and appends to the prediction's stream what
  * the transition adds: new log lines, and at the end the output (if the engine did not stream
  * it) and done or error. Both happen in one transaction, so a retry never duplicates an event.
+ *
+ * `existing`: the row is there already (the API writes it before the workflow starts), so only the
+ * transition's columns are updated: what the engine, whose role may not insert rows, writes.
+ * `also` runs in the same transaction when the snapshot was applied (the engine's last writes).
  */
-export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapshot, writer?: RunWriter): Promise<boolean> {
+export async function writePredictionSnapshot(
+  db: Db,
+  snapshot: PredictionSnapshot,
+  writer?: RunWriter,
+  opts: { existing?: boolean; also?: (tx: Tx) => Promise<unknown> } = {},
+): Promise<boolean> {
   const s = withoutNul(snapshot);
-  const { source: _source, ...row } = snapshotToRow(s);
   return db.transaction(async (tx) => {
     const [before] = await tx
       .select({ logs: predictions.logs, revision: predictions.revision, runId: predictions.runId })
@@ -84,12 +109,20 @@ export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapsh
     if (otherRun) {
       if (!(await writer!.isCurrent())) return false;
     } else if (before && before.revision > s.revision) return false;
-    const values = { ...row, runId: writer?.runId ?? before?.runId ?? null };
-    const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
-    await tx
-      .insert(predictions)
-      .values(values)
-      .onConflictDoUpdate({ target: predictions.id, set: changes });
+    const runId = writer?.runId ?? before?.runId ?? null;
+    if (opts.existing) {
+      if (!before) return false;
+      await tx.update(predictions).set({ ...transitionOf(s), runId }).where(eq(predictions.id, s.id));
+    } else {
+      const { source: _source, ...row } = snapshotToRow(s);
+      const values = { ...row, runId };
+      const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
+      await tx
+        .insert(predictions)
+        .values(values)
+        .onConflictDoUpdate({ target: predictions.id, set: changes });
+    }
+    await opts.also?.(tx);
     // The same revision again: the workflow task that wrote it failed after its local activities
     // ran (a signal arrived as it completed, say) and ran once more, with its own clock. History
     // keeps the last run, so its values win; the stream already has this transition's events.
@@ -113,6 +146,24 @@ export async function writePredictionSnapshot(db: Db, snapshot: PredictionSnapsh
     }
     await appendEvents(tx, s.id, events);
     return true;
+  });
+}
+
+/**
+ * A prediction's first row, written by the API in the transaction that admits it (revision 0:
+ * any write from the workflow takes precedence). Returns the row as stored, or undefined when
+ * one was there already (a create retried with the same Idempotency-Key).
+ */
+export async function insertFirstRow(tx: Tx, snapshot: PredictionSnapshot): Promise<PredictionRow | undefined> {
+  const [row] = await tx.insert(predictions).values(snapshotToRow(withoutNul(snapshot))).onConflictDoNothing().returning();
+  return row;
+}
+
+/** Undoes a create whose workflow never started: its first row and its admission slot. */
+export async function forgetUnstartedPrediction(db: Db, id: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.delete(admissions).where(eq(admissions.predictionId, id));
+    await tx.delete(predictions).where(eq(predictions.id, id));
   });
 }
 

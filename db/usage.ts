@@ -23,7 +23,7 @@ export function usageOf(s: PredictionSnapshot, task: string, hardware: string): 
 }
 
 /** Once per prediction: a retried write changes nothing. */
-export async function recordUsage(db: Db, record: UsageRecord): Promise<void> {
+export async function recordUsage(db: Db | Parameters<Parameters<Db['transaction']>[0]>[0], record: UsageRecord): Promise<void> {
   await db.insert(usageRecords).values(record).onConflictDoNothing();
 }
 

@@ -1,8 +1,10 @@
 /**
  * The engine's own Postgres role. Engine nodes parse untrusted model files, so they connect as
  * `kiln_engine`, which may touch only what an engine writes or reads: the node registry, the
- * versions it loads, deployments' replica bounds and owners, stream events and output file rows. Accounts,
- * API tokens, webhook secrets, predictions and usage are out of its reach.
+ * versions it loads, deployments' replica bounds and owners, stream events and output file rows,
+ * and on the hot path a prediction's transition (status, output, logs, times, revision), its
+ * admission slot and its usage row. Accounts, API tokens, webhook secrets, predictions' inputs
+ * and outputs and everyone's usage stay out of its reach: it may write those columns, not read them.
  *
  * Roles are cluster-wide and grants per database: setup runs this for each database it prepares
  * (kiln, kiln_test_N), revoking whatever the role had before, so the grants below are the whole
@@ -23,6 +25,13 @@ const ENGINE_GRANTS = [
   'GRANT INSERT, SELECT (id, prediction_id, event, attempt) ON prediction_events TO kiln_engine',
   'GRANT USAGE ON SEQUENCE prediction_events_id_seq TO kiln_engine',
   'GRANT INSERT ON files TO kiln_engine',
+  // The hot path (PredictRequest.project): the engine writes `processing` and the final row itself. It reads
+  // only the revision and the run that wrote last (older writes never win) and the logs so far (to stream only the new lines), and
+  // updates only a transition's columns; rows are inserted by the API.
+  'GRANT SELECT (id, logs, revision, run_id), UPDATE (output, logs, error, status, metrics, started_at, completed_at, revision, run_id) ON predictions TO kiln_engine',
+  // ... and in the same transaction releases the prediction's admission slot and records its usage once.
+  'GRANT SELECT (prediction_id), DELETE ON admissions TO kiln_engine',
+  'GRANT INSERT ON usage_records TO kiln_engine',
 ];
 
 const literal = (s: string) => `'${s.replace(/'/g, "''")}'`;

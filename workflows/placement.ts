@@ -62,6 +62,13 @@ export function isRetryableFault(err: unknown): boolean {
   return true;
 }
 
+/** The node an attempt ran on, when its heartbeats said (the engine's heartbeat details carry `nodeId`). */
+export function nodeOfFailure(err: unknown): string | undefined {
+  if (!(err instanceof ActivityFailure) || !(err.cause instanceof TimeoutFailure)) return undefined;
+  const details = err.cause.lastHeartbeatDetails as { nodeId?: unknown } | undefined;
+  return typeof details?.nodeId === 'string' ? details.nodeId : undefined;
+}
+
 /** The innermost message, with its Kiln failure type when it has one: an activity failure wraps the error that caused it. */
 export function describeFailure(err: unknown): string {
   let e: unknown = err;

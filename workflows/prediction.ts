@@ -11,8 +11,8 @@ import {
   defineSignal,
   isCancellation,
   log,
-  patched,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -25,7 +25,8 @@ import type { createEngineActivities } from '../activities/engine';
 import type { PredictionSnapshot } from '../db/predictions';
 import type { WebhookEvent } from '../db/schema';
 import { NON_RETRYABLE_TYPES } from './failures';
-import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
+import { ENGINE_REVISIONS, succeededSnapshot } from './engine-projection';
+import { describeFailure, isRetryableFault, nodeOfFailure, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
 import { KilnStatus } from './search-attributes';
 import {
   modelQueue,
@@ -80,6 +81,16 @@ function predictOn(versionId: string, priority: PredictionArgs['priority']) {
 export const CONTINUE_ATTEMPTS_PATCH = 'continue-attempts';
 
 const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
+
+/**
+ * The hot path (a prediction the API admitted, with no webhook): no local activity and at most
+ * two workflow tasks when the version is warm. The API wrote the first row and took the slot in
+ * its create transaction and knows a node; the engine writes `processing` and the final row,
+ * releases the slot and records usage (workflows/engine-projection.ts); search attributes are
+ * set at start and once at the end. Anything off that path (cold start, a failed attempt,
+ * cancel, deadline) goes on as before, with local activities.
+ */
+export const LEAN_HOT_PATH = 'lean-hot-path';
 
 export async function predictionWorkflow(args: PredictionArgs): Promise<PredictionSnapshot> {
   const state: PredictionSnapshot = {
@@ -158,12 +169,15 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     }).catch(() => undefined);
   }
 
+  const lean = args.admitted === true && !args.webhook && patched(LEAN_HOT_PATH);
+  /** What the last attempt was sent: with the engine's result, the final row the engine wrote. */
+  let sent: PredictionSnapshot | undefined;
+
   try {
     await work.run(async () => {
       // The row (the API wrote it already unless it died first), admission and a first placement
       // in one local activity: each one more would cost the workflow another activation.
-      const [begun] = await Promise.all([admission.beginPrediction({ snapshot: nextSnapshot() }), startWebhook]);
-      let firstPlace = begun.placement;
+      let firstPlace = lean ? args.placement : (await Promise.all([admission.beginPrediction({ snapshot: nextSnapshot() }), startWebhook]))[0].placement;
       let setupSeconds = 0;
       const retry = retryPolicyOf(args.retry);
       // Nodes where an attempt failed (died, or never took the work): placement avoids them.
@@ -175,6 +189,27 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
         try {
           setupSeconds += await warmUp(place, args.model, args.versionId, logLine);
           if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+          sent = { ...state, status: 'processing' };
+          // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
+          if (lean && attempt === 1) {
+            try {
+              result = await predictOn(args.versionId, args.priority).predict({
+                predictionId: args.id,
+                versionId: args.versionId,
+                task: args.task,
+                input: args.input,
+                snapshot: sent,
+                project: true,
+              });
+            } catch (err) {
+              node = nodeOfFailure(err) ?? node;
+              throw err;
+            } finally {
+              // The engine may have written revisions up to this many past what it was sent.
+              state.revision += ENGINE_REVISIONS;
+            }
+            continue;
+          }
           // A retry continues the output that the failed attempts streamed (one generation for clients).
           const continues = attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
           // The engine signals when it really starts; until then the prediction waits in the fair queue.
@@ -184,7 +219,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
             versionId: args.versionId,
             task: args.task,
             input: args.input,
-            snapshot: { ...state, status: 'processing' },
+            snapshot: sent,
             attempt,
             ...continues,
           });
@@ -224,6 +259,13 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
       }
     });
     if (!result) throw new Error('prediction ended without a result');
+    const canceledLate = result.aborted || work.consideredCancelled || CancellationScope.current().consideredCancelled;
+    if (result.completedAt && sent && !canceledLate) {
+      // The engine wrote this very state, released the slot and recorded usage: only the search attribute is left.
+      Object.assign(state, succeededSnapshot(sent, result, result.completedAt));
+      setStatus('succeeded');
+      return state;
+    }
     state.output = result.output;
     state.startedAt ??= result.startedAt;
     for (const line of result.logs) logLine(line);

@@ -19,6 +19,13 @@ export interface PredictionArgs {
   priority: PredictionPriority;
   /** The version's retry policy; absent in workflows started before versions had one. */
   retry?: RetryPolicy;
+  /**
+   * The API took the admission slot and wrote the first row in its create transaction (absent in
+   * workflows started before it did, and when the account was at its cap: the workflow admits).
+   */
+  admitted?: boolean;
+  /** A node that served the version when the API created the prediction: no placement step. */
+  placement?: Placement;
 }
 
 /** How often and how soon a failed attempt is tried again (set per model version). */
@@ -85,6 +92,11 @@ export interface PredictRequest {
   continues?: string;
   /** The length of `continues` in tokens, as the failed attempts counted them. */
   continuedTokens?: number;
+  /**
+   * The engine writes the `processing` and final `succeeded` rows itself (workflows/engine-projection.ts),
+   * releases the admission slot and records usage, instead of signalling the workflow.
+   */
+  project?: boolean;
 }
 
 export interface PredictResult {
@@ -97,6 +109,8 @@ export interface PredictResult {
   aborted: boolean;
   /** What ran it, for usage: `cpu` or the GPU backend. */
   hardware: string;
+  /** When the engine wrote the final row itself (`PredictRequest.project`): the prediction's completed_at. */
+  completedAt?: string;
 }
 
 export interface PredictionStartedSignal {

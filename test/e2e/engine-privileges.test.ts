@@ -65,6 +65,11 @@ describe("the engine's database role", () => {
     await denied(sql`select token_hash from api_tokens limit 1`);
     await denied(sql`select key from webhook_secrets limit 1`);
     await denied(sql`select input, output from predictions limit 1`);
+    await denied(sql`select input from predictions limit 1`);
+    await denied(sql`update predictions set input = '{}' where id = 'none'`);
+    await denied(sql`insert into predictions (id, account_id, model, version_id, input, status, created_at) values ('x', 'none', 'm', 'v', '{}', 'starting', now())`);
+    await denied(sql`select account_id, predict_seconds from usage_records limit 1`);
+    await denied(sql`select account_id from admissions limit 1`);
     await denied(sql`select id from files limit 1`);
     await denied(sql`select data from prediction_events limit 1`);
     await denied(sql`update model_versions set memory_bytes = 1`);
@@ -83,6 +88,11 @@ describe("the engine's database role", () => {
       const [event] = await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x') returning id`;
       await tx`select id, event, attempt from prediction_events where prediction_id = 'priv-test' and id >= ${event.id}`;
       await tx`insert into files (id, account_id, name, content_type, size, sha256) values (${newId()}, 'none', 'o.png', 'image/png', 1, 'x')`;
+      // The hot path: a prediction's transition (not its input or output), its slot, its usage.
+      await tx`select id, logs, revision from predictions where id = 'priv-test' for update`;
+      await tx`update predictions set status = 'succeeded', output = '"x"', logs = 'x', metrics = '{}', completed_at = now(), revision = 2 where id = 'priv-test'`;
+      await tx`delete from admissions where prediction_id = 'priv-test'`;
+      await tx`insert into usage_records (prediction_id, account_id, model, version_id, task, status, hardware) values ('priv-test', 'none', 'm', 'v', 't', 'succeeded', 'cpu') on conflict do nothing`;
       // Nothing of it stays.
       throw Object.assign(new Error('rollback'), { rollback: true });
     }).catch((err: { rollback?: boolean }) => {

@@ -35,6 +35,10 @@ function holdsPayloadRefs(node: unknown): boolean {
   if (o.data instanceof Uint8Array && 'metadata' in o && isPayloadRef(o)) return true;
   return Object.values(o).some(holdsPayloadRefs);
 }
+/** Markers by name: `core_local_activity` for each local activity. */
+const markers = (h: History, name: string) => (h.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === name).length;
+/** A prediction on the hot path (patched 'lean-hot-path'). */
+const lean = (h: History) => patchedWith(h, 'lean-hot-path');
 
 /** Each file: a visibility query and what its history must show. */
 const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolean }> = [
@@ -49,6 +53,12 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
   { file: 'prediction-failed', query: "WorkflowType='predictionWorkflow' AND KilnStatus='failed'", shows: () => true },
   { file: 'prediction-canceled', query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'", shows: (h) => count(h, 'predict') >= 1 },
   { file: 'prediction-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: () => true },
+  { file: 'prediction-lean-warm', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => lean(h) && markers(h, 'core_local_activity') === 0 && count(h, 'predict') === 1 },
+  { file: 'prediction-lean-cold', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => lean(h) && count(h, 'loadModel') === 1 },
+  { file: 'prediction-lean-retried', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => lean(h) && count(h, 'predict') >= 2 },
+  { file: 'prediction-lean-failed', query: "WorkflowType='predictionWorkflow' AND KilnStatus='failed'", shows: lean },
+  { file: 'prediction-lean-canceled', query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'", shows: (h) => lean(h) && count(h, 'predict') >= 1 },
+  { file: 'prediction-lean-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: lean },
   { file: 'batch-continued-as-new', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='ContinuedAsNew'", shows: () => true },
   { file: 'batch-completed', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: () => true },
   { file: 'webhook-delivered', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'", shows: (h) => count(h, 'deliverWebhook') >= 1 },

@@ -1,0 +1,95 @@
+/**
+ * The hot path (issue 13): a warm prediction with no webhook costs two workflow tasks and no
+ * local activity. The API wrote the first row and took the slot; the engine wrote `processing`
+ * and the final row, released the slot and recorded usage.
+ */
+import { eq } from 'drizzle-orm';
+import type { temporal } from '@temporalio/proto';
+import { closeDb, type Db } from '../../db/client';
+import { admissions, predictionEvents, predictions, usageRecords } from '../../db/schema';
+import { predictionWorkflowId } from '../../workflows/types';
+import { pacedLlama } from '../fixtures/models';
+import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+
+jest.setTimeout(120_000);
+
+let db: Db;
+let temporalClient: Awaited<ReturnType<typeof testTemporal>>;
+beforeAll(async () => {
+  db = testDb();
+  temporalClient = await testTemporal();
+});
+afterAll(async () => {
+  await temporalClient.close();
+  await closeDb(db);
+});
+
+type Event = temporal.api.history.v1.IHistoryEvent;
+async function history(id: string): Promise<Event[]> {
+  return (await temporalClient.client.workflow.getHandle(predictionWorkflowId(id)).fetchHistory()).events ?? [];
+}
+const workflowTasks = (events: Event[]) => events.filter((e) => e.workflowTaskCompletedEventAttributes).length;
+const localActivities = (events: Event[]) => events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length;
+
+/** What the engine left behind: the final row, no slot, one usage record, and a `done` event. */
+async function leftBehind(id: string) {
+  const [row] = await db.select().from(predictions).where(eq(predictions.id, id));
+  const slots = await db.select().from(admissions).where(eq(admissions.predictionId, id));
+  const usage = await db.select().from(usageRecords).where(eq(usageRecords.predictionId, id));
+  const events = await db.select({ event: predictionEvents.event }).from(predictionEvents).where(eq(predictionEvents.predictionId, id));
+  return { row, slots, usage, events: events.map((e) => e.event) };
+}
+
+test('a warm prediction with no webhook: two workflow tasks, no local activity, the engine writes the rest', async () => {
+  const { token } = await newAccount(db, 'hot');
+  const echo = (text: string) => api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text } }, headers: { prefer: 'wait' } });
+  // The first may be cold (placed and loaded by the workflow); the second is warm.
+  expect((await echo('warm up')).body.status).toBe('succeeded');
+  const p = (await echo('hot')).body;
+  expect(p).toMatchObject({ status: 'succeeded', output: 'hot' });
+
+  const events = await poll(() => history(p.id), (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes));
+  expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({ workflowTasks: 2, localActivities: 0 });
+
+  const left = await leftBehind(p.id);
+  expect(left.row).toMatchObject({ status: 'succeeded', output: 'hot', revision: 2 });
+  expect(left.slots).toHaveLength(0);
+  expect(left.usage).toMatchObject([{ status: 'succeeded', hardware: 'fixture' }]);
+  expect(left.events.filter((e) => e === 'done')).toHaveLength(1);
+  // The workflow's own result is the very row the engine wrote: projections rebuild from it.
+  const result = await temporalClient.client.workflow.getHandle(predictionWorkflowId(p.id)).result();
+  expect(result).toMatchObject({ status: 'succeeded', revision: 2, completedAt: left.row.completedAt!.toISOString(), logs: left.row.logs });
+});
+
+test('a longer one shows processing, written by the engine, and still takes two workflow tasks', async () => {
+  const { token } = await newAccount(db, 'hot-long');
+  await pacedLlama(db);
+  const create = (max: number) => api('/v1/models/kiln-test/paced-llama/predictions', { token, body: { input: { prompt: 'slow', max_tokens: max, min_tokens: max } } });
+  const warm = (await create(2)).body.id;
+  await poll(() => api(`/v1/predictions/${warm}`, { token }), (r) => TERMINAL.includes(r.body.status));
+  const p = (await create(60)).body;
+  const seen = await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => r.body.status !== 'starting');
+  expect(seen.body.status).toBe('processing');
+  expect(seen.body.started_at).toBeTruthy();
+  const done = await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => TERMINAL.includes(r.body.status));
+  expect(done.body.status).toBe('succeeded');
+  const events = await poll(() => history(p.id), (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes));
+  expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({ workflowTasks: 2, localActivities: 0 });
+  expect((await leftBehind(p.id)).slots).toHaveLength(0);
+});
+
+test('a prediction with a webhook goes the long way: the workflow admits and projects it', async () => {
+  const { token } = await newAccount(db, 'hot-hook');
+  // Nothing listens there: only the path is looked at, not the delivery.
+  const p = (
+    await api('/v1/models/kiln/echo-fixture/predictions', {
+      token,
+      body: { input: { text: 'hooked' }, webhook: 'http://127.0.0.1:9/hook', webhook_events_filter: ['completed'] },
+      headers: { prefer: 'wait' },
+    })
+  ).body;
+  expect(p.status).toBe('succeeded');
+  const events = await poll(() => history(p.id), (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes));
+  expect(localActivities(events)).toBeGreaterThanOrEqual(2);
+  expect((await leftBehind(p.id)).slots).toHaveLength(0);
+});
