@@ -113,7 +113,7 @@ export const jsonSchema: z.ZodType<JsonSchema> = z.lazy(() =>
       definitions: z.record(z.string(), jsonSchema).optional(),
       minimum: z.number().optional(),
       maximum: z.number().optional(),
-      ...Object.fromEntries(Object.entries(UNENFORCEABLE).map(([key, why]) => [key, z.never({ message: why }).optional()])),
+      ...Object.fromEntries(Object.entries(UNENFORCEABLE).map(([key, why]) => [key, z.unknown().refine((v) => v === undefined, { message: why }).optional()])),
     })
     .superRefine((s, ctx) => {
       const integer = s.type === 'integer' || (Array.isArray(s.type) && s.type.every((t) => t === 'integer' || t === 'null'));
@@ -128,7 +128,8 @@ export const jsonSchema: z.ZodType<JsonSchema> = z.lazy(() =>
       message: 'minItems must not exceed maxItems',
       path: ['minItems'],
     }),
-) as z.ZodType<JsonSchema>;
+  // An id makes the OpenAPI generator refer to the schema instead of unfolding its recursion for ever.
+).meta({ id: 'JsonSchema', description: 'A JSON Schema, in the part of it that a grammar can enforce' }) as z.ZodType<JsonSchema>;
 
 /** A schema as the top of a structured output or a tool's parameters: bounded in size. */
 export const jsonSchemaDocument = jsonSchema.refine((s) => JSON.stringify(s).length <= MAX_SCHEMA_BYTES, {
