@@ -80,6 +80,8 @@ beforeAll(async () => {
     beginPrediction: async () => ({ placement: { nodeId: 'node-a', warm: true } }),
     projectPrediction: noop,
     finishPrediction: noop,
+    // A retry asks what the failed attempts streamed: nothing, here.
+    beginAttempt: async () => ({ continues: '' }),
     admitPrediction: noop,
     releaseAdmission: noop,
     recordUsage: noop,
