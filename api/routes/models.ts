@@ -22,6 +22,7 @@ import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../er
 import { modelJson, versionJson } from '../model-json';
 import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
+import { skuOfNode } from '../../lib/hardware';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 
@@ -213,12 +214,12 @@ export function modelRoutes(deps: {
   /** What the engine nodes that are up offer. */
   router.get('/hardware', async (_req, res) => {
     const nodes = await liveNodes(db);
-    const kinds = new Set(nodes.map((n) => n.gpu ?? 'cpu'));
+    const kinds = new Map(nodes.map((n) => [skuOfNode(n), n.gpu ?? 'CPU']));
     res.json(
-      [...kinds].sort().map((k) => ({
-        name: k === 'cpu' ? 'CPU' : `GPU (${k})`,
-        sku: k === 'cpu' ? 'cpu' : `gpu-${k}`,
-        nodes: nodes.filter((n) => (n.gpu ?? 'cpu') === k).length,
+      [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([sku, name]) => ({
+        name,
+        sku,
+        nodes: nodes.filter((n) => skuOfNode(n) === sku).length,
       })),
     );
   });

@@ -6,6 +6,7 @@ import { TINY_LLAMA } from '../../infra/seed';
 import { textGenerationInput } from '../../tasks/text-generation';
 import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
 import { LlamaEngine } from '../../workers/engines/llama-engine';
+import { nodeCapacity } from '../../lib/hardware';
 
 jest.setTimeout(60_000);
 
@@ -128,4 +129,10 @@ test('max_tokens is never exceeded, also where the last token ends mid-character
     const r = await engine.generate('v1', textGenerationInput.parse({ prompt: 'and me', max_tokens: 5, min_tokens: 5, seed }));
     expect({ seed, tokens: r.outputTokens, stop: r.stopReason }).toEqual({ seed, tokens: 5, stop: 'maxTokens' });
   }
+});
+
+test('with the GPU off the engine reports no GPU state, so its node offers its RAM budget as SKU cpu', async () => {
+  const state = await engine.gpuState();
+  expect(state).toBeNull();
+  expect(nodeCapacity({ gpu: state, cpuMemoryBytes: 123 * 2 ** 20 })).toEqual({ memoryBytes: 123 * 2 ** 20, gpu: null, sku: 'cpu' });
 });

@@ -16,6 +16,7 @@ import type {
 import type { ChatMessage, TextGenerationInput } from '../../tasks/text-generation';
 import { kilnFailure } from '../../workflows/failures';
 import { DecodeGatherer } from './decode-gatherer';
+import type { GpuState } from '../../lib/hardware';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -223,6 +224,14 @@ export class LlamaEngine {
   async gpu(): Promise<string | null> {
     const llama = await this.backend();
     return llama.gpu === false ? null : llama.gpu;
+  }
+
+  /** The GPU's names and VRAM (bytes) where llama.cpp runs on one; null on CPU (KILN_ENGINE_GPU=false, or no GPU). */
+  async gpuState(): Promise<GpuState | null> {
+    const llama = await this.backend();
+    if (llama.gpu === false) return null;
+    const [names, vram] = await Promise.all([llama.getGpuDeviceNames(), llama.getVramState()]);
+    return { names, vram: { total: vram.total, used: vram.used, free: vram.free } };
   }
 
   isLoaded(versionId: string): boolean {
