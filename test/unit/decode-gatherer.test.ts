@@ -86,3 +86,32 @@ test('dispose hands on what is held, so no caller waits forever', async () => {
   gatherer.dispose();
   await expect(held).resolves.toEqual({ decoded: 1, mapper: 'mapper-1' });
 });
+
+test('the wait starts when the last group decode comes back, not before: a long decode does not split the next group', async () => {
+  const calls: number[] = [];
+  const pending: Array<() => void> = [];
+  const context = {
+    _decodeTokens: (request: Request) =>
+      new Promise((resolve) => {
+        calls.push(request.sequenceId);
+        pending.push(() => resolve(request.sequenceId));
+      }),
+  };
+  const gatherer = new DecodeGatherer(10);
+  gatherer.install(context as unknown as LlamaContext);
+  const first = decode(context, 0);
+  const second = decode(context, 1);
+  // Sequence 0's decode takes longer than the wait: 1 is still held for it.
+  await new Promise((resolve) => setTimeout(resolve, 40));
+  expect(calls).toEqual([0]);
+  pending.shift()!();
+  await first;
+  // Back from its decode, 0 asks again within the wait: 0 and 1 go together.
+  const third = decode(context, 0);
+  await Promise.resolve();
+  expect(calls).toEqual([0, 0, 1]);
+  pending.splice(0).forEach((done) => done());
+  await Promise.all([second, third]);
+  expect(gatherer.stats.timeouts).toBe(0);
+  gatherer.dispose();
+});

@@ -9,7 +9,7 @@
  * over the weights where one would do (measured; issue 19).
  *
  * This holds each sequence's decode request until every sequence of the last released group has
- * asked again (or left, or `maxWaitMs` passed), then hands them all to node-llama-cpp in one go,
+ * asked again (or left, or `maxWaitMs` passed since that group's decode came back), then hands them all to node-llama-cpp in one go,
  * sorted by sequence id, and lets it dispatch them at the end of that same tick: one batch, one
  * micro-batch per run of consecutive ids. It wraps the context's internal `_decodeTokens` (the one
  * entry all evaluation goes through); node-llama-cpp is pinned to an exact version for this, and
@@ -42,6 +42,8 @@ export class DecodeGatherer {
   /** Sequences of the last released group that have not asked again (nor left) yet. */
   private expected = new Set<number>();
   private timer: NodeJS.Timeout | undefined;
+  /** Requests handed on whose decode (and sampling) has not come back yet. */
+  private inFlight = 0;
   private decode?: DecodeTokens;
 
   constructor(private readonly maxWaitMs: number) {}
@@ -56,7 +58,7 @@ export class DecodeGatherer {
         this.held.push({ request, rest, resolve, reject });
         this.expected.delete(request.sequenceId);
         if (this.expected.size === 0) this.release(false);
-        else this.timer ??= setTimeout(() => this.release(true), this.maxWaitMs);
+        else this.armWait();
       });
     return true;
   }
@@ -76,6 +78,15 @@ export class DecodeGatherer {
     this.release(false);
   }
 
+  /**
+   * The wait for the expected sequences starts once their last decode has come back: until then
+   * they cannot ask again, however long a decode takes (tens of ms for a big model on CPU).
+   */
+  private armWait(): void {
+    if (this.inFlight > 0 || this.held.length === 0) return;
+    this.timer ??= setTimeout(() => this.release(true), this.maxWaitMs);
+  }
+
   private release(timedOut: boolean): void {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -86,6 +97,22 @@ export class DecodeGatherer {
     this.stats.groups += 1;
     this.stats.requests += group.length;
     if (timedOut) this.stats.timeouts += 1;
-    for (const h of group) this.decode!(h.request, ...h.rest).then(h.resolve, h.reject);
+    this.inFlight += group.length;
+    const settle = () => {
+      this.inFlight -= 1;
+      this.armWait();
+    };
+    for (const h of group) {
+      this.decode!(h.request, ...h.rest).then(
+        (value) => {
+          h.resolve(value);
+          settle();
+        },
+        (err: unknown) => {
+          h.reject(err);
+          settle();
+        },
+      );
+    }
   }
 }
