@@ -15,6 +15,7 @@ import { LRUCache } from 'lru-cache';
 import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
 import { currentRunWriter } from './run-writer';
+import { tooLargeMessage } from '../lib/hardware';
 
 import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
 import { attemptsBegun, beginAttempt } from '../db/events';
@@ -170,7 +171,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       // Nothing has room now: the node with the most memory evicts idle models to make it.
       const best = fits[0] ?? candidates.sort((a, b) => b.memoryBytes - a.memoryBytes)[0];
       if (best.memoryBytes < version.memoryBytes) {
-        throw kilnFailure('ModelTooLarge', `model needs ${version.memoryBytes} B; the largest node has ${best.memoryBytes} B`);
+        throw kilnFailure('ModelTooLarge', tooLargeMessage(version.memoryBytes, best));
       }
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: free(best) });
       return { nodeId: best.id, warm: false };

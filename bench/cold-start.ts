@@ -9,13 +9,12 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { config } from '../lib/config';
 import { blobKey, Storage } from '../lib/storage';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { writeLlamaGguf } from '../workers/engines/gguf-writer';
 import { ModelCache } from '../workers/model-cache';
-import { apiToken, API_URL, call, DATA_DIR, saveResult, table } from './lib';
+import { apiToken, call, DATA_DIR, pushGguf, saveResult, table } from './lib';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -35,7 +34,6 @@ const secondsFrom = (logs: string, re: RegExp) => Number(re.exec(logs)?.[1] ?? N
 
 export async function coldStart(opts: { sizes: number[] }) {
   const token = await apiToken();
-  const account = await call(token, '/v1/account');
   const storage = Storage.fromConfig(config());
   const dir = path.join(DATA_DIR, 'bench', 'models');
   await mkdir(dir, { recursive: true });
@@ -45,24 +43,13 @@ export async function coldStart(opts: { sizes: number[] }) {
     await writeLlamaGguf(file, specFor(mb));
     const { size } = await stat(file);
     const digest = await sha256(file);
-    const name = `cold-${mb}mb-${Date.now().toString(36)}`;
-    await call(token, '/v1/models', { owner: account.username, name, visibility: 'private', task: 'text-generation' });
-    const head = await fetch(`${API_URL}/v1/blobs/sha256/${digest}`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } });
-    if (head.status !== 200) {
-      const put = await fetch(`${API_URL}/v1/blobs/sha256/${digest}`, {
-        method: 'PUT',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' },
-        body: Readable.toWeb(createReadStream(file)) as unknown as RequestInit['body'],
-        duplex: 'half',
-      } as RequestInit);
-      if (!put.ok) throw new Error(`upload: ${put.status}`);
-    }
-    await call(token, `/v1/models/${account.username}/${name}/versions`, {
-      files: [{ path: 'model.gguf', sha256: digest, size }],
-      settings: { idleTtlSeconds: 1, sequences: 1, contextSize: 512 },
+    const model = await pushGguf(token, { path: file, sha256: digest, size }, `cold-${mb}mb-${Date.now().toString(36)}`, {
+      idleTtlSeconds: 1,
+      sequences: 1,
+      contextSize: 512,
     });
     const predict = () =>
-      call(token, `/v1/models/${account.username}/${name}/predictions`, { input: { prompt: 'cold', max_tokens: 1 } }, { prefer: 'wait=60' });
+      call(token, `/v1/models/${model}/predictions`, { input: { prompt: 'cold', max_tokens: 1 } }, { prefer: 'wait=60' });
 
     // Truly cold: the engine nodes of this stack (same data dir) must not have the blob on disk
     // from an earlier run of this benchmark.

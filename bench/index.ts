@@ -1,5 +1,7 @@
 /** `npm run bench -- <scenario>`: figures from the running stack (start it with npm start). */
-import { Command } from 'commander';
+import os from 'node:os';
+import { Command, Option } from 'commander';
+import { batching, BATCHING_MODELS } from './batching';
 import { coldStart } from './cold-start';
 import { fairness } from './fairness';
 import { historySize } from './history-size';
@@ -68,6 +70,18 @@ program
   .description('workflow history size (bytes, events, largest payload) of one warm tiny-llama and remove-background predictions (small and 3 MB image)')
   .option('-n, --runs <n>', 'predictions per case', int, 5)
   .action((o) => historySize({ runs: o.runs }));
+
+program
+  .command('batching')
+  .description("aggregate tokens/s at N concurrent streams: llama.cpp's own llama-batched-bench (built once from the shipped source) beside Kiln's engine direct and through the API")
+  .addOption(new Option('-m, --model <name>', 'generated model').choices(Object.keys(BATCHING_MODELS)).default('226m'))
+  .option('-s, --sequences <list>', 'concurrent streams', (v) => v.split(',').map(int), [1, 4, 16])
+  .option('-t, --tokens <n>', 'tokens generated per stream', int, 128)
+  .option('-p, --prompt-tokens <n>', 'prompt tokens per stream', int, 32)
+  .option('-r, --rounds <n>', 'rounds (the table shows the median)', int, 1)
+  .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1))
+  .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
+  .action((o) => batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi }));
 
 program.parseAsync().then(
   () => process.exit(0),

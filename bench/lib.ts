@@ -57,3 +57,56 @@ export async function saveResult(name: string, result: unknown): Promise<string>
   await writeFile(file, JSON.stringify({ name, at: new Date().toISOString(), result }, null, 2));
   return file;
 }
+
+/**
+ * Pushes a local GGUF as a new private text-generation model of the token's account (the blob is
+ * uploaded unless the store has it): the path a user's `kiln push` takes, with the version's settings.
+ */
+export async function pushGguf(
+  token: string,
+  file: { path: string; sha256: string; size: number },
+  name: string,
+  settings: Record<string, number>,
+): Promise<string> {
+  const { createReadStream } = await import('node:fs');
+  const { Readable } = await import('node:stream');
+  const account = await call(token, '/v1/account');
+  await call(token, '/v1/models', { owner: account.username, name, visibility: 'private', task: 'text-generation' });
+  const blob = `${API_URL}/v1/blobs/sha256/${file.sha256}`;
+  const head = await fetch(blob, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } });
+  if (head.status !== 200) {
+    const put = await fetch(blob, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' },
+      body: Readable.toWeb(createReadStream(file.path)) as unknown as RequestInit['body'],
+      duplex: 'half',
+    } as RequestInit);
+    if (!put.ok) throw new Error(`upload: ${put.status}`);
+  }
+  await call(token, `/v1/models/${account.username}/${name}/versions`, {
+    files: [{ path: 'model.gguf', sha256: file.sha256, size: file.size }],
+    settings,
+  });
+  return `${account.username}/${name}`;
+}
+
+/** Creates a prediction of `model` and reads its SSE stream to the end: times from the create request. */
+export async function streamPrediction(token: string, model: string, input: Record<string, unknown>) {
+  const t0 = performance.now();
+  const p = await call(token, `/v1/models/${model}/predictions`, { input });
+  const res = await fetch(p.urls.stream, { headers: { accept: 'text/event-stream' } });
+  const { EventSourceParserStream } = await import('eventsource-parser/stream');
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
+  let first: number | undefined;
+  let last = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done || value.event === 'done') break;
+    if (value.event === 'error') throw new Error(`prediction ${p.id} failed: ${value.data}`);
+    if (value.event === 'output') {
+      first ??= performance.now();
+      last = performance.now();
+    }
+  }
+  return { id: p.id as string, ttft: first! - t0, total: last - t0 };
+}

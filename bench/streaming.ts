@@ -9,27 +9,11 @@ import { TINY_LLAMA } from '../infra/seed';
 import { textGenerationInput } from '../tasks/text-generation';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { writeLlamaGguf } from '../workers/engines/gguf-writer';
-import { apiToken, call, DATA_DIR, ms, percentile, saveResult, table } from './lib';
+import { apiToken, call, DATA_DIR, ms, percentile, saveResult, streamPrediction, table } from './lib';
 
 async function sseOnce(token: string, tokens: number) {
-  const t0 = performance.now();
-  const p = await call(token, '/v1/models/kiln/tiny-llama/predictions', {
-    input: { prompt: 'Once upon a time', max_tokens: tokens, min_tokens: tokens },
-  });
-  const res = await fetch(p.urls.stream, { headers: { accept: 'text/event-stream' } });
-  const { EventSourceParserStream } = await import('eventsource-parser/stream');
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
-  let first: number | undefined;
-  let last = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done || value.event === 'done') break;
-    if (value.event === 'output') {
-      first ??= performance.now();
-      last = performance.now();
-    }
-  }
-  return { ttft: first! - t0, total: last - t0, tokensPerSecond: tokens / ((last - first!) / 1000) };
+  const { ttft, total } = await streamPrediction(token, 'kiln/tiny-llama', { prompt: 'Once upon a time', max_tokens: tokens, min_tokens: tokens });
+  return { ttft, total, tokensPerSecond: tokens / ((total - ttft) / 1000) };
 }
 
 type Run = { ttft: number; total: number; tokensPerSecond: number };

@@ -17,6 +17,7 @@ import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';
 import { kilnFailure } from '../workflows/failures';
+import { nodeCapacity } from '../lib/hardware';
 import { pinnedVersions } from './pinned-replicas';
 import { modelWorkerTuning } from './worker-tuning';
 
@@ -49,6 +50,8 @@ export interface EngineNodeOptions {
 export class EngineNode implements NodeHooks {
   readonly nodeId: string;
   hardware = 'cpu';
+  /** What placement may pack here: the configured memory on CPU, the free VRAM (less a reserve) on a GPU. */
+  private memoryBytes: number;
   private served = new Map<string, Served>();
   /** Replicas deployments keep warm (min_instances) that are this node's: never unloaded for idleness or eviction. */
   private pinned = new Set<string>();
@@ -76,6 +79,7 @@ export class EngineNode implements NodeHooks {
     },
   ) {
     this.nodeId = opts.nodeId;
+    this.memoryBytes = opts.memoryBytes;
     this.activities = createEngineActivities({
       db: deps.db,
       cache: deps.cache,
@@ -90,10 +94,12 @@ export class EngineNode implements NodeHooks {
 
   /** Runs until shutdown() is called. */
   async run(): Promise<void> {
-    const gpu = await this.deps.llama.gpu();
-    this.hardware = gpu ?? 'cpu';
-    await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: this.opts.memoryBytes, gpu });
-    this.deps.logger.info({ nodeId: this.nodeId, gpu: gpu ?? 'cpu', memoryBytes: this.opts.memoryBytes }, 'engine node up');
+    // On a GPU, placement packs the card's VRAM (weights and KV cache live there), not RAM.
+    const capacity = nodeCapacity({ gpu: await this.deps.llama.gpuState(), cpuMemoryBytes: this.opts.memoryBytes });
+    this.memoryBytes = capacity.memoryBytes;
+    this.hardware = capacity.sku;
+    await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: capacity.memoryBytes, gpu: capacity.gpu });
+    this.deps.logger.info({ nodeId: this.nodeId, gpu: capacity.gpu ?? 'cpu', sku: capacity.sku, memoryBytes: capacity.memoryBytes }, 'engine node up');
     this.timer = setInterval(() => {
       this.heartbeat().catch((err: Error) => this.deps.logger.warn({ err: err.message }, 'node heartbeat failed'));
       this.reapIdle();
@@ -130,7 +136,7 @@ export class EngineNode implements NodeHooks {
     const [limits, live] = await Promise.all([replicaLimits(this.deps.db), liveNodes(this.deps.db)]);
     this.pinned = pinnedVersions({
       nodeId: this.nodeId,
-      nodeMemoryBytes: this.opts.memoryBytes,
+      nodeMemoryBytes: this.memoryBytes,
       share: this.opts.pinnedNodeShare,
       served: new Map([...this.served].filter(([, s]) => !s.draining).map(([id, s]) => [id, s.memoryBytes])),
       limits,
@@ -182,10 +188,10 @@ export class EngineNode implements NodeHooks {
    */
   async makeRoom(bytes: number): Promise<void> {
     const used = () => [...this.served.values()].filter((s) => !s.draining).reduce((n, s) => n + s.memoryBytes, 0);
-    while (used() + bytes > this.opts.memoryBytes) {
+    while (used() + bytes > this.memoryBytes) {
       const idle = [...this.served].filter(([id, s]) => !s.draining && s.active === 0 && !this.pinned.has(id)).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
       if (idle.length === 0) {
-        throw kilnFailure('NodeBusy', `node ${this.nodeId} has ${used()} of ${this.opts.memoryBytes} bytes in use by busy models`);
+        throw kilnFailure('NodeBusy', `node ${this.nodeId} has ${used()} of ${this.memoryBytes} bytes in use by busy models`);
       }
       this.deps.logger.info({ versionId: idle[0][0], forBytes: bytes }, 'evicting the least recently used model');
       await this.unload(idle[0][0], 0);

@@ -24,6 +24,7 @@ import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
+import { skuOfNode } from '../../lib/hardware';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 
@@ -215,12 +216,12 @@ export function modelRoutes(deps: {
   /** What the engine nodes that are up offer. */
   router.get('/hardware', async (_req, res) => {
     const nodes = await liveNodes(db);
-    const kinds = new Set(nodes.map((n) => n.gpu ?? 'cpu'));
+    const kinds = new Map(nodes.map((n) => [skuOfNode(n), n.gpu ?? 'CPU']));
     res.json(
-      [...kinds].sort().map((k) => ({
-        name: k === 'cpu' ? 'CPU' : `GPU (${k})`,
-        sku: k === 'cpu' ? 'cpu' : `gpu-${k}`,
-        nodes: nodes.filter((n) => (n.gpu ?? 'cpu') === k).length,
+      [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([sku, name]) => ({
+        name,
+        sku,
+        nodes: nodes.filter((n) => skuOfNode(n) === sku).length,
       })),
     );
   });

@@ -8,6 +8,7 @@ import { TINY_LLAMA } from '../../infra/seed';
 import { textGenerationInput } from '../../tasks/text-generation';
 import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
 import { LlamaEngine } from '../../workers/engines/llama-engine';
+import { nodeCapacity } from '../../lib/hardware';
 
 jest.setTimeout(60_000);
 
@@ -245,4 +246,10 @@ describe('context limits', () => {
     expect(r.inputTokens + r.outputTokens).toBe(2048);
     expect(r.stopReason).toBe('maxTokens');
   });
+});
+
+test('with the GPU off the engine reports no GPU state, so its node offers its RAM budget as SKU cpu', async () => {
+  const state = await engine.gpuState();
+  expect(state).toBeNull();
+  expect(nodeCapacity({ gpu: state, cpuMemoryBytes: 123 * 2 ** 20 })).toEqual({ memoryBytes: 123 * 2 ** 20, gpu: null, sku: 'cpu' });
 });

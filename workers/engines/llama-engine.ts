@@ -3,7 +3,6 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { open } from 'node:fs/promises';
 import type {
   ChatHistoryItem,
@@ -20,6 +19,8 @@ import type { ChatMessage, TextGenerationInput } from '../../tasks/text-generati
 import { kilnFailure } from '../../workflows/failures';
 import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './llama-grammar';
 import { cleanText, contextLimits } from './llama-text';
+import { DecodeGatherer } from './decode-gatherer';
+import type { GpuState } from '../../lib/hardware';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -82,55 +83,64 @@ export async function validateGguf(file: string): Promise<{ architecture: string
   return { architecture, trainContextSize: arch.context_length as number | undefined };
 }
 
-const RECLAIM_POLL_MS = 2;
-const RECLAIM_WAIT_MS = 10_000;
-
-/** A counting semaphore over the context's sequences. */
+/**
+ * The context's sequences, made once at load and lent out lowest id first: llama.cpp decodes a
+ * run of consecutive sequence ids as one micro-batch, so streams packed at the low ids batch
+ * together (node-llama-cpp's own getSequence() reuses freed ids first in, first out, and scatters
+ * them). A sequence is cleared when it is lent again, so every generation starts empty.
+ */
 class SequencePool {
+  private idle: Array<{ id: number; sequence: LlamaContextSequence }>;
+  private ids = new Map<LlamaContextSequence, number>();
   private waiters: Array<() => void> = [];
-  private free: number;
+  private out = 0;
 
-  constructor(
-    private context: LlamaContext,
-    size: number,
-  ) {
-    this.free = size;
+  constructor(context: LlamaContext, size: number) {
+    // A fresh context hands out ids 0, 1, 2, … in order.
+    this.idle = Array.from({ length: size }, (_, id) => ({ id, sequence: context.getSequence() }));
+    for (const { id, sequence } of this.idle) this.ids.set(sequence, id);
   }
 
-  async acquire(signal?: AbortSignal): Promise<LlamaContextSequence> {
-    while (this.free === 0) {
+  async acquire(signal?: AbortSignal): Promise<{ id: number; sequence: LlamaContextSequence }> {
+    while (this.idle.length === 0) {
       signal?.throwIfAborted();
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
+      // A cancel while waiting ends the wait at once, and takes this waiter out of the line.
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          signal?.removeEventListener('abort', abort);
+          resolve();
+        };
+        const abort = () => {
+          this.waiters = this.waiters.filter((w) => w !== wake);
+          resolve();
+        };
+        this.waiters.push(wake);
+        signal?.addEventListener('abort', abort, { once: true });
+      });
     }
-    this.free -= 1;
+    this.out += 1;
+    const lent = this.idle.shift()!;
     try {
-      // A disposed sequence goes back to the context asynchronously (under the context's lock,
-      // which a running batch holds): right after a release, the context may not have it back.
-      for (let waited = 0; ; waited += RECLAIM_POLL_MS) {
-        try {
-          return this.context.getSequence();
-        } catch (err) {
-          if (!/No sequences left/.test(String(err)) || waited >= RECLAIM_WAIT_MS) throw err;
-          signal?.throwIfAborted();
-          await sleep(RECLAIM_POLL_MS);
-        }
-      }
+      // What the last generation left in it goes first (under the context's lock, after the batch
+      // that runs now): done here, not on release, so the lowest id is free again at once.
+      if (lent.sequence.nextTokenIndex > 0) await lent.sequence.clearHistory();
+      return lent;
     } catch (err) {
-      // The slot was never taken: give it back, or the pool shrinks for good.
-      this.free += 1;
-      this.waiters.shift()?.();
+      this.release(lent.sequence);
       throw err;
     }
   }
 
   release(sequence: LlamaContextSequence): void {
-    sequence.dispose();
-    this.free += 1;
+    const id = this.ids.get(sequence)!;
+    this.out -= 1;
+    const at = this.idle.findIndex((s) => s.id > id);
+    this.idle.splice(at < 0 ? this.idle.length : at, 0, { id, sequence });
     this.waiters.shift()?.();
   }
 
   get busy(): boolean {
-    return this.free < this.context.totalSequences;
+    return this.out > 0;
   }
 }
 
@@ -138,6 +148,7 @@ interface LoadedModel {
   model: LlamaModel;
   context: LlamaContext;
   pool: SequencePool;
+  gatherer: DecodeGatherer;
   embedding?: Promise<LlamaEmbeddingContext>;
 }
 
@@ -169,6 +180,13 @@ export interface GenerationResult {
   timeToFirstToken: number | null;
   predictSeconds: number;
 }
+
+/**
+ * How long a gathered decode waits for a sequence of the last batch that has not asked again: the
+ * JS between a token's sampling and the next decode request takes well under this; a sequence
+ * that is done calls leave(), so this only bounds the odd case (a stop string, an abort).
+ */
+const GATHER_WAIT_MS = 5;
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'false' | 'cuda' | 'vulkan' | 'metal';
@@ -217,6 +235,14 @@ export class LlamaEngine {
     return llama.gpu === false ? null : llama.gpu;
   }
 
+  /** The GPU's names and VRAM (bytes) where llama.cpp runs on one; null on CPU (KILN_ENGINE_GPU=false, or no GPU). */
+  async gpuState(): Promise<GpuState | null> {
+    const llama = await this.backend();
+    if (llama.gpu === false) return null;
+    const [names, vram] = await Promise.all([llama.getGpuDeviceNames(), llama.getVramState()]);
+    return { names, vram: { total: vram.total, used: vram.used, free: vram.free } };
+  }
+
   isLoaded(versionId: string): boolean {
     return this.loaded.has(versionId);
   }
@@ -244,17 +270,22 @@ export class LlamaEngine {
       sequences: delay > 0 ? sequences + 1 : sequences,
       contextSize,
       threads: this.opts.threads,
-      // Every decode (a token for each active sequence) is dispatched `delay` ms late: the real
-      // llama.cpp path, at a pace that is the same on a laptop, on CI and on a GPU.
-      ...(delay > 0 ? { batching: { dispatchSchedule: (dispatch: () => void) => void setTimeout(dispatch, delay) } } : {}),
+      batching: {
+        // Every decode (a token for each active sequence) is dispatched `delay` ms late: the real
+        // llama.cpp path, at a pace that is the same on a laptop, on CI and on a GPU.
+        dispatchSchedule: delay > 0 ? (dispatch: () => void) => void setTimeout(dispatch, delay) : DecodeGatherer.dispatchSchedule,
+      },
     });
-    this.loaded.set(versionId, { model, context, pool: new SequencePool(context, sequences) });
+    const gatherer = new DecodeGatherer(GATHER_WAIT_MS);
+    gatherer.install(context);
+    this.loaded.set(versionId, { model, context, pool: new SequencePool(context, sequences), gatherer });
   }
 
   async unload(versionId: string): Promise<void> {
     const entry = this.loaded.get(versionId);
     if (!entry) return;
     this.loaded.delete(versionId);
+    entry.gatherer.dispose();
     await (await entry.embedding)?.dispose();
     await entry.context.dispose();
     await entry.model.dispose();
@@ -298,7 +329,7 @@ export class LlamaEngine {
     if (continuedTokens >= input.max_tokens) {
       return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
     }
-    const sequence = await entry.pool.acquire(opts.signal);
+    const { id: sequenceId, sequence } = await entry.pool.acquire(opts.signal);
     const started = performance.now();
     const chunks: string[] = [];
     let outputTokens = continuedTokens;
@@ -338,6 +369,8 @@ export class LlamaEngine {
         const room = input.max_tokens - outputTokens;
         if (tokens.length > room) clipped = tokens.slice(0, Math.max(0, room));
         outputTokens += Math.min(tokens.length, room);
+        // The last token: this sequence decodes nothing more, so the others need not wait for it.
+        if (outputTokens >= input.max_tokens) entry.gatherer.leave(sequenceId);
       },
       onTextChunk: (whole: string) => {
         // A clipped token may end inside a character: what is incomplete there is dropped.
@@ -426,6 +459,7 @@ export class LlamaEngine {
       };
     } finally {
       for (const dispose of disposers) dispose();
+      entry.gatherer.leave(sequenceId);
       entry.pool.release(sequence);
     }
   }

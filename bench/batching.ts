@@ -1,0 +1,143 @@
+/**
+ * Batched generation against its floor, in one run: llama.cpp's own `llama-batched-bench` (built
+ * from the llama.cpp source node-llama-cpp ships, by infra/llama-batched-bench.sh) at N sequences,
+ * next to Kiln's engine driven directly (LlamaEngine in this process) and Kiln through the API with
+ * N concurrent SSE streams, on the same generated model with the same thread count. Each figure is
+ * generated tokens ÷ total time (prompt included), as llama-batched-bench counts it; for each N the
+ * three run one after the other, so they share the machine's load of the moment.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdir, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { textGenerationInput } from '../tasks/text-generation';
+import { writeLlamaGguf, type LlamaSpecInput } from '../workers/engines/gguf-writer';
+import { LlamaEngine } from '../workers/engines/llama-engine';
+import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
+
+/** issue: the 226M-parameter F16 model of issue 19; small: a 4-layer one for a loaded machine. */
+export const BATCHING_MODELS = {
+  '226m': { embedding: 1024, layers: 20, heads: 16, kvHeads: 4, feedForward: 2816, contextLength: 2048, type: 'F16', seed: 19 },
+  small: { embedding: 512, layers: 4, heads: 8, kvHeads: 4, feedForward: 1408, contextLength: 2048, type: 'F16', seed: 19 },
+} satisfies Record<string, LlamaSpecInput>;
+
+export interface BatchingOptions {
+  model: keyof typeof BATCHING_MODELS;
+  sequences: number[];
+  tokens: number;
+  promptTokens: number;
+  rounds: number;
+  threads: number;
+  skipApi: boolean;
+}
+
+/** The binary, built once into the per-user cache (bench.sh passes it; built here otherwise). */
+function batchedBenchBinary(): string {
+  if (process.env.KILN_LLAMA_BATCHED_BENCH) return process.env.KILN_LLAMA_BATCHED_BENCH;
+  const script = path.resolve(__dirname, '../infra/llama-batched-bench.sh');
+  return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
+
+/** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */
+async function floorOnce(bin: string, file: string, n: number, o: BatchingOptions, attempt = 1): Promise<number> {
+  const { stdout, stderr } = await promisify(execFile)(
+    bin,
+    ['-m', file, '-c', String(n * (o.promptTokens + o.tokens)), '-b', '2048', '-ub', '512', '-ngl', '99']
+      .concat(['-npp', String(o.promptTokens), '-ntg', String(o.tokens), '-npl', String(n), '-t', String(o.threads)])
+      .concat(['--output-format', 'jsonl']),
+    { maxBuffer: 64 * 2 ** 20 },
+  );
+  const line = `${stdout}\n${stderr}`.split('\n').find((l) => l.startsWith('{') && l.includes('"speed_tg"'));
+  if (!line) {
+    // Seen once in five runs on the loaded box: a run that exits 0 without its result line.
+    if (attempt < 3) return floorOnce(bin, file, n, o, attempt + 1);
+    throw new Error(`llama-batched-bench printed no result:\n${stdout.slice(-1000)}\n${stderr.slice(-2000)}`);
+  }
+  const r = JSON.parse(line) as { pl: number; tg: number; t: number };
+  return (r.pl * r.tg) / r.t;
+}
+
+/**
+ * A prompt of `tokens` tokens, the beginning-of-text token included: the generated vocabulary has
+ * whole words but not the pieces that build up to them, so text tokenizes one token a character.
+ */
+function promptOf(tokens: number): string {
+  return 'the kiln was warm and the model ran on it all night long '.repeat(Math.ceil(tokens / 50)).slice(0, Math.max(1, tokens - 1));
+}
+
+async function timed(n: number, tokens: number, one: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: n }, one));
+  return (n * tokens) / ((performance.now() - t0) / 1000);
+}
+
+export async function batching(o: BatchingOptions) {
+  const bin = batchedBenchBinary();
+  const spec = BATCHING_MODELS[o.model];
+  const dir = path.join(DATA_DIR, 'bench', 'models');
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, `batching-${o.model}.gguf`);
+  const written = await writeLlamaGguf(file, { ...spec, name: `kiln-batching-${o.model}` });
+  const maxN = Math.max(...o.sequences);
+  // Every sequence holds its prompt and its tokens; the context is per sequence, in 256s.
+  const contextSize = Math.max(256, Math.ceil((o.promptTokens + o.tokens + 8) / 256) * 256);
+  const prompt = promptOf(o.promptTokens);
+  const input = { prompt, max_tokens: o.tokens, min_tokens: o.tokens, temperature: 0 };
+  console.log(
+    `model ${o.model}: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ` +
+      `${spec.type}; ${o.tokens} tokens per stream after a ~${o.promptTokens}-token prompt; ${o.threads} thread(s); greedy`,
+  );
+  console.log(`floor: ${bin}`);
+
+  const engine = new LlamaEngine({ gpu: 'auto', contextSize, sequences: maxN, threads: o.threads });
+  await engine.load('direct', file, { sequences: maxN, contextSize });
+  console.log(`engine backend: ${(await engine.gpu()) ?? 'cpu'}`);
+  const direct = () => engine.generate('direct', textGenerationInput.parse(input));
+  const check = await direct();
+  console.log(`direct: ${check.inputTokens} prompt tokens, ${check.outputTokens} generated`);
+
+  let token: string | undefined;
+  let model: string | undefined;
+  if (!o.skipApi) {
+    token = await apiToken();
+    model = await pushGguf(token, { path: file, sha256: written.sha256, size: (await stat(file)).size }, `batching-${o.model}-${Date.now().toString(36)}`, {
+      sequences: maxN,
+      contextSize,
+    });
+    // Loads it on a node (cold start), and checks that it generates what is asked.
+    const warm = await call(token, `/v1/models/${model}/predictions`, { input }, { prefer: 'wait=60' });
+    if (warm.status !== 'succeeded') throw new Error(`warm-up prediction ${warm.id}: ${warm.status} ${warm.error ?? ''}`);
+    console.log(`API: ${model} on ${warm.metrics?.output_token_count} tokens per stream, ${warm.metrics?.tokens_per_second} tokens/s alone`);
+  }
+
+  const rounds = new Map<number, { floor: number[]; direct: number[]; api: number[] }>(o.sequences.map((n) => [n, { floor: [], direct: [], api: [] }]));
+  for (let r = 0; r < o.rounds; r++) {
+    for (const n of o.sequences) {
+      const at = rounds.get(n)!;
+      at.floor.push(await floorOnce(bin, file, n, o));
+      at.direct.push(await timed(n, o.tokens, direct));
+      if (token && model) at.api.push(await timed(n, o.tokens, () => streamPrediction(token!, model!, input)));
+      const f = (xs: number[]) => (xs.length ? xs.at(-1)!.toFixed(1) : '-');
+      console.log(`round ${r + 1}, ${n} streams: llama.cpp ${f(at.floor)}, direct ${f(at.direct)}, API ${f(at.api)} tokens/s`);
+    }
+  }
+  await engine.dispose();
+
+  const ratio = (a: number, b: number) => (Number.isFinite(a) ? `${(a / b).toFixed(2)}×` : '-');
+  const rows = o.sequences.map((n) => {
+    const at = rounds.get(n)!;
+    const [floor, eng, api] = [percentile(at.floor, 50), percentile(at.direct, 50), percentile(at.api, 50)];
+    return {
+      streams: n,
+      rounds: at.floor.length,
+      'llama.cpp tok/s (floor)': Number(floor.toFixed(1)),
+      'engine direct tok/s': Number(eng.toFixed(1)),
+      'direct ÷ floor': ratio(eng, floor),
+      'API tok/s': Number.isFinite(api) ? Number(api.toFixed(1)) : '-',
+      'API ÷ floor': ratio(api, floor),
+    };
+  });
+  table(`Batching: aggregate generated tokens/s at N streams (model ${o.model}, ${o.tokens} tokens each, p50 of rounds)`, rows);
+  console.log(`saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), rows, rounds: [...rounds] })}`);
+}
