@@ -5,7 +5,7 @@
  * read the moment this returns and its workflow need not admit it; a node already serving the
  * version goes along too, so the workflow need not place it (workflows/prediction.ts, the hot path).
  */
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { ResolvedVersion } from '../db/models';
@@ -56,10 +56,10 @@ export async function createPrediction(
     }
   }
   const id = opts.idempotencyKey ? idFromKey(account.id, opts.idempotencyKey) : newId();
-  if (opts.idempotencyKey) {
-    const existing = await getPrediction(deps.db, account.id, id);
-    if (existing) return { row: existing };
-  }
+  // The row is written before the workflow starts: a create that died in between left a row with
+  // no workflow, and its retry (same Idempotency-Key) starts that workflow instead of returning it.
+  const existing = opts.idempotencyKey ? await getPrediction(deps.db, account.id, id) : undefined;
+  if (existing && (await workflowExists(deps.temporal, id))) return { row: existing };
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
   const model = `${resolved.model.owner}/${resolved.model.name}`;
   const now = new Date();
@@ -70,7 +70,7 @@ export async function createPrediction(
     versionId: resolved.version.id,
     task: resolved.version.task,
     input,
-    createdAt: now.toISOString(),
+    createdAt: existing?.createdAt.toISOString() ?? now.toISOString(),
     webhook: opts.webhook ?? null,
     webhookEventsFilter: opts.webhook ? (opts.webhookEventsFilter ?? [...webhookEvents]) : null,
     deadline: opts.cancelAfterSeconds ? new Date(now.getTime() + opts.cancelAfterSeconds * 1000).toISOString() : null,
@@ -131,6 +131,16 @@ export async function createPrediction(
     }
   }
   return { row: row ?? (await getPrediction(deps.db, account.id, id))!, rateLimit };
+}
+
+async function workflowExists(temporal: Client, id: string): Promise<boolean> {
+  try {
+    await temporal.workflow.getHandle(predictionWorkflowId(id)).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
 }
 
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. */
