@@ -64,7 +64,14 @@ test('a prediction is one trace: API request, workflow, its activities and the e
   const traceId = request!.traceId;
   expect(request!.service).toBe('kiln-api');
   const inTrace = () => spans.filter((s) => s.traceId === traceId);
-  const names = (await poll(async () => inTrace(), (t) => t.some((s) => s.name === 'RunActivity:predict'))).map((s) => `${s.service} ${s.name}`);
+  // Each process exports on its own schedule (the workflow's spans when its task completes, which
+  // on the hot path is after the engine's): wait for the workflow's and the engine's spans both.
+  const names = (
+    await poll(
+      async () => inTrace(),
+      (t) => t.some((s) => s.name === 'RunActivity:predict') && t.some((s) => s.name === 'RunWorkflow:predictionWorkflow'),
+    )
+  ).map((s) => `${s.service} ${s.name}`);
   console.log(`trace ${traceId} of prediction ${id}:\n${[...new Set(names)].join('\n')}`);
   expect(names).toEqual(
     expect.arrayContaining([
