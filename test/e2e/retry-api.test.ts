@@ -8,12 +8,12 @@
  * first attempt fails the prediction, and the fixture counts attempts per prediction, so the
  * retry's attempt (the second) succeeds.
  */
-import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
+import { echoFixtureVersion } from '../fixtures/echo-versions';
 
 jest.setTimeout(180_000);
 
@@ -44,23 +44,7 @@ afterAll(async () => {
 });
 
 /** A version of the caller's echo-fixture model `flaky` that gives a failing prediction no second attempt. */
-async function echoVersion(label: string): Promise<string> {
-  const created = await api('/v1/models', { token, body: { owner, name: 'flaky', visibility: 'private', task: 'echo-fixture' } });
-  expect([201, 409]).toContain(created.status);
-  const bytes = Buffer.from(`fixture ${label}`);
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
-  await fetch(`${process.env.KILN_API_URL ?? 'http://127.0.0.1:8081'}/v1/blobs/sha256/${sha256}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' },
-    body: bytes,
-  });
-  const v = await api(`/v1/models/${owner}/flaky/versions`, {
-    token,
-    body: { files: [{ path: 'fixture.bin', sha256, size: bytes.length }], engine: 'echo-fixture', memory_bytes: 1, retry: { max_attempts: 1 } },
-  });
-  expect(v.status).toBe(201);
-  return v.body.id;
-}
+const echoVersion = async (label: string) => (await echoFixtureVersion(token, owner, 'flaky', { label, retry: { max_attempts: 1 } })).id;
 
 const get = (id: string) => api(`/v1/predictions/${id}`, { token });
 const ended = (id: string) =>
