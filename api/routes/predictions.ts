@@ -41,7 +41,7 @@ export const createBody = z.strictObject({
 
 export const modelCreateBody = z.strictObject(predictionOptions);
 
-const retryHeaders = predictionCreateHeaders.pick({ 'cancel-after': true, 'kiln-priority': true });
+const retryHeaders = predictionCreateHeaders.pick({ prefer: true, 'cancel-after': true, 'kiln-priority': true });
 
 export const retryBody = z.strictObject({
   version: z.string().min(1).optional().describe("Run this version instead (an id, `owner/name` or `owner/name:version`); the prediction's own when left out"),
@@ -206,8 +206,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
       cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
     });
     setRateLimitHeaders(res, retried.rateLimit);
-    notePrediction(res, row.id);
-    res.status(201).json(predictionJson(retried.row, deps.urls(req)));
+    await respondCreated(req, res, retried.row);
   });
 
   return router;
@@ -246,7 +245,7 @@ export const predictionContracts: RouteContract[] = [
     summary: 'Run a failed, canceled or aborted prediction again: a new run of its workflow, with the same input (and version, unless the body names one)',
     request: { params: pathParams('id'), headers: retryHeaders, body: jsonContent(retryBody) },
     responses: {
-      '201': jsonResponse('The new run started; run_id names it', predictionBody),
+      '201': jsonResponse('The new run started (or, with Prefer: wait, finished); run_id names it', predictionBody),
       '409': jsonResponse('Starting, processing or succeeded: nothing to retry', errorBody),
       ...errorResponses,
     },
