@@ -61,26 +61,8 @@ export async function createPrediction(
   const existing = opts.idempotencyKey ? await getPrediction(deps.db, account.id, id) : undefined;
   if (existing && (await workflowExists(deps.temporal, id))) return { row: existing };
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
-  const model = `${resolved.model.owner}/${resolved.model.name}`;
   const now = new Date();
-  const args: PredictionArgs = {
-    id,
-    accountId: account.id,
-    model,
-    versionId: resolved.version.id,
-    task: resolved.version.task,
-    input,
-    createdAt: existing?.createdAt.toISOString() ?? now.toISOString(),
-    webhook: opts.webhook ?? null,
-    webhookEventsFilter: opts.webhook ? (opts.webhookEventsFilter ?? [...webhookEvents]) : null,
-    deadline: opts.cancelAfterSeconds ? new Date(now.getTime() + opts.cancelAfterSeconds * 1000).toISOString() : null,
-    priority: {
-      fairnessKey: account.fairnessGroup ?? account.id,
-      fairnessWeight: account.fairnessWeight,
-      priorityKey: PRIORITY_KEYS[opts.priority ?? 'default'],
-    },
-    retry: resolved.version.retry ?? undefined,
-  };
+  const args = predictionArgs(account, resolved, id, input, opts, now, existing?.createdAt ?? now);
   const first: PredictionSnapshot = {
     ...args,
     output: null,
@@ -93,44 +75,106 @@ export async function createPrediction(
     // Revision 0: any write from the workflow or the engine takes precedence.
     revision: 0,
   };
+  const { row } = await admitAndStart(deps, account, args, {
+    // Already there: a create retried with the same Idempotency-Key, whose workflow admits it.
+    writeRow: (tx) => insertFirstRow(tx, first),
+    // A retried create with the same Idempotency-Key joins the prediction already running.
+    conflictPolicy: opts.idempotencyKey ? 'USE_EXISTING' : 'FAIL',
+    reusePolicy: 'REJECT_DUPLICATE',
+    alreadyStartedIsFine: Boolean(opts.idempotencyKey),
+    // Nothing will ever run it: no row or slot may stay behind.
+    undo: () => forgetUnstartedPrediction(deps.db, id),
+  });
+  return { row: row ?? (await getPrediction(deps.db, account.id, id))!, rateLimit };
+}
+
+/** The workflow's arguments for a run of prediction `id` (a create's, or a retry's with the first `createdAt`). */
+export function predictionArgs(
+  account: Account,
+  resolved: ResolvedVersion,
+  id: string,
+  input: Record<string, unknown>,
+  opts: Pick<CreateOptions, 'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds'>,
+  now: Date,
+  createdAt = now,
+): PredictionArgs {
+  return {
+    id,
+    accountId: account.id,
+    model: `${resolved.model.owner}/${resolved.model.name}`,
+    versionId: resolved.version.id,
+    task: resolved.version.task,
+    input,
+    createdAt: createdAt.toISOString(),
+    webhook: opts.webhook ?? null,
+    webhookEventsFilter: opts.webhook ? (opts.webhookEventsFilter ?? [...webhookEvents]) : null,
+    deadline: opts.cancelAfterSeconds ? new Date(now.getTime() + opts.cancelAfterSeconds * 1000).toISOString() : null,
+    priority: {
+      fairnessKey: account.fairnessGroup ?? account.id,
+      fairnessWeight: account.fairnessWeight,
+      priorityKey: PRIORITY_KEYS[opts.priority ?? 'default'],
+    },
+    retry: resolved.version.retry ?? undefined,
+  };
+}
+
+export interface StartRun {
+  /** Writes the projection's row in the admitting transaction; undefined: the workflow admits it. */
+  writeRow: (tx: Tx) => Promise<PredictionRow | undefined>;
+  conflictPolicy: 'USE_EXISTING' | 'FAIL';
+  reusePolicy: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE';
+  /** A run already open is the one wanted (a create retried with its Idempotency-Key). */
+  alreadyStartedIsFine: boolean;
+  /** Undoes `writeRow` and the slot when the workflow did not start. */
+  undo: () => Promise<void>;
+}
+
+/**
+ * Writes the row and takes the account's slot in one transaction, then starts a run of
+ * `prediction-<id>`. Under the cap the slot is taken here, so the workflow need not admit it;
+ * at the cap the workflow waits for a slot there, or refuses.
+ */
+export async function admitAndStart(
+  deps: CreateDeps,
+  account: Account,
+  args: PredictionArgs,
+  run: StartRun,
+): Promise<{ row: PredictionRow | undefined; runId?: string }> {
   const [{ row, admitted }, placement] = await Promise.all([
     deps.db.transaction(async (tx) => {
-      const inserted = await insertFirstRow(tx, first);
-      // Already there: a create retried with the same Idempotency-Key, whose workflow admits it.
-      if (!inserted) return { row: undefined, admitted: false };
-      // At the cap the workflow admits it instead: it waits for a slot there, or refuses.
-      return { row: inserted, admitted: (await admitIn(tx, id, account.id, account.maxRunning)).admitted };
+      const written = await run.writeRow(tx);
+      if (!written) return { row: undefined, admitted: false };
+      return { row: written, admitted: (await admitIn(tx, args.id, account.id, account.maxRunning)).admitted };
     }),
     servingNode(deps.db, args.versionId),
   ]);
   if (admitted) args.admitted = true;
   if (placement) args.placement = placement;
   try {
-    await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {
-      workflowId: predictionWorkflowId(id),
+    const handle = await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {
+      workflowId: predictionWorkflowId(args.id),
       taskQueue: deps.controlQueue,
       args: [args],
-      // A retried create with the same Idempotency-Key joins the prediction already running.
-      workflowIdConflictPolicy: opts.idempotencyKey ? 'USE_EXISTING' : 'FAIL',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      workflowIdConflictPolicy: run.conflictPolicy,
+      workflowIdReusePolicy: run.reusePolicy,
       typedSearchAttributes: [
         { key: KilnAccount, value: account.username },
-        { key: KilnModel, value: model },
+        { key: KilnModel, value: args.model },
         { key: KilnStatus, value: 'starting' },
       ],
-      staticSummary: `${model} for ${account.username}`,
+      staticSummary: `${args.model} for ${account.username}`,
       // The whole prediction is fair-queued: its workflow tasks and control activities inherit
       // this, so a flood cannot crowd another account out of the control plane either.
       priority: args.priority,
     });
+    return { row, runId: handle.firstExecutionRunId };
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError && opts.idempotencyKey)) {
-      // Nothing will ever run it: no row or slot may stay behind.
-      if (row) await forgetUnstartedPrediction(deps.db, id);
-      throw aboutPrediction(err, id);
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError && run.alreadyStartedIsFine)) {
+      if (row) await run.undo();
+      throw aboutPrediction(err, args.id);
     }
+    return { row };
   }
-  return { row: row ?? (await getPrediction(deps.db, account.id, id))!, rateLimit };
 }
 
 async function workflowExists(temporal: Client, id: string): Promise<boolean> {
@@ -142,6 +186,8 @@ async function workflowExists(temporal: Client, id: string): Promise<boolean> {
     throw err;
   }
 }
+
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. */
 async function servingNode(db: Db, versionId: string): Promise<Placement | undefined> {

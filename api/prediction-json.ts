@@ -49,6 +49,7 @@ export function predictionJson(row: PredictionRow, ctx: UrlContext) {
     webhook: row.webhook ?? undefined,
     webhook_events_filter: row.webhookEventsFilter ?? undefined,
     workflow_id: workflowId,
+    ...(row.runId ? { run_id: row.runId } : {}),
     urls: {
       get: self,
       cancel: `${self}/cancel`,

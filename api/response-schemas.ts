@@ -38,6 +38,10 @@ export const predictionBody = z
     webhook: z.string().optional(),
     webhook_events_filter: z.array(z.enum(webhookEvents)).optional(),
     workflow_id: z.string().describe('The Temporal workflow that runs it: temporal workflow describe -w <workflow_id>'),
+    run_id: z
+      .string()
+      .optional()
+      .describe("The workflow's run this state is from (absent until its first write, and in webhooks); a retry or an operator's reset starts a new run, and earlier runs stay in the history"),
     urls: z.object({
       get: z.string(),
       cancel: z.string(),

@@ -115,6 +115,23 @@ export function registerCommands(program: Command): void {
       if (done.status !== 'succeeded') process.exitCode = 1;
     });
 
+  program
+    .command('retry <id>')
+    .description('run a failed, canceled or aborted prediction again, as a new run of its workflow (same id and input)')
+    .option('--version <version>', 'run this version instead (id, owner/name or owner/name:version)')
+    .option('--wait', 'wait for the new run to end and print the prediction')
+    .action(async (id: string, o: { version?: string; wait?: boolean }) => {
+      const ctx = apiContext();
+      const p = await request<Json>(ctx, `/v1/predictions/${id}/retry`, { method: 'POST', json: o.version ? { version: o.version } : {} });
+      if (!o.wait) {
+        out(p, () => console.log(`${p.id} ${p.status} (run ${p.run_id})`));
+        return;
+      }
+      const done = await finalState(ctx, p.id);
+      out(done, () => printPrediction(done));
+      if (done.status !== 'succeeded') process.exitCode = 1;
+    });
+
   const predictions = program.command('predictions').description('list, show, cancel and watch predictions');
   predictions
     .command('list')

@@ -185,3 +185,42 @@ export async function listPredictions(
     .limit(opts.limit + 1);
   return pageOf(rows, opts.limit);
 }
+
+/** The statuses a prediction may be retried from (POST /v1/predictions/{id}/retry). */
+export const retryableStatuses: readonly PredictionStatus[] = ['failed', 'canceled', 'aborted'];
+
+/**
+ * Puts a failed, canceled or aborted prediction back to `starting` for a retry's new run, inside
+ * the caller's admitting transaction; undefined when it is not in one of those statuses (any
+ * more). The row keeps the old run's id and revision: the new run's first write is another run's
+ * (writePredictionSnapshot asks Temporal, and the new run is the current one), so it wins.
+ * The stream drops the old run's end and tells followers to drop its output.
+ */
+export async function reopenForRetry(
+  tx: Tx,
+  id: string,
+  changes: { versionId: string; model: string; deadline: Date | null },
+): Promise<PredictionRow | undefined> {
+  const [before] = await tx.select().from(predictions).where(eq(predictions.id, id)).for('update');
+  if (!before || !retryableStatuses.includes(before.status)) return undefined;
+  const [row] = await tx
+    .update(predictions)
+    .set({ ...changes, status: 'starting', output: null, logs: '', error: null, metrics: {}, startedAt: null, completedAt: null })
+    .where(eq(predictions.id, id))
+    .returning();
+  await tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, id), inArray(predictionEvents.event, ['done', 'error'])));
+  await appendEvents(tx, id, [{ event: 'reset', data: '{}' }]);
+  return row;
+}
+
+/** Undoes a retry whose run never started: the row as it was, and no slot. */
+export async function restoreAfterFailedRetry(db: Db, before: PredictionRow): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.delete(admissions).where(eq(admissions.predictionId, before.id));
+    const { id: _id, accountId: _a, createdAt: _c, ...columns } = before;
+    await tx.update(predictions).set(columns).where(eq(predictions.id, before.id));
+    // The stream ends as it did before the retry took its end away.
+    const end = before.status === 'failed' ? [{ event: 'error' as const, data: before.error ?? 'prediction failed' }] : [];
+    await appendEvents(tx, before.id, [...end, { event: 'done', data: JSON.stringify({ reason: before.status }) }]);
+  });
+}

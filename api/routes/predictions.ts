@@ -14,6 +14,7 @@ import { withOutputSoFar } from '../output-so-far';
 import { throwIfContextLengthExceeded } from '../context-length';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
+import { retryPrediction } from '../retry-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import { isTerminalStatus, webhookEvents } from '../../db/schema';
@@ -21,7 +22,7 @@ import { parseOr422 } from '../validation';
 import { notePrediction } from '../request-log';
 import { setupProgress } from '../setup-progress';
 import { errorResponses, jsonContent, predictionCreateHeaders, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
-import { predictionBody, setupProgressBody } from '../response-schemas';
+import { errorBody, predictionBody, setupProgressBody } from '../response-schemas';
 
 const inputSchema = z.record(z.string(), z.unknown());
 
@@ -39,6 +40,12 @@ export const createBody = z.strictObject({
 });
 
 export const modelCreateBody = z.strictObject(predictionOptions);
+
+const retryHeaders = predictionCreateHeaders.pick({ prefer: true, 'cancel-after': true, 'kiln-priority': true });
+
+export const retryBody = z.strictObject({
+  version: z.string().min(1).optional().describe("Run this version instead (an id, `owner/name` or `owner/name:version`); the prediction's own when left out"),
+});
 
 const listQuery = z.object({
   cursor: z.string().optional(),
@@ -187,6 +194,21 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     res.json(predictionJson(await withOutputSoFar(db, current), deps.urls(req)));
   });
 
+  // A new run of the same workflow for a failed, canceled or aborted prediction (one id, every run in its history).
+  router.post('/predictions/:id/retry', async (req, res) => {
+    const account = currentAccount(res);
+    const body = parseOr422(retryBody, req.body ?? {});
+    const row = await getPrediction(db, account.id, req.params.id);
+    if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
+    const resolved = await resolveVersionField(account, body.version ?? row.versionId);
+    const retried = await retryPrediction(deps, account, row, resolved, {
+      priority: parsePriority(req.get('kiln-priority')),
+      cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
+    });
+    setRateLimitHeaders(res, retried.rateLimit);
+    await respondCreated(req, res, retried.row);
+  });
+
   return router;
 }
 const created = { '201': jsonResponse('Created (or, with Prefer: wait, finished)', predictionBody), ...errorResponses };
@@ -217,4 +239,15 @@ export const predictionContracts: RouteContract[] = [
     responses: { '200': jsonResponse('Warm-up progress', setupProgressBody), ...errorResponses },
   },
   { method: 'post', path: '/v1/predictions/{id}/cancel', summary: 'Cancel', request: { params: pathParams('id') }, responses: onePrediction },
+  {
+    method: 'post',
+    path: '/v1/predictions/{id}/retry',
+    summary: 'Run a failed, canceled or aborted prediction again: a new run of its workflow, with the same input (and version, unless the body names one)',
+    request: { params: pathParams('id'), headers: retryHeaders, body: jsonContent(retryBody) },
+    responses: {
+      '201': jsonResponse('The new run started (or, with Prefer: wait, finished); run_id names it', predictionBody),
+      '409': jsonResponse('Starting, processing or succeeded: nothing to retry', errorBody),
+      ...errorResponses,
+    },
+  },
 ];

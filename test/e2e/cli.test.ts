@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../workers/engines/onnx-engine';
-import { API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 const exec = promisify(execFile);
@@ -114,4 +114,24 @@ test('inspect shows the prediction next to its workflow in Temporal, with the Te
   const away = await kiln(['inspect', id], { ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' });
   expect(away.stdout).toMatch(/temporal +Temporal at 127\.0\.0\.1:1 is not reachable/);
   expect(away.stdout).toContain(`workflow     prediction-${id}`);
+});
+
+test('retry runs a failed prediction again under its id; a succeeded one is refused, saying why', async () => {
+  const env = { KILN_API_URL: API_URL, KILN_API_TOKEN: token };
+  // The echo fixture refuses this input on every attempt: the retry runs, and fails again.
+  const failed = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { error: 'refused for the test' } }, headers: { prefer: 'wait=30' } });
+  expect(failed.body.status).toBe('failed');
+  await poll(() => api(`/v1/account`, { token }), (r) => r.body.current.admitted === 0);
+  const { stdout } = await kiln(['retry', failed.body.id], env);
+  expect(stdout.trim()).toMatch(new RegExp(`^${failed.body.id} starting \\(run [0-9a-f-]{36}\\)$`));
+  await poll(() => api(`/v1/predictions/${failed.body.id}`, { token }), (r) => r.body.status === 'failed', { timeoutMs: 30_000 });
+  // --wait prints the prediction as the new run left it, and exits non-zero: it failed again.
+  await expect(kiln(['--json', 'retry', failed.body.id, '--wait'], env)).rejects.toMatchObject({
+    code: 1,
+    stdout: expect.stringMatching(/"status": "failed"[\s\S]*"run_id"/),
+  });
+
+  const ok = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text: 'fine' } }, headers: { prefer: 'wait=30' } });
+  expect(ok.body.status).toBe('succeeded');
+  await expect(kiln(['retry', ok.body.id], env)).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('is succeeded; only a failed, canceled, aborted prediction can be retried') });
 });

@@ -3,9 +3,9 @@
  * followed by the prediction workflow; each attempt's outcome is in the logs and `error` says
  * what failed, where. Faults come from the echo fixture (`fail_attempts`, `error`).
  */
-import { createHash } from 'node:crypto';
 import { closeDb, type Db } from '../../db/client';
 import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { echoFixtureVersion } from '../fixtures/echo-versions';
 
 jest.setTimeout(120_000);
 
@@ -24,23 +24,7 @@ afterAll(async () => {
 });
 
 /** An echo-fixture version of a model of the caller's, with the given retry policy (or none). */
-async function version(name: string, retry?: Record<string, number>): Promise<{ id: string; retry: unknown }> {
-  const created = await api('/v1/models', { token, body: { owner, name, visibility: 'private', task: 'echo-fixture' } });
-  expect([201, 409]).toContain(created.status);
-  const bytes = Buffer.from(`fixture ${name}`);
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
-  await fetch(`${process.env.KILN_API_URL ?? 'http://127.0.0.1:8081'}/v1/blobs/sha256/${sha256}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' },
-    body: bytes,
-  });
-  const v = await api(`/v1/models/${owner}/${name}/versions`, {
-    token,
-    body: { files: [{ path: 'fixture.bin', sha256, size: bytes.length }], engine: 'echo-fixture', memory_bytes: 1, ...(retry ? { retry } : {}) },
-  });
-  expect(v.status).toBe(201);
-  return v.body;
-}
+const version = (name: string, retry?: Record<string, number>) => echoFixtureVersion(token, owner, name, { retry });
 
 async function predict(model: string, input: Record<string, unknown>) {
   const created = await api(`/v1/models/${owner}/${model}/predictions`, { token, body: { input } });
