@@ -18,6 +18,7 @@ import { BadRequestError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import { isTerminalStatus, webhookEvents } from '../../db/schema';
 import { parseOr422 } from '../validation';
+import { parseDurationMs } from '../../lib/duration';
 import { notePrediction } from '../request-log';
 import { setupProgress } from '../setup-progress';
 import { errorResponses, jsonContent, predictionCreateHeaders, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
@@ -51,10 +52,9 @@ export function parseCancelAfter(header: string | undefined): number | undefined
   const value = header.trim();
   let seconds: number | undefined;
   if (/^\d+(\.\d+)?$/.test(value)) seconds = Number(value);
-  else if (/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(value)) {
-    const unit = { ms: 0.001, s: 1, m: 60, h: 3600 } as const;
-    seconds = 0;
-    for (const [, n, , u] of value.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) seconds += Number(n) * unit[u as keyof typeof unit];
+  else {
+    const ms = parseDurationMs(value);
+    if (ms !== undefined) seconds = ms / 1000;
   }
   if (seconds === undefined || seconds < 5 || seconds > 24 * 3600) {
     throw new ValidationError([
