@@ -9,7 +9,7 @@ import { Storage } from '../lib/storage';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { createWebhookActivities } from '../activities/webhooks';
 import { parseDurationList } from '../lib/duration';
-import { predictionJson } from '../api/prediction-json';
+import { predictionJson } from '../lib/prediction-json';
 import { snapshotToRow } from '../db/predictions';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';

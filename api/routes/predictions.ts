@@ -15,7 +15,7 @@ import { throwIfContextLengthExceeded } from '../context-length';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
-import { predictionJson, type UrlContext } from '../prediction-json';
+import { predictionJson, type UrlContext } from '../../lib/prediction-json';
 import { isTerminalStatus, webhookEvents } from '../../db/schema';
 import { parseOr422 } from '../validation';
 import { parseDurationMs } from '../../lib/duration';
