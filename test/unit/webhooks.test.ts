@@ -1,6 +1,6 @@
 import { retryAfterMs } from '../../activities/webhooks';
 import { parseDurationList } from '../../lib/duration';
-import { parseCancelAfter } from '../../api/routes/predictions';
+import { parseCancelAfter } from '../../api/prediction-request';
 import { isInternalAddress, resolveWebhookTarget } from '../../lib/webhook-target';
 import { fileRef, renderFileRefs, verifyFileUrl } from '../../lib/file-urls';
 import { UrlSigner } from '../../lib/signing';
