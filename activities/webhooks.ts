@@ -26,14 +26,6 @@ export interface WebhookDeps {
   timeoutMs?: number;
 }
 
-export function parseSchedule(spec: string): number[] {
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
-  return spec.split(',').map((part) => {
-    const [, n, u] = /^\s*(\d+)(ms|s|m|h)\s*$/.exec(part)!;
-    return Number(n) * unit[u as keyof typeof unit];
-  });
-}
-
 /** Seconds or an HTTP date, as RFC 9110 allows; capped at a day. */
 export function retryAfterMs(header: string | undefined, now = Date.now()): number | undefined {
   if (!header) return undefined;

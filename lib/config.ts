@@ -5,6 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { DURATION_LIST } from './duration';
 
 const bool = z
   .enum(['true', 'false', '1', '0'])
@@ -74,7 +75,7 @@ export const configSchema = z.object({
   /** Delays between delivery attempts; the last one repeats until the attempts run out. */
   KILN_WEBHOOK_RETRY_SCHEDULE: z
     .string()
-    .regex(/^\s*\d+(ms|s|m|h)(\s*,\s*\d+(ms|s|m|h))*\s*$/, 'a comma-separated list like 5s,5m,30m,2h')
+    .regex(DURATION_LIST, 'a comma-separated list like 5s,5m,30m,2h')
     .default('5s,5m,30m,2h,5h,10h,10h'),
   KILN_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
 

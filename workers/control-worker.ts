@@ -7,8 +7,9 @@ import { createBatchControlActivities } from '../activities/batch-control';
 import { createReconcilerActivities } from '../activities/reconciler';
 import { Storage } from '../lib/storage';
 import { kilnDataConverter } from '../lib/payload-refs';
-import { createWebhookActivities, parseSchedule } from '../activities/webhooks';
-import { predictionJson } from '../api/prediction-json';
+import { createWebhookActivities } from '../activities/webhooks';
+import { parseDurationList } from '../lib/duration';
+import { predictionJson } from '../lib/prediction-json';
 import { snapshotToRow } from '../db/predictions';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
@@ -64,7 +65,7 @@ async function main() {
         db,
         secrets,
         allowPrivate: c.KILN_WEBHOOK_ALLOW_PRIVATE,
-        scheduleMs: parseSchedule(c.KILN_WEBHOOK_RETRY_SCHEDULE),
+        scheduleMs: parseDurationList(c.KILN_WEBHOOK_RETRY_SCHEDULE),
         maxAttempts: c.KILN_WEBHOOK_MAX_ATTEMPTS,
         render: (d) => predictionJson(snapshotToRow(d.snapshot), urls),
       }),

@@ -1,5 +1,4 @@
 /** Data that crosses the batch workflow's boundary. Plain JSON only. */
-import type { BatchStatus } from '../db/schema';
 import type { PredictionPriority, RetryPolicy } from './types';
 
 export interface BatchArgs {
@@ -69,13 +68,6 @@ export interface ChunkResult {
   /** The batch was canceled: the part holds only the items finished before that. */
   canceled: boolean;
   nodeId: string;
-}
-
-export interface BatchSnapshotView {
-  status: BatchStatus;
-  completed: number;
-  failed: number;
-  total: number;
 }
 
 export const batchWorkflowId = (id: string): string => `batch-${id}`;

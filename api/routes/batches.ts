@@ -21,7 +21,7 @@ import { currentAccount } from '../auth';
 import { loadBatchInputs, MAX_BATCH_INPUTS, storeBatchInputs, type BatchSource } from '../batch-inputs';
 import { batchJson } from '../batch-json';
 import { NotFoundError, ValidationError } from '../errors';
-import type { UrlContext } from '../prediction-json';
+import type { UrlContext } from '../../lib/prediction-json';
 import { resolveVersionRef } from '../resolve-version';
 import { parseOr422 } from '../validation';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';

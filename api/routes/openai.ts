@@ -20,7 +20,7 @@ import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { parseOr422 } from '../validation';
 import { setRateLimitHeaders } from '../admission-limits';
-import { parsePriority } from './predictions';
+import { parsePriority } from '../prediction-request';
 import { rejectNulOutsideInput } from '../nul-guard';
 import { jsonContent, jsonResponse, type RouteContract } from '../route-contract';
 import { chatCompletionBody, embeddingListBody, openAiErrorBody, openAiModelListBody, textCompletionBody } from '../openai-schemas';

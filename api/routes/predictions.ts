@@ -1,12 +1,13 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { createBody, modelCreateBody, parseCancelAfter, parsePriority, preferWaitSeconds } from '../prediction-request';
 import { resolveModelVersion } from '../../db/models';
 import { resolveVersionRef } from '../resolve-version';
 import { decodeCursor, encodeCursor } from '../../db/paging';
 import { getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
 import type { Account } from '../../db/accounts';
-import { predictionWorkflowId, PRIORITY_KEYS } from '../../workflows/types';
+import { predictionWorkflowId } from '../../workflows/types';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
@@ -16,30 +17,13 @@ import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { retryPrediction } from '../retry-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
-import { predictionJson, type UrlContext } from '../prediction-json';
-import { isTerminalStatus, webhookEvents } from '../../db/schema';
+import { predictionJson, type UrlContext } from '../../lib/prediction-json';
+import { isTerminalStatus } from '../../db/schema';
 import { parseOr422 } from '../validation';
 import { notePrediction } from '../request-log';
 import { setupProgress } from '../setup-progress';
 import { errorResponses, jsonContent, predictionCreateHeaders, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { errorBody, predictionBody, setupProgressBody } from '../response-schemas';
-
-const inputSchema = z.record(z.string(), z.unknown());
-
-const predictionOptions = {
-  input: inputSchema,
-  webhook: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('Called with the prediction as it changes'),
-  webhook_events_filter: z.array(z.enum(webhookEvents)).min(1).optional().describe('Which events call the webhook'),
-  /** Accepted for compatibility with Replicate's clients; every prediction can be streamed. */
-  stream: z.boolean().optional(),
-};
-
-export const createBody = z.strictObject({
-  version: z.string().min(1).describe('A version id, `owner/name` or `owner/name:version`'),
-  ...predictionOptions,
-});
-
-export const modelCreateBody = z.strictObject(predictionOptions);
 
 const retryHeaders = predictionCreateHeaders.pick({ prefer: true, 'cancel-after': true, 'kiln-priority': true });
 
@@ -51,41 +35,6 @@ const listQuery = z.object({
   cursor: z.string().optional(),
   page_size: z.coerce.number().int().min(1).max(100).default(100),
 });
-
-/** `Cancel-After`: seconds, or a duration like `90s`, `5m`, `1h30m` (at least 5 s, at most 24 h). */
-export function parseCancelAfter(header: string | undefined): number | undefined {
-  if (header === undefined) return undefined;
-  const value = header.trim();
-  let seconds: number | undefined;
-  if (/^\d+(\.\d+)?$/.test(value)) seconds = Number(value);
-  else if (/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(value)) {
-    const unit = { ms: 0.001, s: 1, m: 60, h: 3600 } as const;
-    seconds = 0;
-    for (const [, n, , u] of value.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) seconds += Number(n) * unit[u as keyof typeof unit];
-  }
-  if (seconds === undefined || seconds < 5 || seconds > 24 * 3600) {
-    throw new ValidationError([
-      { field: 'Cancel-After', description: 'must be a duration between 5s and 24h, like 30, 90s or 5m' },
-    ]);
-  }
-  return seconds;
-}
-
-/** `Kiln-Priority`: interactive calls go ahead of the default, batch work after it. */
-export function parsePriority(header: string | undefined): keyof typeof PRIORITY_KEYS | undefined {
-  if (header === undefined) return undefined;
-  const value = header.trim().toLowerCase();
-  if (value in PRIORITY_KEYS) return value as keyof typeof PRIORITY_KEYS;
-  throw new ValidationError([{ field: 'Kiln-Priority', description: 'must be interactive, default or batch' }]);
-}
-
-/** `Prefer: wait` or `wait=N`: how long to hold the response for a result, in seconds (max 60). */
-export function preferWaitSeconds(header: string | undefined): number {
-  if (!header) return 0;
-  const match = /(?:^|[,;\s])wait(?:=(\d+))?(?:$|[,;\s])/.exec(header);
-  if (!match) return 0;
-  return Math.min(match[1] === undefined ? 60 : Number(match[1]), 60);
-}
 
 export interface PredictionRoutesDeps extends CreateDeps {
   urls: (req: Request) => UrlContext;

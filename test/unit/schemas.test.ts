@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../../api/errors';
-import { preferWaitSeconds } from '../../api/routes/predictions';
+import { preferWaitSeconds } from '../../api/prediction-request';
 import { decodeCursor, encodeCursor } from '../../db/paging';
 import { parseConfig } from '../../lib/config';
 import { idFromKey, newId } from '../../lib/ids';

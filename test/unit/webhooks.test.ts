@@ -1,5 +1,6 @@
-import { parseSchedule, retryAfterMs } from '../../activities/webhooks';
-import { parseCancelAfter } from '../../api/routes/predictions';
+import { retryAfterMs } from '../../activities/webhooks';
+import { parseDurationList } from '../../lib/duration';
+import { parseCancelAfter } from '../../api/prediction-request';
 import { isInternalAddress, resolveWebhookTarget } from '../../lib/webhook-target';
 import { fileRef, renderFileRefs, verifyFileUrl } from '../../lib/file-urls';
 import { UrlSigner } from '../../lib/signing';
@@ -65,8 +66,8 @@ describe('webhook targets in production (private addresses refused)', () => {
 
 describe('retry timing', () => {
   test('the schedule parses to milliseconds', () => {
-    expect(parseSchedule('5s,5m,30m,2h')).toEqual([5000, 300000, 1800000, 7200000]);
-    expect(parseSchedule('250ms')).toEqual([250]);
+    expect(parseDurationList('5s,5m,30m,2h')).toEqual([5000, 300000, 1800000, 7200000]);
+    expect(parseDurationList('250ms')).toEqual([250]);
   });
 
   test('Retry-After in seconds or as a date, capped at a day', () => {

@@ -247,10 +247,6 @@ export class LlamaEngine {
     return this.loaded.has(versionId);
   }
 
-  isBusy(versionId: string): boolean {
-    return this.loaded.get(versionId)?.pool.busy ?? false;
-  }
-
   async load(versionId: string, file: string, settings: LlamaLoadSettings = {}): Promise<void> {
     if (this.loaded.has(versionId)) return;
     const { trainContextSize } = await validateGguf(file);

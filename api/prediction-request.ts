@@ -1,0 +1,60 @@
+/**
+ * What a request to create a prediction carries, shared by the prediction, deployment and OpenAI
+ * routes: the body schemas and the headers (`Cancel-After`, `Kiln-Priority`, `Prefer: wait`).
+ */
+import { z } from 'zod';
+import { webhookEvents } from '../db/schema';
+import { parseDurationMs } from '../lib/duration';
+import { PRIORITY_KEYS } from '../workflows/types';
+import { ValidationError } from './errors';
+
+const inputSchema = z.record(z.string(), z.unknown());
+
+const predictionOptions = {
+  input: inputSchema,
+  webhook: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('Called with the prediction as it changes'),
+  webhook_events_filter: z.array(z.enum(webhookEvents)).min(1).optional().describe('Which events call the webhook'),
+  /** Accepted for compatibility with Replicate's clients; every prediction can be streamed. */
+  stream: z.boolean().optional(),
+};
+
+export const createBody = z.strictObject({
+  version: z.string().min(1).describe('A version id, `owner/name` or `owner/name:version`'),
+  ...predictionOptions,
+});
+
+export const modelCreateBody = z.strictObject(predictionOptions);
+
+/** `Cancel-After`: seconds, or a duration like `90s`, `5m`, `1h30m` (at least 5 s, at most 24 h). */
+export function parseCancelAfter(header: string | undefined): number | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim();
+  let seconds: number | undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) seconds = Number(value);
+  else {
+    const ms = parseDurationMs(value);
+    if (ms !== undefined) seconds = ms / 1000;
+  }
+  if (seconds === undefined || seconds < 5 || seconds > 24 * 3600) {
+    throw new ValidationError([
+      { field: 'Cancel-After', description: 'must be a duration between 5s and 24h, like 30, 90s or 5m' },
+    ]);
+  }
+  return seconds;
+}
+
+/** `Kiln-Priority`: interactive calls go ahead of the default, batch work after it. */
+export function parsePriority(header: string | undefined): keyof typeof PRIORITY_KEYS | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim().toLowerCase();
+  if (value in PRIORITY_KEYS) return value as keyof typeof PRIORITY_KEYS;
+  throw new ValidationError([{ field: 'Kiln-Priority', description: 'must be interactive, default or batch' }]);
+}
+
+/** `Prefer: wait` or `wait=N`: how long to hold the response for a result, in seconds (max 60). */
+export function preferWaitSeconds(header: string | undefined): number {
+  if (!header) return 0;
+  const match = /(?:^|[,;\s])wait(?:=(\d+))?(?:$|[,;\s])/.exec(header);
+  if (!match) return 0;
+  return Math.min(match[1] === undefined ? 60 : Number(match[1]), 60);
+}
