@@ -58,8 +58,10 @@ export async function createPrediction(
   const id = opts.idempotencyKey ? idFromKey(account.id, opts.idempotencyKey) : newId();
   // The row is written before the workflow starts: a create that died in between left a row with
   // no workflow, and its retry (same Idempotency-Key) starts that workflow instead of returning it.
+  // A row a run has written (it names the run) had its workflow, though Temporal may since have
+  // dropped the history (retention): never run it again.
   const existing = opts.idempotencyKey ? await getPrediction(deps.db, account.id, id) : undefined;
-  if (existing && (await workflowExists(deps.temporal, id))) return { row: existing };
+  if (existing && (existing.runId !== null || (await workflowExists(deps.temporal, id)))) return { row: existing };
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
   const now = new Date();
   const args = predictionArgs(account, resolved, id, input, opts, now, existing?.createdAt ?? now);
