@@ -192,8 +192,9 @@ export const retryableStatuses: readonly PredictionStatus[] = ['failed', 'cancel
 /**
  * Puts a failed, canceled or aborted prediction back to `starting` for a retry's new run, inside
  * the caller's admitting transaction; undefined when it is not in one of those statuses (any
- * more). The row keeps the old run's id and revision: the new run's first write is another run's
- * (writePredictionSnapshot asks Temporal, and the new run is the current one), so it wins.
+ * more). The row goes back to the state of a first row (revision 0, no run), as the API writes it
+ * for a create: the old run has closed, and the new run's writes win by revision without being
+ * taken for another run's (which would reset the stream a second time, after the new run's output).
  * The stream drops the old run's end and tells followers to drop its output.
  */
 export async function reopenForRetry(
@@ -205,7 +206,7 @@ export async function reopenForRetry(
   if (!before || !retryableStatuses.includes(before.status)) return undefined;
   const [row] = await tx
     .update(predictions)
-    .set({ ...changes, status: 'starting', output: null, logs: '', error: null, metrics: {}, startedAt: null, completedAt: null })
+    .set({ ...changes, status: 'starting', output: null, logs: '', error: null, metrics: {}, startedAt: null, completedAt: null, revision: 0, runId: null })
     .where(eq(predictions.id, id))
     .returning();
   await tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, id), inArray(predictionEvents.event, ['done', 'error'])));
