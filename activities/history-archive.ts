@@ -9,7 +9,8 @@
  * instead (infra/temporal-server.sh); the copy here is harmless there.
  */
 import type { Client } from '@temporalio/client';
-import { defaultPayloadConverter } from '@temporalio/common';
+import type { LoadedDataConverter } from '@temporalio/common';
+import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
 import type { Storage } from '../lib/storage';
 
@@ -62,8 +63,12 @@ export interface ArchivedRun<S> {
   result: S | undefined;
 }
 
-/** One archived history: how its run ended and with what result. */
-export async function readArchivedRun<S>(storage: Storage, key: string): Promise<ArchivedRun<S> | undefined> {
+/**
+ * One archived history: how its run ended and with what result. The history is stored as Temporal
+ * gave it, encoded: a result over the inline limit is a payload reference, which `converter` (the
+ * client's, with Kiln's codec) resolves.
+ */
+export async function readArchivedRun<S>(storage: Storage, key: string, converter: LoadedDataConverter): Promise<ArchivedRun<S> | undefined> {
   const [, workflowId, file] = key.split('/');
   const text = await readText(storage, key);
   if (!text || !file?.endsWith('.json')) return undefined;
@@ -74,6 +79,6 @@ export async function readArchivedRun<S>(storage: Storage, key: string): Promise
     workflowId,
     runId: file.slice(0, -'.json'.length),
     closedAt: Number(last?.eventTime?.seconds ?? 0) * 1000,
-    result: payload ? defaultPayloadConverter.fromPayload<S>(payload) : undefined,
+    result: (await decodeOptionalSinglePayload<S>(converter, payload)) ?? undefined,
   };
 }

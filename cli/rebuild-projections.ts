@@ -103,13 +103,15 @@ async function rebuildFromArchive(db: Db, temporal: Client, storage: Storage, co
   for await (const keys of storage.list(ARCHIVE_PREFIX)) {
     for (const key of keys) {
       const workflowId = key.split('/')[1];
-      runsOf.set(workflowId, [...(runsOf.get(workflowId) ?? []), key]);
+      const runs = runsOf.get(workflowId);
+      if (runs) runs.push(key);
+      else runsOf.set(workflowId, [key]);
     }
   }
   for (const [workflowId, keys] of runsOf) {
     const kind = workflowId.startsWith('prediction-') ? 'prediction' : workflowId.startsWith('batch-') ? 'batch' : undefined;
     if (!kind || (await temporalHas(temporal, workflowId))) continue;
-    const runs = (await Promise.all(keys.map((k) => readArchivedRun<PredictionSnapshot & BatchSnapshot>(storage, k)))).filter(
+    const runs = (await Promise.all(keys.map((k) => readArchivedRun<PredictionSnapshot & BatchSnapshot>(storage, k, temporal.options.loadedDataConverter)))).filter(
       (r): r is ArchivedRun<PredictionSnapshot & BatchSnapshot> => r !== undefined,
     );
     counts.read += runs.length;
