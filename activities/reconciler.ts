@@ -15,7 +15,8 @@ import { writeBatchSnapshot, type BatchRow, type BatchSnapshot } from '../db/bat
 import type { Db } from '../db/client';
 import { release } from '../db/admissions';
 import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
-import { heldSlots, openBatches, openPredictions, rowToSnapshot, versionTask } from '../db/reconcile';
+import { heldSlots, openBatches, openPredictions, versionTask } from '../db/reconcile';
+import { rowToSnapshot } from '../db/predictions';
 import { recordUsage, usageOf } from '../db/usage';
 import { batchWorkflowId } from '../workflows/batch-types';
 import type { Storage } from '../lib/storage';

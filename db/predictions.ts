@@ -63,6 +63,29 @@ export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
   };
 }
 
+/** The inverse of snapshotToRow: a projection row as the workflow's snapshot. */
+export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
+  return {
+    id: r.id,
+    accountId: r.accountId,
+    model: r.model,
+    versionId: r.versionId,
+    input: r.input,
+    output: r.output,
+    logs: r.logs,
+    error: r.error,
+    status: r.status,
+    metrics: r.metrics,
+    createdAt: r.createdAt.toISOString(),
+    startedAt: r.startedAt?.toISOString() ?? null,
+    completedAt: r.completedAt?.toISOString() ?? null,
+    webhook: r.webhook,
+    webhookEventsFilter: r.webhookEventsFilter,
+    deadline: r.deadline?.toISOString() ?? null,
+    revision: r.revision,
+  };
+}
+
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** The columns a transition changes: what the engine may write (its role may update only these). */

@@ -7,7 +7,7 @@ import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import type { Db } from './client';
 import { admissions, batches, modelVersions, predictions, type PredictionStatus } from './schema';
-import type { PredictionRow, PredictionSnapshot } from './predictions';
+import type { PredictionRow } from './predictions';
 
 const OPEN_PREDICTION: PredictionStatus[] = ['starting', 'processing'];
 
@@ -48,29 +48,4 @@ export async function heldSlots(db: Db, olderThan: Date, limit: number, cursor?:
 export async function versionTask(db: Db, versionId: string): Promise<string> {
   const [row] = await db.select({ task: modelVersions.task }).from(modelVersions).where(eq(modelVersions.id, versionId));
   return row?.task ?? 'unknown';
-}
-
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
-/** A projection row as the workflow's snapshot: what the reconciler starts from when history cannot be read. */
-export function rowToSnapshot(row: PredictionRow): PredictionSnapshot {
-  return {
-    id: row.id,
-    accountId: row.accountId,
-    model: row.model,
-    versionId: row.versionId,
-    input: row.input,
-    output: row.output,
-    logs: row.logs,
-    error: row.error,
-    status: row.status,
-    metrics: row.metrics,
-    createdAt: row.createdAt.toISOString(),
-    startedAt: iso(row.startedAt),
-    completedAt: iso(row.completedAt),
-    webhook: row.webhook,
-    webhookEventsFilter: row.webhookEventsFilter,
-    deadline: iso(row.deadline),
-    revision: row.revision,
-  };
 }

@@ -1,4 +1,4 @@
-import type { PredictionRow, PredictionSnapshot } from '../db/predictions';
+import type { PredictionRow } from '../db/predictions';
 import type { UrlSigner } from './signing';
 import { signUntil, verifyUntil } from './expiring-signature';
 import { renderFileRefs } from './file-urls';
@@ -61,25 +61,3 @@ export function predictionJson(row: PredictionRow, ctx: UrlContext) {
 
 export type PredictionJson = ReturnType<typeof predictionJson>;
 
-
-export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
-  return {
-    id: r.id,
-    accountId: r.accountId,
-    model: r.model,
-    versionId: r.versionId,
-    input: r.input,
-    output: r.output,
-    logs: r.logs,
-    error: r.error,
-    status: r.status,
-    metrics: r.metrics,
-    createdAt: r.createdAt.toISOString(),
-    startedAt: r.startedAt?.toISOString() ?? null,
-    completedAt: r.completedAt?.toISOString() ?? null,
-    webhook: r.webhook,
-    webhookEventsFilter: r.webhookEventsFilter,
-    deadline: r.deadline?.toISOString() ?? null,
-    revision: r.revision,
-  };
-}

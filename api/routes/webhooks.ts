@@ -7,7 +7,7 @@ import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../
 import { webhookWorkflowId, type WebhookDelivery } from '../../workflows/types';
 import { currentAccount } from '../auth';
 import { ApiError, NotFoundError } from '../errors';
-import { rowToSnapshot } from '../../lib/prediction-json';
+import { rowToSnapshot } from '../../db/predictions';
 import { isTerminalStatus } from '../../db/schema';
 import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 import { errorBody, redeliveryBody, rotatedSecretBody, webhookDeliveriesBody, webhookSecretBody } from '../response-schemas';
