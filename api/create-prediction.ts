@@ -8,6 +8,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
+import type { Tx } from '../db/events';
 import type { ResolvedVersion } from '../db/models';
 import { admitIn } from '../db/admissions';
 import { liveNodes } from '../db/nodes';
@@ -189,7 +190,6 @@ async function workflowExists(temporal: Client, id: string): Promise<boolean> {
   }
 }
 
-type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. */
 async function servingNode(db: Db, versionId: string): Promise<Placement | undefined> {

@@ -1,5 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from './client';
+import type { Tx } from './events';
 import { admissions, predictions } from './schema';
 
 /**
@@ -11,7 +12,6 @@ export async function admit(db: Db, predictionId: string, accountId: string, cap
   return db.transaction((tx) => admitIn(tx, predictionId, accountId, cap));
 }
 
-type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** `admit` inside a transaction of the caller's (the API's create writes the first row in the same one). */
 export async function admitIn(tx: Tx, predictionId: string, accountId: string, cap: number): Promise<{ admitted: boolean; held: number }> {

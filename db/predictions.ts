@@ -1,7 +1,7 @@
 import { and, desc, eq, inArray } from 'drizzle-orm';
 import type { Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
-import { appendEvents, hasEvent } from './events';
+import { appendEvents, hasEvent, type Tx } from './events';
 import { withoutNul } from './sanitize';
 import { admissions, isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
@@ -86,7 +86,6 @@ export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
   };
 }
 
-type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 /** The columns a transition changes: what the engine may write (its role may update only these). */
 function transitionOf(s: PredictionSnapshot) {
