@@ -190,7 +190,6 @@ async function workflowExists(temporal: Client, id: string): Promise<boolean> {
   }
 }
 
-
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. */
 async function servingNode(db: Db, versionId: string): Promise<Placement | undefined> {
   const serving = (await liveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId));

@@ -12,7 +12,6 @@ export async function admit(db: Db, predictionId: string, accountId: string, cap
   return db.transaction((tx) => admitIn(tx, predictionId, accountId, cap));
 }
 
-
 /** `admit` inside a transaction of the caller's (the API's create writes the first row in the same one). */
 export async function admitIn(tx: Tx, predictionId: string, accountId: string, cap: number): Promise<{ admitted: boolean; held: number }> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`admission:${accountId}`}))`);
