@@ -259,8 +259,8 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
       }
     });
     if (!result) throw new Error('prediction ended without a result');
-    const canceledLate = result.aborted || work.consideredCancelled || CancellationScope.current().consideredCancelled;
-    if (result.completedAt && sent && !canceledLate) {
+    const canceled = result.aborted || work.consideredCancelled || CancellationScope.current().consideredCancelled;
+    if (result.completedAt && sent && !canceled) {
       // The engine wrote this very state, released the slot and recorded usage: only the search attribute is left.
       Object.assign(state, succeededSnapshot(sent, result, result.completedAt));
       setStatus('succeeded');
@@ -270,7 +270,6 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     state.startedAt ??= result.startedAt;
     for (const line of result.logs) logLine(line);
     Object.assign(state.metrics, result.metrics);
-    const canceled = result.aborted || work.consideredCancelled || CancellationScope.current().consideredCancelled;
     if (canceled && deadlinePassed) logLine(`Canceled: the deadline ${args.deadline} passed`);
     setStatus(canceled ? 'canceled' : 'succeeded');
   } catch (err) {
