@@ -32,6 +32,7 @@ import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
 import { webhookRoutes } from './routes/webhooks';
 import type { ResourceLimits } from './version-resources';
+import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 
 export interface AppDeps {
   db: Db;
@@ -105,7 +106,7 @@ export function createApp(deps: AppDeps): express.Express {
   // The playground is static files over the public API; the page asks for a token itself.
   app.get('/playground/config.json', (_req, res) => {
     res.json({
-      temporal_ui_url: (deps.temporalUi?.url ?? 'http://127.0.0.1:8233').replace(/\/$/, ''),
+      temporal_ui_url: (deps.temporalUi?.url ?? DEFAULT_TEMPORAL_UI_URL).replace(/\/$/, ''),
       temporal_namespace: deps.temporalUi?.namespace ?? deps.temporalNamespace ?? 'default',
     });
   });

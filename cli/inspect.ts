@@ -6,7 +6,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { z } from 'zod';
 import { configSchema } from '../lib/config';
-import { temporalUiUrl } from '../lib/temporal-ui';
+import { DEFAULT_TEMPORAL_UI_URL, temporalUiUrl } from '../lib/temporal-ui';
 import { predictionWorkflowId } from '../workflows/types';
 import { request, type ApiContext } from './client';
 
@@ -71,7 +71,7 @@ export async function inspectPrediction(ctx: ApiContext, id: string, env: NodeJS
   const workflow = await describeWorkflow(settings, prediction.workflow_id);
   const temporal_ui =
     prediction.urls.temporal_ui ??
-    temporalUiUrl({ url: settings.KILN_TEMPORAL_UI_URL ?? 'http://127.0.0.1:8233', namespace: settings.TEMPORAL_NAMESPACE }, prediction.workflow_id);
+    temporalUiUrl({ url: settings.KILN_TEMPORAL_UI_URL ?? DEFAULT_TEMPORAL_UI_URL, namespace: settings.TEMPORAL_NAMESPACE }, prediction.workflow_id);
   return { prediction, workflow, temporal_ui };
 }
 

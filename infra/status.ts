@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { processAlive, readPidFile } from '../lib/pid-files';
+import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 import { KILN_ROOT } from './checkout';
 import { STATE_FILE, type SupervisorState } from './supervisor-state';
 
@@ -124,7 +125,7 @@ export async function stackStatus(): Promise<ComponentStatus[]> {
   const temporalAddress = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
   const fullServer = process.env.KILN_TEMPORAL === 'server';
   const data = path.join(KILN_ROOT, '.data');
-  const uiUrl = process.env.KILN_TEMPORAL_UI_URL ?? 'http://127.0.0.1:8233';
+  const uiUrl = process.env.KILN_TEMPORAL_UI_URL ?? DEFAULT_TEMPORAL_UI_URL;
   const services = await Promise.all([
     service(fullServer ? 'temporal-server' : 'temporal', Number(temporalAddress.split(':').pop()), () => temporalProbe(temporalAddress)),
     service('temporal-ui', Number(new URL(uiUrl).port || 80), async () => {
