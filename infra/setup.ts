@@ -20,6 +20,7 @@ import { engineEnvironment, writeEngineEnv } from './engine-env';
 import { engineDatabaseUrl, ensureEngineRole, grantEngineRole } from './engine-role';
 import { engineS3Credentials } from './engine-s3';
 import { Storage } from '../lib/storage';
+import { retentionMs } from '../lib/duration';
 import { searchAttributeKeys } from '../workflows/search-attributes';
 import { seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
 
@@ -73,9 +74,6 @@ async function ensureNamespaceRetention(connection: Connection, namespace: strin
   await connection.workflowService.updateNamespace({ namespace, config: { workflowExecutionRetentionTtl: retentionTtl } });
   console.log(`set the retention of Temporal namespace ${namespace} to ${retention}`);
 }
-
-/** `7d` or `36h` (lib/config.ts KILN_TEMPORAL_RETENTION) in milliseconds. */
-const retentionMs = (v: string): number => Number(v.slice(0, -1)) * (v.endsWith('d') ? 24 : 1) * 3600_000;
 
 async function ensureNamespace(address: string, namespace: string, retention: string): Promise<void> {
   const connection = await Connection.connect({ address });

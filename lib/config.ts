@@ -5,7 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { DURATION_LIST } from './duration';
+import { DURATION_LIST, retentionMs } from './duration';
 
 const bool = z
   .enum(['true', 'false', '1', '0'])
@@ -92,7 +92,7 @@ export const configSchema = z.object({
   KILN_TEMPORAL_RETENTION: z
     .string()
     .regex(/^[1-9]\d*[dh]$/, 'a whole number of days or hours, like 7d or 36h')
-    .refine((v) => (v.endsWith('d') ? Number(v.slice(0, -1)) * 24 : Number(v.slice(0, -1))) >= 24, 'at least a day (Temporal refuses less)')
+    .refine((v) => retentionMs(v) >= 24 * 3_600_000, 'at least a day (Temporal refuses less)')
     .default('7d'),
   /** Where a worker serves /metrics (0: not at all). The API serves it on its own port. */
   KILN_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),

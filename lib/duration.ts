@@ -1,6 +1,7 @@
 /**
  * Durations written as numbers with units, like `250ms`, `90s`, `5m` or `1h30m`: one parser for the
- * API's `Cancel-After` header, the webhook retry schedule and its config check.
+ * API's `Cancel-After` header, the webhook retry schedule and its config check; and the namespace
+ * retention (whole days or hours), for its config check and setup.
  */
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
@@ -27,4 +28,9 @@ export function parseDurationList(spec: string): number[] {
     if (ms === undefined) throw new Error(`not a duration: ${JSON.stringify(part)}`);
     return ms;
   });
+}
+
+/** A retention like `7d` or `36h` (whole days or hours: KILN_TEMPORAL_RETENTION) in milliseconds. */
+export function retentionMs(text: string): number {
+  return Number(text.slice(0, -1)) * (text.endsWith('d') ? 24 : 1) * UNIT_MS.h;
 }
