@@ -5,7 +5,8 @@
  * read the moment this returns and its workflow need not admit it; a node already serving the
  * version goes along too, so the workflow need not place it (workflows/prediction.ts, the hot path).
  */
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { workflowExists } from '../lib/temporal-workflows';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { Tx } from '../db/events';
@@ -62,7 +63,7 @@ export async function createPrediction(
   // A row a run has written (it names the run) had its workflow, though Temporal may since have
   // dropped the history (retention): never run it again.
   const existing = opts.idempotencyKey ? await getPrediction(deps.db, account.id, id) : undefined;
-  if (existing && (existing.runId !== null || (await workflowExists(deps.temporal, id)))) return { row: existing };
+  if (existing && (existing.runId !== null || (await workflowExists(deps.temporal, predictionWorkflowId(id))))) return { row: existing };
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
   const now = new Date();
   const args = predictionArgs(account, resolved, id, input, opts, now, existing?.createdAt ?? now);
@@ -177,16 +178,6 @@ export async function admitAndStart(
       throw aboutPrediction(err, args.id);
     }
     return { row };
-  }
-}
-
-async function workflowExists(temporal: Client, id: string): Promise<boolean> {
-  try {
-    await temporal.workflow.getHandle(predictionWorkflowId(id)).describe();
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
   }
 }
 

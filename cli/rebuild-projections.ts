@@ -7,7 +7,7 @@
  * without a result (terminated, timed out), which the reconciler finished from their history.
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/common';
+import { workflowExists } from '../lib/temporal-workflows';
 import { ARCHIVE_PREFIX, readArchivedRun, type ArchivedRun } from '../activities/history-archive';
 import { runWriterOf } from '../activities/run-writer';
 import type { Storage } from '../lib/storage';
@@ -82,17 +82,6 @@ async function rebuildKind<S>(db: Db, temporal: Client, kind: Kind<S>, counts: R
   await flush();
 }
 
-/** Whether Temporal still has any run of the workflow (else only the archive can say what it was). */
-async function temporalHas(temporal: Client, workflowId: string): Promise<boolean> {
-  try {
-    await temporal.workflow.getHandle(workflowId).describe();
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
-  }
-}
-
 /**
  * The workflows Temporal no longer has (past retention), from Kiln's archive of closed histories
  * (activities/history-archive.ts): each one's last run, if it closed with a result, upserted by
@@ -110,7 +99,7 @@ async function rebuildFromArchive(db: Db, temporal: Client, storage: Storage, co
   }
   for (const [workflowId, keys] of runsOf) {
     const kind = workflowId.startsWith('prediction-') ? 'prediction' : workflowId.startsWith('batch-') ? 'batch' : undefined;
-    if (!kind || (await temporalHas(temporal, workflowId))) continue;
+    if (!kind || (await workflowExists(temporal, workflowId))) continue;
     const runs = (await Promise.all(keys.map((k) => readArchivedRun<PredictionSnapshot & BatchSnapshot>(storage, k, temporal.options.loadedDataConverter)))).filter(
       (r): r is ArchivedRun<PredictionSnapshot & BatchSnapshot> => r !== undefined,
     );
