@@ -397,7 +397,7 @@ export class LlamaEngine {
       if (history) {
         const chat = new LlamaChat({ contextSequence: sequence, chatWrapper });
         disposers.push(() => chat.dispose({ disposeSequence: false }));
-        ({ metadata: { stopReason } } = await chat.generateResponse(request.messages ? toChatHistory(request.messages, continues) : history, options));
+        ({ metadata: { stopReason } } = await chat.generateResponse(continues && request.messages ? toChatHistory(request.messages, continues) : history, options));
       } else {
         const completion = new LlamaCompletion({ contextSequence: sequence });
         disposers.push(() => completion.dispose({ disposeSequence: false }));
