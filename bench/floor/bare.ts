@@ -7,7 +7,7 @@ import { Client, Connection } from '@temporalio/client';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { cpuBetween, cpuByProcess } from '../cpu';
-import { percentile, pool } from '../lib';
+import { pool } from '../lib';
 import type { bareWorkflow } from './workflow';
 
 export interface LoadRun {
@@ -114,4 +114,3 @@ export async function measure(
   return { requests, concurrency, seconds, throughput: requests / seconds, latencies, cpu, stackCpu };
 }
 
-export const p = percentile;
