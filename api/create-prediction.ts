@@ -85,7 +85,6 @@ export async function createPrediction(
     // A retried create with the same Idempotency-Key joins the prediction already running.
     conflictPolicy: opts.idempotencyKey ? 'USE_EXISTING' : 'FAIL',
     reusePolicy: 'REJECT_DUPLICATE',
-    alreadyStartedIsFine: Boolean(opts.idempotencyKey),
     // Nothing will ever run it: no row or slot may stay behind.
     undo: () => forgetUnstartedPrediction(deps.db, id),
   });
@@ -125,10 +124,9 @@ export function predictionArgs(
 export interface StartRun {
   /** Writes the projection's row in the admitting transaction; undefined: the workflow admits it. */
   writeRow: (tx: Tx) => Promise<PredictionRow | undefined>;
+  /** USE_EXISTING: a run already open is the one wanted (a create retried with its Idempotency-Key). */
   conflictPolicy: 'USE_EXISTING' | 'FAIL';
   reusePolicy: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE';
-  /** A run already open is the one wanted (a create retried with its Idempotency-Key). */
-  alreadyStartedIsFine: boolean;
   /** Undoes `writeRow` and the slot when the workflow did not start. */
   undo: () => Promise<void>;
 }
@@ -173,7 +171,7 @@ export async function admitAndStart(
     });
     return { row, runId: handle.firstExecutionRunId };
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError && run.alreadyStartedIsFine)) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError && run.conflictPolicy === 'USE_EXISTING')) {
       if (row) await run.undo();
       throw aboutPrediction(err, args.id);
     }

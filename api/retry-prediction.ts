@@ -58,7 +58,6 @@ export async function retryPrediction(
     conflictPolicy: 'FAIL',
     // The status check above is the guard: a closed run of any outcome may be followed by a new one.
     reusePolicy: 'ALLOW_DUPLICATE',
-    alreadyStartedIsFine: false,
     undo: () => restoreAfterFailedRetry(deps.db, before),
   }).catch((err: unknown) => {
     // The projection says it ended, but its run has not closed yet: it is still running.
