@@ -186,7 +186,7 @@ start() {
   start_ui
 }
 
-ui_healthy() { curl -fsS -o /dev/null "$UI_URL/"; }
+ui_healthy() { curl -fsS -o /dev/null "$UI_URL/" 2>/dev/null; }
 
 start_ui() {
   if ui_healthy; then return 0; fi
