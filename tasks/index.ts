@@ -44,10 +44,6 @@ export function taskNames(): string[] {
   return [...Object.keys(productTasks), ...addedTasks.keys()];
 }
 
-export function isTaskName(name: string): boolean {
-  return taskType(name) !== undefined;
-}
-
 export function rateLimitFor(task: string, overrides: Record<string, number>): number {
   return overrides[task] ?? taskType(task)?.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
 }
