@@ -1,4 +1,4 @@
-/** `npm run bench -- <scenario>`: figures from the running stack (start it with npm start). */
+/** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
 import os from 'node:os';
 import { Command, Option } from 'commander';
 import { batching, BATCHING_MODELS } from './batching';
