@@ -12,7 +12,7 @@ import { sustained } from './sustained';
 import { webhookLatency } from './webhooks';
 
 const int = (v: string) => Number.parseInt(v, 10);
-const program = new Command('bench').description('Kiln benchmarks; each prints a table and writes JSON under .data/bench/');
+const program = new Command('bench').description('Kiln benchmarks; each prints a table and writes JSON under .data/bench-stack/bench/');
 
 program
   .command('floor')
