@@ -20,7 +20,7 @@ import { tooLargeMessage } from '../lib/hardware';
 import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
-import { tasks, isTaskName } from '../tasks';
+import { taskType } from '../tasks';
 import type { Storage } from '../lib/storage';
 
 export interface ControlDeps {
@@ -180,7 +180,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
 
   /** Output files that no final output refers to: those of attempts that failed after storing theirs. */
   async function removeFailedAttemptsFiles(snapshot: PredictionSnapshot, task: string): Promise<void> {
-    if (!storage || !isTaskName(task) || !('outputFiles' in tasks[task])) return;
+    if (!storage || !taskType(task)?.outputFiles) return;
     const removed = await removeOrphanOutputFiles(db, storage, snapshot.id, await attemptsBegun(db, snapshot.id), snapshot.output);
     if (removed.length > 0) log.info('removed output files of failed attempts', { predictionId: snapshot.id, files: removed });
   }

@@ -2,12 +2,12 @@
 import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
 import { getVersion } from '../db/models';
-import { isTaskName, tasks } from '../tasks';
+import { taskType } from '../tasks';
 import type { EmbeddingsInput } from '../tasks/embeddings';
 import type { TextGenerationInput } from '../tasks/text-generation';
 import type { LlamaEngine, LlamaLoadSettings } from '../workers/engines/llama-engine';
 import type { ModelCache } from '../workers/model-cache';
-import type { EchoFixtureEngine } from '../workers/engines/echo-fixture';
+import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import type { OnnxEngine } from '../workers/engines/onnx-engine';
 import type { RemoveBackgroundInput } from '../tasks/remove-background';
 import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-input';
@@ -24,7 +24,7 @@ import { processingSnapshot, succeededSnapshot } from '../workflows/engine-proje
 import { newId } from '../lib/ids';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-type EchoFixtureInput = import('zod').output<typeof import('../workers/engines/echo-fixture').echoFixtureInput>;
+type EchoFixtureInput = import('zod').output<typeof import('../fixtures/echo-engine').echoFixtureInput>;
 import { OutputStream } from './output-stream';
 import { createBatchChunkActivities } from './batch-chunk';
 import { OutputWebhooks } from './output-webhooks';
@@ -183,8 +183,9 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     mode: RunMode = { live: true, heartbeat: (d) => ctx.heartbeat(d) },
   ): Promise<PredictResult> {
     {
-      if (!isTaskName(req.task)) throw kilnFailure('InvalidInput', `task ${req.task} is not served here`);
-      const parsed = tasks[req.task].input.safeParse(req.input);
+      const task = taskType(req.task);
+      if (!task) throw kilnFailure('InvalidInput', `task ${req.task} is not served here`);
+      const parsed = task.input.safeParse(req.input);
       if (!parsed.success) throw kilnFailure('InvalidInput', parsed.error.message);
       if (req.task === 'echo-fixture') {
         if (!echoFixture) throw kilnFailure('InvalidInput', 'fixtures are not enabled on this node');
@@ -207,7 +208,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
         if (!onnx) throw kilnFailure('InvalidInput', 'ONNX Runtime is not available on this node');
         return removeBackground(req, parsed.data as RemoveBackgroundInput, ctx, startedAt, queueSeconds, onnx, mode.heartbeat);
       }
-      if (!(tasks[req.task].engines as readonly string[]).includes('llama.cpp')) {
+      if (!task.engines.includes('llama.cpp')) {
         throw kilnFailure('InvalidInput', `task ${req.task} is not served by the llama.cpp engine`);
       }
       if (req.task === 'embeddings') {

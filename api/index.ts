@@ -14,9 +14,11 @@ import { createApp } from './app';
 import { EventHub } from './event-hub';
 import { answerClientErrors } from './client-errors';
 import { startTracing } from '../lib/tracing';
+import { enableFixtureTasks } from '../fixtures/enable';
 
 async function main() {
   const c = config();
+  if (c.KILN_ENABLE_FIXTURES) enableFixtureTasks();
   const logger = createLogger('api', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);

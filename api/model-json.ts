@@ -1,12 +1,12 @@
 /** Models and versions in Replicate's JSON shapes; a version carries its task's JSON schemas. */
 import { z } from 'zod';
 import type { Model, ModelVersion } from '../db/models';
-import { isTaskName, tasks } from '../tasks';
+import { taskType } from '../tasks';
 import { DEFAULT_RETRY_POLICY } from '../workflows/types';
 
 export function versionSchemas(task: string) {
-  if (!isTaskName(task)) return {};
-  const t = tasks[task];
+  const t = taskType(task);
+  if (!t) return {};
   return {
     Input: z.toJSONSchema(t.input, { io: 'input', unrepresentable: 'any' }),
     Output: z.toJSONSchema(t.output, { io: 'output', unrepresentable: 'any' }),

@@ -6,7 +6,7 @@
  */
 import { OpenApiGeneratorV31, OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
-import { tasks, taskNames } from '../tasks';
+import { taskNames, taskType } from '../tasks';
 import { jsonResponse, type RouteContract } from './route-contract';
 import { errorBody } from './response-schemas';
 import { accountContracts } from './routes/account';
@@ -63,8 +63,8 @@ function buildDocument() {
   for (const contract of routeContracts) registry.registerPath(contract);
   // Each task type's schemas, as components of their own (a version's input names one of them).
   // (Wrapped as definitions: the generator mistakes a bare zod 4 schema, which has a `type`, for one.)
-  const taskSchemas = taskNames.flatMap((t) =>
-    (['input', 'output'] as const).map((io) => ({ type: 'schema' as const, schema: tasks[t][io].meta({ id: `${t}-${io}` }) })),
+  const taskSchemas = taskNames().flatMap((t) =>
+    (['input', 'output'] as const).map((io) => ({ type: 'schema' as const, schema: taskType(t)![io].meta({ id: `${t}-${io}` }) })),
   );
   return new OpenApiGeneratorV31([...registry.definitions, ...taskSchemas]).generateDocument({
     openapi: '3.1.0',

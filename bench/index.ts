@@ -1,4 +1,4 @@
-/** `npm run bench -- <scenario>`: figures from the running stack (start it with npm start). */
+/** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
 import os from 'node:os';
 import { Command, Option } from 'commander';
 import { batching, BATCHING_MODELS } from './batching';
@@ -12,7 +12,7 @@ import { sustained } from './sustained';
 import { webhookLatency } from './webhooks';
 
 const int = (v: string) => Number.parseInt(v, 10);
-const program = new Command('bench').description('Kiln benchmarks; each prints a table and writes JSON under .data/bench/');
+const program = new Command('bench').description('Kiln benchmarks; each prints a table and writes JSON under .data/bench-stack/bench/');
 
 program
   .command('floor')

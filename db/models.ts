@@ -112,6 +112,11 @@ export async function shareModel(db: Db, modelId: string, accountIds: string[]):
   });
 }
 
+/** Makes owner/name private where it exists; nothing where it does not. */
+export async function makeModelPrivate(db: Db, owner: string, name: string): Promise<void> {
+  await db.update(models).set({ visibility: 'private' }).where(and(eq(models.owner, owner), eq(models.name, name)));
+}
+
 export async function listVisibleModels(db: Db, accountId: string, opts: { limit: number; after?: string }): Promise<Model[]> {
   const cursor = opts.after ? sql`(${models.owner} || '/' || ${models.name}) > ${opts.after}` : undefined;
   return db

@@ -1,5 +1,26 @@
 #!/usr/bin/env bash
-# npm run bench -- <scenario>: the benchmarks, with the local stack's settings and secrets.
+# npm run bench -- <scenario>: the benchmarks, on a Kiln of their own. Like the test suite, they get
+# their own API and workers (port 8070), database, Temporal namespace and bucket beside the shared
+# services, with fixtures on: kiln/echo-fixture is what the orchestration benchmarks measure, and a
+# development stack (npm start) serves no fixtures. Their processes are stopped again at the end.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-export KILN_DATA_DIR="${KILN_DATA_DIR:-$DATA}"
-cd "$KILN_ROOT" && exec node --import tsx bench/index.ts "$@"
+
+bench() { cd "$KILN_ROOT" && node --import tsx bench/index.ts "$@"; }
+# Help, and llama.cpp beside the engine alone, need no stack.
+case " $* " in *" --skip-api "* | *" --help "* | *" -h "* | "  ") bench "$@"; exit ;; esac
+
+bash "$KILN_ROOT/infra/install.sh"
+bash "$KILN_ROOT/infra/services.sh"
+export KILN_RUN_DIR="$DATA/bench-stack" KILN_DATA_DIR="$DATA/bench-stack"
+export PORT="${KILN_BENCH_PORT:-8070}"
+export KILN_API_URL="http://127.0.0.1:$PORT"
+export KILN_CONTROL_METRICS_PORT=9454 KILN_ENGINE_METRICS_PORT=9455
+export DATABASE_URL="${KILN_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_bench}"
+export TEMPORAL_NAMESPACE=kiln-bench S3_BUCKET=kiln-bench KILN_NODE_ID=bench-node-1
+export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true
+. "$KILN_ROOT/infra/app.sh"
+trap stop_kiln EXIT
+# Always the code of this checkout.
+stop_kiln
+start_kiln
+bench "$@"

@@ -3,7 +3,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
-import { addVersion, upsertModel, type ModelVersion } from '../db/models';
+import { addVersion, makeModelPrivate, upsertModel, type ModelVersion } from '../db/models';
 import { blobKey, type Storage } from '../lib/storage';
 import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
 import { writeLlamaGguf, type LlamaSpecInput } from '../workers/engines/gguf-writer';
@@ -69,6 +69,11 @@ export async function seedEchoFixture(db: Db, owner: Account): Promise<ModelVers
     description: 'Test fixture: sleeps sleep_ms and echoes text. For benchmarks of the orchestration, not inference.',
   });
   return addVersion(db, model, { task: 'echo-fixture', engine: 'echo-fixture', files: [], memoryBytes: 1, settings: { sequences: 8 } });
+}
+
+/** Fixtures off: a kiln/echo-fixture seeded by an earlier run with them on is no one's to see. */
+export async function hideEchoFixture(db: Db, owner: Account): Promise<void> {
+  await makeModelPrivate(db, owner.username, 'echo-fixture');
 }
 
 /**

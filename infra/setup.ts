@@ -22,7 +22,7 @@ import { engineS3Credentials } from './engine-s3';
 import { Storage } from '../lib/storage';
 import { retentionMs } from '../lib/duration';
 import { searchAttributeKeys } from '../workflows/search-attributes';
-import { seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
+import { hideEchoFixture, seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
 
 /** The server's own `postgres` database, where databases and roles are made. */
 function adminUrl(url: string): string {
@@ -147,6 +147,7 @@ async function main() {
     const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
     console.log(`seeded kiln/remove-background:${cutout.id}`);
     if (c.KILN_ENABLE_FIXTURES) await seedEchoFixture(db, kiln);
+    else await hideEchoFixture(db, kiln);
   } finally {
     await closeDb(db);
   }

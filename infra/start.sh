@@ -9,8 +9,6 @@ bash "$KILN_ROOT/infra/services.sh"
 export KILN_DATA_DIR="$DATA" PORT="${PORT:-8080}"
 # The local stack delivers webhooks to receivers on this machine; production refuses loopback.
 export KILN_WEBHOOK_ALLOW_PRIVATE="${KILN_WEBHOOK_ALLOW_PRIVATE:-true}"
-# kiln/echo-fixture (a sleeping stand-in for an engine) is what the benchmarks measure orchestration with.
-export KILN_ENABLE_FIXTURES="${KILN_ENABLE_FIXTURES:-true}"
 # Inputs on this machine (a file server on localhost, say) are fine locally.
 export KILN_FETCH_ALLOW_PRIVATE="${KILN_FETCH_ALLOW_PRIVATE:-true}"
 start_kiln

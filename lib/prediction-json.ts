@@ -59,5 +59,3 @@ export function predictionJson(row: PredictionRow, ctx: UrlContext) {
   };
 }
 
-export type PredictionJson = ReturnType<typeof predictionJson>;
-

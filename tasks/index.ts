@@ -3,35 +3,53 @@
  * prediction starts and the engine parses with it again before it runs.
  */
 import { z } from 'zod';
-import { echoFixtureInput, echoFixtureOutput } from '../workers/engines/echo-fixture';
+import type { EngineName } from '../db/schema';
 import { embeddingsInput, embeddingsOutput } from './embeddings';
 import { removeBackgroundInput, removeBackgroundOutput } from './remove-background';
 import { textGenerationInput, textGenerationOutput } from './text-generation';
 
-/** `rateLimitPerMinute`: the default per account, as Workers AI sets one per task type. */
-export const tasks = {
+export interface TaskType {
+  input: z.ZodType;
+  output: z.ZodType;
+  /** The engines that serve it, the default first. */
+  engines: readonly EngineName[];
+  /** The default per account, as Workers AI sets one per task type. */
+  rateLimitPerMinute: number;
+  /** Its output is a file the engine stores, one per attempt (named by prediction and attempt). */
+  outputFiles?: boolean;
+}
+
+/** The product's task types. */
+const productTasks: Record<string, TaskType> = {
   'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'], rateLimitPerMinute: 300 },
   embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'], rateLimitPerMinute: 3000 },
-  // outputFiles: its output is a file the engine stores, one per attempt (named by prediction and attempt).
   'remove-background': { input: removeBackgroundInput, output: removeBackgroundOutput, engines: ['onnxruntime'], rateLimitPerMinute: 720, outputFiles: true },
-  // A test fixture (no inference) for benchmarks of the orchestration: see workers/engines/echo-fixture.ts.
-  'echo-fixture': { input: echoFixtureInput, output: echoFixtureOutput, engines: ['echo-fixture'], rateLimitPerMinute: 60_000 },
-} as const;
+};
+
+/** Task types a process serves beside the product's: the test fixtures, where they are enabled (fixtures/). */
+const addedTasks = new Map<string, TaskType>();
+
+export function addTaskType(name: string, type: TaskType): void {
+  if (name in productTasks) throw new Error(`task type ${name} is one of the product's`);
+  addedTasks.set(name, type);
+}
 
 export const DEFAULT_RATE_LIMIT_PER_MINUTE = 720;
 
-export function rateLimitFor(task: string, overrides: Record<string, number>): number {
-  return overrides[task] ?? (isTaskName(task) ? tasks[task].rateLimitPerMinute : DEFAULT_RATE_LIMIT_PER_MINUTE);
+export function taskType(name: string): TaskType | undefined {
+  return Object.hasOwn(productTasks, name) ? productTasks[name] : addedTasks.get(name);
 }
 
-export type TaskName = keyof typeof tasks;
-export const taskNames = Object.keys(tasks) as TaskName[];
+export function taskNames(): string[] {
+  return [...Object.keys(productTasks), ...addedTasks.keys()];
+}
 
-export function isTaskName(name: string): name is TaskName {
-  return name in tasks;
+export function rateLimitFor(task: string, overrides: Record<string, number>): number {
+  return overrides[task] ?? taskType(task)?.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
 }
 
 export function taskInputSchema(task: string): z.ZodType {
-  if (!isTaskName(task)) throw new Error(`unknown task type ${task}`);
-  return tasks[task].input;
+  const type = taskType(task);
+  if (!type) throw new Error(`unknown task type ${task}`);
+  return type.input;
 }

@@ -12,7 +12,7 @@ import type { LoadedVersion } from '../db/schema';
 import type { Logger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
 import { createEngineActivities, type EngineDeps, type NodeHooks } from '../activities/engine';
-import type { EchoFixtureEngine } from './engines/echo-fixture';
+import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
 import { modelQueue, nodeQueue } from '../workflows/types';

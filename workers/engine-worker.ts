@@ -9,7 +9,8 @@ import { temporalLogger } from './temporal-logger';
 import { serveMetrics } from '../lib/metrics';
 import { Storage } from '../lib/storage';
 import { EngineNode } from './engine-node';
-import { EchoFixtureEngine } from './engines/echo-fixture';
+import { EchoFixtureEngine } from '../fixtures/echo-engine';
+import { enableFixtureTasks } from '../fixtures/enable';
 import { LlamaEngine } from './engines/llama-engine';
 import { OnnxEngine } from './engines/onnx-engine';
 import { urlSignerFromConfig } from '../lib/signing';
@@ -19,6 +20,7 @@ import { kilnDataConverter } from '../lib/payload-refs';
 
 async function main() {
   const c = config();
+  if (c.KILN_ENABLE_FIXTURES) enableFixtureTasks();
   const logger = createLogger('engine-worker', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
   Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });

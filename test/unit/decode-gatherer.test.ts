@@ -22,6 +22,8 @@ function fixtureContext() {
 const decode = (context: unknown, sequenceId: number) =>
   (context as { _decodeTokens: (r: Request, m: unknown) => Promise<{ decoded: number; mapper: unknown }> })._decodeTokens({ sequenceId }, `mapper-${sequenceId}`);
 
+afterEach(() => jest.useRealTimers());
+
 test('a context without the internal entry is left as it was', () => {
   expect(new DecodeGatherer(5).install({} as LlamaContext)).toBe(false);
 });
@@ -88,6 +90,8 @@ test('dispose hands on what is held, so no caller waits forever', async () => {
 });
 
 test('the wait starts when the last group decode comes back, not before: a long decode does not split the next group', async () => {
+  // Fake time from the start, so that no wait armed before it could escape it; the gatherer's microtasks stay real.
+  jest.useFakeTimers({ doNotFake: ['queueMicrotask', 'nextTick'] });
   const calls: number[] = [];
   const pending: Array<() => void> = [];
   const context = {
@@ -101,8 +105,10 @@ test('the wait starts when the last group decode comes back, not before: a long 
   gatherer.install(context as unknown as LlamaContext);
   const first = decode(context, 0);
   const second = decode(context, 1);
-  // Sequence 0's decode takes longer than the wait: 1 is still held for it.
-  await new Promise((resolve) => setTimeout(resolve, 40));
+  // Sequence 0's decode takes longer than the wait (four times over, in fake time): no wait is
+  // armed, and 1 is still held for it.
+  await jest.advanceTimersByTimeAsync(40);
+  expect(jest.getTimerCount()).toBe(0);
   expect(calls).toEqual([0]);
   pending.shift()!();
   await first;
