@@ -54,23 +54,46 @@ export interface GpuBuildPlan {
 const sm = (n: number) => `sm_${n}`;
 const list = (xs: number[]) => xs.map(sm).join(', ');
 
-/** The CMake options of the source build (node-llama-cpp reads NODE_LLAMA_CPP_CMAKE_OPTION_<NAME>). */
-export function sourceBuildCmakeOptions(gpus: Pick<Gpu, 'sm'>[]): Record<string, string> {
-  // Native CPU code for this host (the CPU still runs sampling and any layers not offloaded), but
-  // AMX off: -march=native turns on ggml's AMX kernels where the CPU reports AMX, and those die
-  // with SIGILL on Q8_0 models on the VMs measured (issue 19). -mno-amx-* wins over -march=native
-  // in GCC and Clang whatever their order; the GGML_AMX_* options only matter without native.
-  const noAmx = '-mno-amx-tile -mno-amx-int8 -mno-amx-bf16';
+/** ggml's x86 options and the /proc/cpuinfo flags each needs (AVX512 turns on F, CD, VL, DQ and BW). */
+const GGML_X86_OPTIONS: [string, string[]][] = [
+  ['GGML_SSE42', ['sse4_2']],
+  ['GGML_AVX', ['avx']],
+  ['GGML_AVX2', ['avx2']],
+  ['GGML_FMA', ['fma']],
+  ['GGML_F16C', ['f16c']],
+  ['GGML_BMI2', ['bmi2']],
+  ['GGML_AVX_VNNI', ['avx_vnni']],
+  ['GGML_AVX512', ['avx512f', 'avx512cd', 'avx512vl', 'avx512dq', 'avx512bw']],
+  ['GGML_AVX512_VBMI', ['avx512vbmi']],
+  ['GGML_AVX512_VNNI', ['avx512_vnni']],
+  ['GGML_AVX512_BF16', ['avx512_bf16']],
+];
+
+/**
+ * The CMake options of the source build (node-llama-cpp reads NODE_LLAMA_CPP_CMAKE_OPTION_<NAME>),
+ * from the host's cards and its CPU's flags (/proc/cpuinfo).
+ */
+export function sourceBuildCmakeOptions(gpus: Pick<Gpu, 'sm'>[], cpuFlags: string[]): Record<string, string> {
+  const has = new Set(cpuFlags);
+  // The CPU still samples and runs what is not offloaded, so it gets this host's instruction sets,
+  // named one by one and never -march=native: native turns on ggml's AMX kernels where the CPU
+  // reports AMX, and those die with SIGILL on Q8_0 models on the hosts measured (issue 19). The
+  // C/C++ flags cannot carry -mno-amx-* instead: cmake-js sets CMAKE_CXX_FLAGS after ours.
+  const cpu = Object.fromEntries(GGML_X86_OPTIONS.map(([option, flags]) => [option, flags.every((f) => has.has(f)) ? 'ON' : 'OFF']));
   return {
-    GGML_NATIVE: 'ON',
+    GGML_NATIVE: 'OFF',
+    ...cpu,
     GGML_AMX_TILE: 'OFF',
     GGML_AMX_INT8: 'OFF',
     GGML_AMX_BF16: 'OFF',
-    CMAKE_C_FLAGS: noAmx,
-    CMAKE_CXX_FLAGS: noAmx,
-    // Machine code (and PTX) for exactly the host's cards: a build for 'all' takes hours.
+    // Machine code (and PTX) for exactly the host's cards: a build for every architecture takes far longer.
     CMAKE_CUDA_ARCHITECTURES: [...new Set(gpus.map((g) => g.sm))].sort((a, b) => a - b).join(';'),
   };
+}
+
+/** The flags of /proc/cpuinfo's first processor. */
+export function cpuinfoFlags(cpuinfo: string): string[] {
+  return /^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1].trim().split(/\s+/) ?? [];
 }
 
 export function planGpuBuild(input: GpuBuildPlanInput): GpuBuildPlan {

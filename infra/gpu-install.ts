@@ -19,7 +19,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { KILN_ROOT } from './checkout';
 import { readCudaBinary } from './cuda-binary';
-import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type GpuBuildPlan, type PrebuiltCuda, type SourceBuildState } from './gpu-build-plan';
+import { cpuinfoFlags, cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type GpuBuildPlan, type PrebuiltCuda, type SourceBuildState } from './gpu-build-plan';
 import { describeGpu, enginePrograms, listGpus, type Gpu } from './gpu-host';
 
 /** What STATE/gpu-build.json holds. */
@@ -116,7 +116,7 @@ async function main() {
   const stateDir = at > 0 ? process.argv[at + 1] : undefined;
   if (!stateDir) throw new Error('usage: gpu-install --state-dir DIR');
   const gpus = await listGpus();
-  const options = sourceBuildCmakeOptions(gpus);
+  const options = sourceBuildCmakeOptions(gpus, cpuinfoFlags(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : ''));
   const nvcc = gpus.length > 0 ? await findNvcc() : null;
   const plan = planGpuBuild({ gpus, prebuilts: gpus.length > 0 ? await prebuilts() : [], sourceBuild: gpus.length > 0 ? await sourceBuildState(stateDir, options, nvcc) : { state: 'opted-out' } });
   const cmakeEnv = Object.fromEntries(Object.entries(options).map(([k, v]) => [`${CMAKE_OPTION_PREFIX}${k}`, v]));

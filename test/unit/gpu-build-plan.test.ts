@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import { readCudaBinary } from '../../infra/cuda-binary';
-import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type PrebuiltCuda } from '../../infra/gpu-build-plan';
+import { cpuinfoFlags, cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type PrebuiltCuda } from '../../infra/gpu-build-plan';
 
 const h100 = { index: 0, sm: 90 };
 const rtx4090 = { index: 0, sm: 89 };
@@ -49,7 +49,7 @@ test('two cards: the prebuilt only if it has cubins for both', () => {
   expect(both.build).toBe('prebuilt');
   const mixed = planGpuBuild({ gpus: [rtx4090, { index: 1, sm: 90 }], prebuilts: [cuda13()], sourceBuild: { state: 'possible' } });
   expect(mixed).toMatchObject({ build: 'source', needsBuild: true });
-  expect(sourceBuildCmakeOptions([rtx4090, { sm: 90 }, { sm: 89 }]).CMAKE_CUDA_ARCHITECTURES).toBe('89;90');
+  expect(sourceBuildCmakeOptions([rtx4090, { sm: 90 }, { sm: 89 }], []).CMAKE_CUDA_ARCHITECTURES).toBe('89;90');
 });
 
 test('opted out, no toolchain, or a failed build: the prebuilt with a warning where it loads, else the CPU, saying why', () => {
@@ -72,10 +72,16 @@ test('opted out, no toolchain, or a failed build: the prebuilt with a warning wh
   expect(nothing.reason).toMatch(/no CUDA prebuilt/);
 });
 
-test('the source build: native CPU code with AMX off, CUDA code for the host cards only', () => {
-  const o = sourceBuildCmakeOptions([h100]);
-  expect(o).toMatchObject({ GGML_NATIVE: 'ON', GGML_AMX_TILE: 'OFF', GGML_AMX_INT8: 'OFF', GGML_AMX_BF16: 'OFF', CMAKE_CUDA_ARCHITECTURES: '90' });
-  for (const flags of [o.CMAKE_C_FLAGS, o.CMAKE_CXX_FLAGS]) expect(flags.split(' ')).toEqual(expect.arrayContaining(['-mno-amx-tile', '-mno-amx-int8', '-mno-amx-bf16']));
+test("the source build: this CPU's instruction sets named one by one, never native, AMX off even where the CPU has it; CUDA code for the host's cards only", () => {
+  // A Sapphire Rapids host (the H100's): AVX-512 and AMX.
+  const cpuinfo = 'processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2 avx_vnni avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16\n';
+  const o = sourceBuildCmakeOptions([h100], cpuinfoFlags(cpuinfo));
+  expect(o).toMatchObject({ GGML_NATIVE: 'OFF', GGML_AVX2: 'ON', GGML_AVX512: 'ON', GGML_AVX512_VNNI: 'ON', GGML_AVX512_BF16: 'ON', CMAKE_CUDA_ARCHITECTURES: '90' });
+  expect(o).toMatchObject({ GGML_AMX_TILE: 'OFF', GGML_AMX_INT8: 'OFF', GGML_AMX_BF16: 'OFF' });
+  // An AVX2-only CPU: AVX-512 off; AVX-512 needs all five of F, CD, VL, DQ and BW.
+  const avx2 = sourceBuildCmakeOptions([h100], ['sse4_2', 'avx', 'avx2', 'fma', 'f16c', 'bmi2', 'avx512f']);
+  expect(avx2).toMatchObject({ GGML_AVX2: 'ON', GGML_FMA: 'ON', GGML_AVX512: 'OFF', GGML_AVX_VNNI: 'OFF' });
+  expect(cpuinfoFlags('no flags here')).toEqual([]);
 });
 
 test('loader libraries: LD_LIBRARY_PATH first, then 64-bit ldconfig entries; absent ones are null', () => {
