@@ -108,5 +108,7 @@ stop_kiln() {
   for name in "${KILN_PROGRAMS[@]}"; do stop_pidfile "$RUN_DIR/pids/$name.pid"; done
   # ... or by a stack that ran on more GPUs than this one lists now.
   local pidfile
-  for pidfile in "$RUN_DIR"/pids/engine-worker-gpu*.pid; do [ -f "$pidfile" ] && stop_pidfile "$pidfile"; done
+  for pidfile in "$RUN_DIR"/pids/engine-worker-gpu*.pid; do
+    if [ -f "$pidfile" ]; then stop_pidfile "$pidfile"; fi
+  done
 }
