@@ -10,7 +10,19 @@ KILN_CODE="${KILN_CODE:-dist}"
 case "$KILN_CODE" in dist | tsx) ;; *) die "KILN_CODE must be dist or tsx (got '$KILN_CODE')" ;; esac
 export KILN_CODE
 
-KILN_PROGRAMS=(api control-worker engine-worker)
+# One engine worker per GPU where the GPU check of npm start (infra/gpu-install.sh) found GPUs
+# that llama.cpp runs on with CUDA (it lists them in gpu-build.json); the one engine-worker
+# otherwise. KILN_ENGINE_PER_GPU=false keeps the one (the test suite drives it by name).
+engine_programs() {
+  local state="${KILN_GPU_STATE_DIR:-$DATA}/gpu-build.json"
+  if [ "${KILN_ENGINE_PER_GPU:-true}" = true ] && [ -f "$state" ]; then
+    node -e 'console.log(require(process.argv[1]).programs.join(" "))' "$state"
+  else
+    echo engine-worker
+  fi
+}
+# shellcheck disable=SC2207
+KILN_PROGRAMS=(api control-worker $(engine_programs))
 
 # node_command ENTRY: the command line that runs ENTRY (a .ts path from the root) in this mode.
 node_command() {
@@ -49,9 +61,13 @@ engine_environment() {
     DATABASE_URL S3_ACCESS_KEY_ID S3_SECRET_ACCESS_KEY S3_SESSION_TOKEN \
     KILN_URL_SIGNING_KEY KILN_SECRETS_KEY KILN_SECRETS_PREVIOUS_KEYS KILN_ENGINE_DB_PASSWORD \
     KILN_ENGINE_S3_ACCESS_KEY_ID KILN_ENGINE_S3_SECRET_ACCESS_KEY
+  # On a GPU host with a llama.cpp source build: its CMake options, by which node-llama-cpp finds it.
+  local gpu_build="${KILN_GPU_STATE_DIR:-$DATA}/gpu-build.env"
   set -a
   # shellcheck disable=SC1090
   . "$env_file"
+  # shellcheck disable=SC1090
+  [ ! -f "$gpu_build" ] || . "$gpu_build"
   set +a
 }
 
@@ -90,4 +106,9 @@ stop_kiln() {
   # Left by a stack started before the supervisor, or by a supervisor killed with -9.
   local name
   for name in "${KILN_PROGRAMS[@]}"; do stop_pidfile "$RUN_DIR/pids/$name.pid"; done
+  # ... or by a stack that ran on more GPUs than this one lists now.
+  local pidfile
+  for pidfile in "$RUN_DIR"/pids/engine-worker-gpu*.pid; do
+    if [ -f "$pidfile" ]; then stop_pidfile "$pidfile"; fi
+  done
 }

@@ -88,3 +88,5 @@ wait $npm_pid || die "npm install failed"
 bash "$KILN_ROOT/infra/build.sh" --if-changed
 wait $temporal_pid || die "building the Temporal CLI failed"
 wait $minio_pid || die "building MinIO failed"
+# GPU hosts: the llama.cpp build for their cards, checked (and built) after the npm packages.
+bash "$KILN_ROOT/infra/gpu-install.sh"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs one of Kiln's processes in the foreground: `bash infra/run-app.sh api|control-worker|engine-worker`.
+# Runs one of Kiln's processes in the foreground: `bash infra/run-app.sh api|control-worker|engine-worker`
+# (engine-worker-gpuN on a GPU host: one per GPU).
 # It execs the process, so whoever started this (infra/supervisor.ts, a systemd unit) watches the
 # process itself. The environment (ports, database, namespace) comes from the caller.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -16,5 +17,17 @@ case "${1:-}" in
     export KILN_METRICS_PORT="${KILN_ENGINE_METRICS_PORT:-9465}"
     exec_kiln workers/engine-worker.ts
     ;;
-  *) die "usage: infra/run-app.sh api|control-worker|engine-worker" ;;
+  engine-worker-gpu*)
+    # The engine worker of one GPU (infra/app.sh runs one per GPU): it sees only its card, in
+    # nvidia-smi's numbering (PCI bus order; CUDA's own default puts the fastest first), and
+    # registers as a node of its own, with a metrics port of its own.
+    gpu=${1#engine-worker-gpu}
+    [[ "$gpu" =~ ^[0-9]+$ ]] || die "usage: infra/run-app.sh engine-worker-gpuN"
+    engine_environment
+    export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$gpu"
+    export KILN_NODE_ID="${KILN_NODE_ID:-$(hostname)}-gpu$gpu"
+    export KILN_METRICS_PORT=$((${KILN_ENGINE_METRICS_PORT:-9465} + gpu))
+    exec_kiln workers/engine-worker.ts
+    ;;
+  *) die "usage: infra/run-app.sh api|control-worker|engine-worker|engine-worker-gpuN" ;;
 esac

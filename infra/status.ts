@@ -13,6 +13,7 @@ import postgres from 'postgres';
 import { processAlive, readPidFile } from '../lib/pid-files';
 import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 import { KILN_ROOT } from './checkout';
+import { GPU_BUILD_STATE, type GpuBuildState } from './gpu-install';
 import { STATE_FILE, type SupervisorState } from './supervisor-state';
 
 export interface ComponentStatus {
@@ -108,10 +109,27 @@ async function kilnProcesses(runDir: string, label: string): Promise<ComponentSt
     if (!up) health = p.state === 'backoff' && p.nextStartAt ? `restarting at ${p.nextStartAt.slice(11, 19)} UTC` : p.state;
     else if (p.name === 'api') health = `${await httpStatus(`${state.apiUrl}/healthz`)} ${state.apiUrl}/healthz`;
     else health = readPidFile(path.join(runDir, 'pids', `${p.name}.ready`)) === p.pid ? 'ready (polling Temporal)' : 'starting';
+    const gpu = /^engine-worker-gpu(\d+)$/.exec(p.name)?.[1];
+    if (up && gpu !== undefined) health += `, on GPU ${gpu}`;
     if (p.lastExit && p.restarts > 0) health += `; last exit ${p.lastExit.signal ?? `code ${p.lastExit.code}`} at ${p.lastExit.at.slice(11, 19)}`;
     rows.push({ component: `${label}${p.name}`, up, pid: up ? p.pid : null, uptimeS: up && p.startedAt ? Math.round((Date.now() - Date.parse(p.startedAt)) / 1000) : null, restarts: p.restarts, health });
   }
   return rows;
+}
+
+/** The llama.cpp backend npm start's GPU check chose (infra/gpu-install.ts); no row on a host without GPUs. */
+function gpuBackend(file: string): ComponentStatus[] {
+  let state: GpuBuildState;
+  try {
+    state = JSON.parse(readFileSync(file, 'utf8')) as GpuBuildState;
+  } catch {
+    return [];
+  }
+  const { plan, gpus } = state;
+  const build = plan.build === 'source' ? 'source build' : plan.build === 'prebuilt' ? `prebuilt ${plan.prebuilt}` : 'no CUDA build';
+  const cards = gpus.map((g) => `${g.index}: ${g.name} ${(g.memoryBytes / 2 ** 30).toFixed(0)} GiB sm_${g.sm}`).join('; ');
+  const health = `${plan.backend === 'cuda' ? 'CUDA' : 'CPU'}, ${build}, GPU ${cards}${plan.warning ? ` (warning: ${plan.warning})` : ''}`;
+  return [{ component: 'llama.cpp', up: true, pid: null, uptimeS: null, restarts: null, health }];
 }
 
 function formatUptime(s: number | null): string {
@@ -141,7 +159,7 @@ export async function stackStatus(): Promise<ComponentStatus[]> {
   const dev = await kilnProcesses(data, '');
   const test = await kilnProcesses(path.join(data, 'test'), 'test:');
   if (dev.length === 0) dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
-  return [...services, ...dev, ...test];
+  return [...services, ...gpuBackend(path.join(process.env.KILN_GPU_STATE_DIR ?? data, GPU_BUILD_STATE)), ...dev, ...test];
 }
 
 async function main() {

@@ -16,6 +16,8 @@ stop_list=()
 for svc in "${ours[@]}"; do pid_alive "$DATA/pids/$svc.pid" && stop_list+=("$svc"); done
 
 export KILN_ENV=test
+# One engine worker even on a GPU host: the suite drives it by its name and node id.
+export KILN_ENGINE_PER_GPU=false
 export KILN_RUN_DIR="$DATA/test" KILN_DATA_DIR="$DATA/test"
 # KILN_TEST_SLOT=N (N ≥ 1) gives a checkout its own port, database, namespace, bucket and task
 # queues, so that two worktrees can run their suites against the same services at once.
