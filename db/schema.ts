@@ -380,6 +380,8 @@ export const batches = pgTable(
     revision: integer('revision').notNull().default(0),
     /** The workflow run that wrote the row (predictions.runId says why). */
     runId: text('run_id'),
+    /** 1, then one more for each retry (POST /v1/batches/{id}/retry) that redoes its failed items. */
+    attempt: integer('attempt').notNull().default(1),
   },
   (t) => [index('batches_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
 );

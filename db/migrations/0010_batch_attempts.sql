@@ -1,0 +1,1 @@
+ALTER TABLE "batches" ADD COLUMN "attempt" integer DEFAULT 1 NOT NULL;
