@@ -41,8 +41,9 @@ export async function retryBatch(deps: BatchRunSettings & { db: Db }, account: A
     { id: before.id, total: before.total, chunkSize: before.chunkSize, source: before.source, createdAt: before.createdAt.toISOString() },
     { attempt: reopened.attempt },
   );
+  let runId: string;
   try {
-    await startBatchRun(deps, account, args);
+    runId = await startBatchRun(deps, account, args);
   } catch (err) {
     await restoreBatchAfterFailedRetry(deps.db, before);
     // The projection says it ended, but its run has not closed yet: it is still running.
@@ -51,5 +52,6 @@ export async function retryBatch(deps: BatchRunSettings & { db: Db }, account: A
   }
   const row = await getBatch(deps.db, account.id, before.id);
   if (!row) throw new NotFoundError(`Batch ${before.id} not found`);
-  return row;
+  // The row names no run until the new one writes it: the answer names it at once.
+  return { ...row, runId: row.runId ?? runId };
 }
