@@ -1,1 +1,0 @@
-ALTER TABLE "batches" ADD COLUMN "attempt" integer DEFAULT 1 NOT NULL;
