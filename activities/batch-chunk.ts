@@ -8,6 +8,7 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { Readable } from 'node:stream';
 import { batchIndexKey, batchInputKey, batchPartKey } from '../db/batches';
+import { succeededLines } from './batch-rerun';
 import type { Storage } from '../lib/storage';
 import { chunkProgressOf, furthest, type BatchChunkRequest, type ChunkProgress, type ChunkResult } from '../workflows/batch-types';
 import { isNonRetryableType, kilnFailure, RETRYABLE_TYPES, type KilnFailureType } from '../workflows/failures';
@@ -61,9 +62,18 @@ export function createBatchChunkActivities({ storage, nodeId, runItem }: BatchCh
       let canceled = false;
       try {
         const inputs = await readChunkInputs(storage, req, ctx.cancellationSignal);
+        // A retry keeps what succeeded before: those lines stand as they are, the rest run again.
+        const kept = req.rerunAttempt ? await succeededLines(storage, req.batchId, req.chunk, ctx.cancellationSignal) : undefined;
         for (let k = progress.lines.length; k < req.count; k++) {
           if (ctx.cancellationSignal.aborted) break;
           const index = req.first + k;
+          const keptLine = kept?.get(index);
+          if (keptLine !== undefined) {
+            progress.lines.push(keptLine);
+            continue;
+          }
+          // A retry's lines name its attempt, so which items it ran again can be told from the output.
+          const attempt = req.rerunAttempt ? { attempt: req.rerunAttempt } : {};
           const now = new Date().toISOString();
           const itemReq: PredictRequest = {
             predictionId: `${req.batchId}-${index}`,
@@ -91,12 +101,12 @@ export function createBatchChunkActivities({ storage, nodeId, runItem }: BatchCh
             // Item heartbeats (tokens) are dropped: the timer sends the chunk's checkpoint.
             const r = await runItem(itemReq, ctx, () => undefined);
             if (r.aborted) break;
-            progress.lines.push(JSON.stringify({ index, output: r.output }));
+            progress.lines.push(JSON.stringify({ index, output: r.output, ...attempt }));
           } catch (err) {
             if (ctx.cancellationSignal.aborted) break;
             if (err instanceof ApplicationFailure && (err.nonRetryable || isNonRetryableType(err.type))) {
               // The model refused this input: its line says why, and the batch goes on.
-              progress.lines.push(JSON.stringify({ index, error: `${err.type ? `${err.type}: ` : ''}${err.message}` }));
+              progress.lines.push(JSON.stringify({ index, error: `${err.type ? `${err.type}: ` : ''}${err.message}`, ...attempt }));
               progress.failed += 1;
             } else {
               throw err;

@@ -10,6 +10,8 @@ import { renderFileRefs } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import { idFromKey } from '../lib/ids';
 import type { Storage } from '../lib/storage';
+import type { RerunPlan } from '../workflows/batch-types';
+import { planRerun } from './batch-rerun';
 import { currentRunWriter } from './run-writer';
 
 export interface BatchControlDeps {
@@ -28,6 +30,8 @@ export interface AssembleRequest {
   /** Parts in input order: every chunk below `chunksBelow`, then `extraChunks` (a canceled batch's partial ones). */
   chunksBelow: number;
   extraChunks: number[];
+  /** Chunks below `chunksBelow` that have no part (a retry's, not run yet). */
+  skipChunks?: number[];
 }
 
 export interface AssembleResult {
@@ -58,6 +62,12 @@ export function createBatchControlActivities({ db, temporal, storage, baseUrl, s
       await writeBatchSnapshot(db, snapshot, currentRunWriter(temporal));
     },
 
+    /** What a retry redoes: read from the parts (activities/batch-rerun.ts). */
+    async planBatchRerun(req: { batchId: string; total: number; chunkSize: number }): Promise<RerunPlan> {
+      const ctx = Context.current();
+      return planRerun(storage, req, ctx.cancellationSignal, (done, chunks) => ctx.heartbeat({ parts_read: done, parts: chunks }));
+    },
+
     /** Concatenates the parts, in chunk order, into one JSONL file of the batch's account. */
     async assembleBatchOutput(req: AssembleRequest): Promise<AssembleResult> {
       const ctx = Context.current();
@@ -65,7 +75,9 @@ export function createBatchControlActivities({ db, temporal, storage, baseUrl, s
       const hash = createHash('sha256');
       let size = 0;
       let lines = 0;
-      const order = [...Array.from({ length: req.chunksBelow }, (_, i) => i), ...[...req.extraChunks].sort((a, b) => a - b)];
+      const skip = new Set(req.skipChunks ?? []);
+      const below = Array.from({ length: req.chunksBelow }, (_, i) => i).filter((c) => !skip.has(c));
+      const order = [...below, ...[...req.extraChunks].sort((a, b) => a - b)];
       async function* parts() {
         for (const [n, chunk] of order.entries()) {
           // A part holds one chunk's lines: small enough to read whole.

@@ -18,10 +18,12 @@ export function batchJson(row: BatchRow, ctx: UrlContext, outputSize?: number) {
     source: row.source,
     error: row.error,
     logs: row.logs,
+    attempt: row.attempt,
+    run_id: row.runId,
     created_at: row.createdAt.toISOString(),
     started_at: row.startedAt?.toISOString() ?? null,
     completed_at: row.completedAt?.toISOString() ?? null,
     output_file: row.outputFileId ? { id: row.outputFileId, size: outputSize ?? null, content_type: 'application/jsonl', urls: { get: output } } : null,
-    urls: { get: self, cancel: `${self}/cancel`, output },
+    urls: { get: self, cancel: `${self}/cancel`, retry: `${self}/retry`, output },
   };
 }

@@ -94,14 +94,16 @@ export const batchBody = z
     source: z.string().describe('inline, file:<id> or the input URL'),
     error: z.string().nullable().describe('Which chunk failed, on which node, and why'),
     logs: z.string(),
+    attempt: z.number().int().describe('1, then one more for each retry; the output lines a retry wrote carry its attempt'),
+    run_id: z.string().nullable().describe("The workflow run that wrote this state (a retry's run once it has started)"),
     created_at: timestamp,
     started_at: nullableTimestamp,
     completed_at: nullableTimestamp,
     output_file: z
       .object({ id: z.string(), size: z.number().int().nullable(), content_type: z.string(), urls: z.object({ get: z.string().nullable() }) })
       .nullable()
-      .describe('JSONL, one line per input in input order: {index, output} or {index, error}'),
-    urls: z.object({ get: z.string(), cancel: z.string(), output: z.string().nullable() }),
+      .describe('JSONL, one line per input in input order: {index, output} or {index, error}, with attempt on the lines a retry wrote'),
+    urls: z.object({ get: z.string(), cancel: z.string(), retry: z.string(), output: z.string().nullable() }),
   })
   .meta({ id: 'Batch' });
 

@@ -3,8 +3,7 @@
  * (`prediction-<id>`), so the id stays and Temporal's history keeps every run, the old one's
  * output included. Admission, rate limits and webhooks are the create's (api/create-prediction.ts).
  */
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { predictionWorkflowId } from '../workflows/types';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
@@ -14,6 +13,7 @@ import { taskInputSchema } from '../tasks';
 import { checkLimits } from './admission-limits';
 import { admitAndStart, predictionArgs, type CreateDeps, type CreateOptions } from './create-prediction';
 import { ApiError, NotFoundError } from './errors';
+import { closeOf } from './run-close';
 import { parseOr422 } from './validation';
 
 export class NotRetryableError extends ApiError {
@@ -37,7 +37,7 @@ export async function retryPrediction(
   // Another version may take other input: it is checked as a create's would be, naming `input`.
   parseOr422(taskInputSchema(resolved.version.task), before.input, 'input');
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
-  await closeOf(deps.temporal, before.id);
+  await closeOf(deps.temporal, predictionWorkflowId(before.id));
   const now = new Date();
   const args = predictionArgs(
     account,
@@ -66,27 +66,4 @@ export async function retryPrediction(
   });
   if (!row) throw new NotFoundError(`Prediction ${before.id} not found`);
   return { row: { ...row, runId: runId ?? row.runId }, rateLimit };
-}
-
-/** How long a retry waits for the old run to close after the projection said it ended. */
-const CLOSE_WAIT_MS = 10_000;
-
-/**
- * The projection shows the end before the run closes (its last write is an activity of the run),
- * so a retry sent at once may find the run still open: it waits a little for the close.
- */
-async function closeOf(temporal: Client, id: string): Promise<void> {
-  const handle = temporal.workflow.getHandle(predictionWorkflowId(id));
-  try {
-    if ((await handle.describe()).status.name !== 'RUNNING') return;
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return;
-    throw err;
-  }
-  const waited = new AbortController();
-  await Promise.race([
-    handle.result().catch(() => undefined),
-    sleep(CLOSE_WAIT_MS, undefined, { signal: waited.signal }).catch(() => undefined),
-  ]);
-  waited.abort();
 }

@@ -5,6 +5,13 @@ import path from 'node:path';
 
 export class CliError extends Error {
   override name = 'CliError';
+  /** The API's HTTP status, where the error is its answer. */
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
 }
 
 export interface ApiContext {
@@ -42,7 +49,7 @@ export async function request<T = unknown>(ctx: ApiContext, route: string, init:
   if (!res.ok) {
     const detail = json?.detail ?? text;
     if (res.status === 401) throw new CliError(`the API refused the token (${detail}): run \`kiln login\``);
-    throw new CliError(`${init.method ?? 'GET'} ${route}: ${res.status} ${detail}`);
+    throw new CliError(`${init.method ?? 'GET'} ${route}: ${res.status} ${detail}`, res.status);
   }
   return json as T;
 }

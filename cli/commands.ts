@@ -7,6 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isTerminalStatus } from '../db/schema';
 import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
+import { retryBatch } from './batch-retry';
 import { showWarmUp } from './warm-up';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
@@ -117,12 +118,18 @@ export function registerCommands(program: Command): void {
 
   program
     .command('retry <id>')
-    .description('run a failed, canceled or aborted prediction again, as a new run of its workflow (same id and input)')
+    .description('run a failed, canceled or aborted prediction again, as a new run of its workflow (same id and input); for a batch, its failed and unfinished items')
     .option('--version <version>', 'run this version instead (id, owner/name or owner/name:version)')
     .option('--wait', 'wait for the new run to end and print the prediction')
     .action(async (id: string, o: { version?: string; wait?: boolean }) => {
       const ctx = apiContext();
-      const p = await request<Json>(ctx, `/v1/predictions/${id}/retry`, { method: 'POST', json: o.version ? { version: o.version } : {} });
+      const p = await request<Json>(ctx, `/v1/predictions/${id}/retry`, { method: 'POST', json: o.version ? { version: o.version } : {} }).catch(async (err: unknown) => {
+        // Prediction and batch ids look alike: an id no prediction has may be a batch's.
+        if (!(err instanceof CliError) || err.status !== 404 || o.version) throw err;
+        await retryBatch(ctx, id, { wait: o.wait, out });
+        return undefined;
+      });
+      if (!p) return;
       if (!o.wait) {
         out(p, () => console.log(`${p.id} ${p.status} (run ${p.run_id})`));
         return;

@@ -4,7 +4,7 @@
  * bytes; each chunk writes its results to a part object of its own, so a retried chunk replaces
  * its part instead of adding lines; the output is assembled from the parts once, at the end.
  */
-import { and, desc, eq, lte } from 'drizzle-orm';
+import { and, desc, eq, inArray, lte } from 'drizzle-orm';
 import type { Db } from './client';
 import type { RunWriter } from './predictions';
 import { afterCursor, pageOf, type PageCursor } from './paging';
@@ -37,6 +37,8 @@ export interface BatchSnapshot {
   startedAt: string | null;
   completedAt: string | null;
   revision: number;
+  /** Set by a retry's run only (a first run's row keeps the default, 1). */
+  attempt?: number;
 }
 
 const toDate = (s: string | null) => (s ? new Date(s) : null);
@@ -73,6 +75,30 @@ export async function writeBatchSnapshot(db: Db, snapshot: BatchSnapshot, writer
 
 export async function getBatch(db: Db, accountId: string, id: string): Promise<BatchRow | undefined> {
   return db.query.batches.findFirst({ where: and(eq(batches.id, id), eq(batches.accountId, accountId)) });
+}
+
+/** A batch whose run has ended may be retried from these: a succeeded one only when some items failed. */
+export const retryableBatchStatuses: readonly BatchStatus[] = ['failed', 'canceled', 'succeeded'];
+
+/**
+ * Puts an ended batch back to `starting` for a retry's run, as the next attempt; undefined when
+ * it is not ended (any more), e.g. another retry reopened it first. As for a prediction
+ * (db/predictions.ts reopenForRetry) the row is a first row again (revision 0, no run), so the
+ * new run's writes win; counts and output stay until the new run writes its own.
+ */
+export async function reopenBatchForRetry(db: Db, before: BatchRow): Promise<BatchRow | undefined> {
+  const [row] = await db
+    .update(batches)
+    .set({ status: 'starting', error: null, startedAt: null, completedAt: null, revision: 0, runId: null, attempt: before.attempt + 1 })
+    .where(and(eq(batches.id, before.id), inArray(batches.status, [...retryableBatchStatuses]), eq(batches.attempt, before.attempt)))
+    .returning();
+  return row;
+}
+
+/** Undoes a retry whose run never started: the row as it was. */
+export async function restoreBatchAfterFailedRetry(db: Db, before: BatchRow): Promise<void> {
+  const { id: _id, accountId: _a, createdAt: _c, ...columns } = before;
+  await db.update(batches).set(columns).where(eq(batches.id, before.id));
 }
 
 /** Newest first, cursor-paged like predictions. */

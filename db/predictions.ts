@@ -38,8 +38,11 @@ export interface PredictionSnapshot {
 
 const toDate = (s: string | null | undefined) => (s ? new Date(s) : null);
 
-/** The workflow's view of a prediction as a row of the projection (webhooks render the same). */
-export function snapshotToRow(s: PredictionSnapshot): PredictionRow {
+/**
+ * The workflow's view of a prediction as a row of the projection (webhooks render the same).
+ * `retries` is the API's alone (a retry counts it up): no workflow write sets it.
+ */
+export function snapshotToRow(s: PredictionSnapshot): Omit<PredictionRow, 'retries'> {
   return {
     id: s.id,
     accountId: s.accountId,
@@ -228,7 +231,7 @@ export async function reopenForRetry(
   if (!before || !retryableStatuses.includes(before.status)) return undefined;
   const [row] = await tx
     .update(predictions)
-    .set({ ...changes, status: 'starting', output: null, logs: '', error: null, metrics: {}, startedAt: null, completedAt: null, revision: 0, runId: null })
+    .set({ ...changes, status: 'starting', output: null, logs: '', error: null, metrics: {}, startedAt: null, completedAt: null, revision: 0, runId: null, retries: before.retries + 1 })
     .where(eq(predictions.id, id))
     .returning();
   await tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, id), inArray(predictionEvents.event, ['done', 'error'])));

@@ -173,6 +173,8 @@ export const predictions = pgTable(
      * operator's reset counts again from its reset point, and its writes win over the old run's.
      */
     runId: text('run_id'),
+    /** Times POST /v1/predictions/{id}/retry started it again: usage is metered once per value. */
+    retries: integer('retries').notNull().default(0),
   },
   (t) => [
     index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc()),
@@ -276,7 +278,9 @@ export const admissions = pgTable(
 export const usageRecords = pgTable(
   'usage_records',
   {
-    predictionId: text('prediction_id').primaryKey(),
+    predictionId: text('prediction_id').notNull(),
+    /** The prediction's `retries` when its run finished: each retry's run is metered, a reset's is not (it replaces its run). */
+    retries: integer('retries').notNull().default(0),
     accountId: text('account_id').notNull(),
     model: text('model').notNull(),
     versionId: text('version_id').notNull(),
@@ -289,7 +293,7 @@ export const usageRecords = pgTable(
     images: integer('images').notNull().default(0),
     createdAt: createdAt(),
   },
-  (t) => [index('usage_account_created_idx').on(t.accountId, t.createdAt)],
+  (t) => [primaryKey({ columns: [t.predictionId, t.retries] }), index('usage_account_created_idx').on(t.accountId, t.createdAt)],
 );
 
 /** Replicate's deployments: a stable name for a version with its own warm capacity. */
@@ -380,6 +384,8 @@ export const batches = pgTable(
     revision: integer('revision').notNull().default(0),
     /** The workflow run that wrote the row (predictions.runId says why). */
     runId: text('run_id'),
+    /** 1, then one more for each retry (POST /v1/batches/{id}/retry) that redoes its failed items. */
+    attempt: integer('attempt').notNull().default(1),
   },
   (t) => [index('batches_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
 );

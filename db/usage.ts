@@ -1,6 +1,6 @@
 import { and, eq, gte, lt, sql } from 'drizzle-orm';
 import type { Db } from './client';
-import { usageRecords } from './schema';
+import { predictions, usageRecords } from './schema';
 import type { PredictionSnapshot } from './predictions';
 
 export type UsageRecord = typeof usageRecords.$inferInsert;
@@ -22,9 +22,17 @@ export function usageOf(s: PredictionSnapshot, task: string, hardware: string): 
   };
 }
 
-/** Once per prediction: a retried write changes nothing. */
+/**
+ * Once per run of a prediction that the API started (its create, each retry): the record takes
+ * the prediction's `retries` as it stands, which a reset run shares with the run it replaces. A
+ * repeated write (an activity retried, the reconciler after the engine) changes nothing.
+ */
 export async function recordUsage(db: Db | Parameters<Parameters<Db['transaction']>[0]>[0], record: UsageRecord): Promise<void> {
-  await db.insert(usageRecords).values(record).onConflictDoNothing();
+  const retries = sql<number>`coalesce((select ${predictions.retries} from ${predictions} where ${predictions.id} = ${record.predictionId}), 0)`;
+  await db
+    .insert(usageRecords)
+    .values({ ...record, retries })
+    .onConflictDoNothing();
 }
 
 export interface UsageSummary {

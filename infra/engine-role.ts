@@ -26,9 +26,9 @@ const ENGINE_GRANTS = [
   'GRANT USAGE ON SEQUENCE prediction_events_id_seq TO kiln_engine',
   'GRANT INSERT ON files TO kiln_engine',
   // The hot path (PredictRequest.project): the engine writes `processing` and the final row itself. It reads
-  // only the revision and the run that wrote last (older writes never win) and the logs so far (to stream only the new lines), and
+  // only the revision and the run that wrote last (older writes never win), the logs so far (to stream only the new lines) and the retries (usage is metered per retry), and
   // updates only a transition's columns; rows are inserted by the API.
-  'GRANT SELECT (id, logs, revision, run_id), UPDATE (output, logs, error, status, metrics, started_at, completed_at, revision, run_id) ON predictions TO kiln_engine',
+  'GRANT SELECT (id, logs, revision, run_id, retries), UPDATE (output, logs, error, status, metrics, started_at, completed_at, revision, run_id) ON predictions TO kiln_engine',
   // ... and in the same transaction releases the prediction's admission slot and records its usage once.
   'GRANT SELECT (prediction_id), DELETE ON admissions TO kiln_engine',
   'GRANT INSERT ON usage_records TO kiln_engine',

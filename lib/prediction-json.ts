@@ -28,7 +28,7 @@ export function verifyStreamUrl(signer: UrlSigner, id: string, expires: unknown,
 }
 
 /** A prediction in Replicate's JSON shape. */
-export function predictionJson(row: PredictionRow, ctx: UrlContext) {
+export function predictionJson(row: Omit<PredictionRow, 'retries'>, ctx: UrlContext) {
   const self = `${ctx.baseUrl}/v1/predictions/${row.id}`;
   const workflowId = predictionWorkflowId(row.id);
   return {

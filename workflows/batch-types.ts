@@ -20,6 +20,20 @@ export interface BatchArgs {
   parallelism: number;
   /** Chunks one run of the workflow starts before it continues as new, keeping its history short. */
   chunksPerRun: number;
+  /** Set on a retry (POST /v1/batches/{id}/retry): the run redoes only the items that did not succeed. */
+  rerun?: { attempt: number };
+}
+
+/**
+ * What a retry redoes, read from the parts the earlier attempts wrote: the chunks with an item
+ * that failed or never ran, and the counts of the chunks left as they are.
+ */
+export interface RerunPlan {
+  chunks: number[];
+  /** Chunks of `chunks` with no part at all (never ran): an output written before they do leaves them out. */
+  missing: number[];
+  completed: number;
+  failed: number;
 }
 
 /** What one run hands the next when it continues as new: every chunk below `nextChunk` is done. */
@@ -32,6 +46,8 @@ export interface BatchCarry {
   logs: string;
   /** Runs so far, this one included. */
   runs: number;
+  /** A retry's plan: `nextChunk` is then a position in `rerun.chunks`. */
+  rerun?: RerunPlan;
 }
 
 export interface BatchChunkRequest {
@@ -45,6 +61,8 @@ export interface BatchChunkRequest {
   count: number;
   /** Progress of an earlier attempt of this chunk, to carry on from. */
   resume?: ChunkProgress;
+  /** A retry's attempt: the chunk keeps the succeeded lines of its part and runs the other items again. */
+  rerunAttempt?: number;
 }
 
 /**

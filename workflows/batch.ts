@@ -12,6 +12,7 @@ import {
   CancellationScope,
   continueAsNew,
   defineQuery,
+  patched,
   isCancellation,
   log,
   proxyActivities,
@@ -29,7 +30,7 @@ import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
 import type { BatchSnapshot } from '../db/batches';
 import type { BatchStatus } from '../db/schema';
-import { chunkProgressOf, furthest, type BatchArgs, type BatchCarry, type ChunkProgress, type ChunkResult } from './batch-types';
+import { chunkProgressOf, furthest, type BatchArgs, type BatchCarry, type ChunkProgress, type ChunkResult, type RerunPlan } from './batch-types';
 import { kilnFailure, NON_RETRYABLE_TYPES } from './failures';
 import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
 import { KilnStatus } from './search-attributes';
@@ -90,6 +91,16 @@ function progressLeftBy(err: unknown, chunk: number): ChunkProgress | undefined 
 const isQueueTimeout = (err: unknown) =>
   err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START';
 
+/**
+ * The parts a retry's output is made of: every chunk has one, but for the chunks that had none
+ * (they never ran) and that this retry has not run yet.
+ */
+function rerunOutput(plan: RerunPlan, chunksBelow: number, complete: boolean, runStart: number, written: number[]) {
+  if (complete) return { chunksBelow, extraChunks: [], skipChunks: [] };
+  const ranBefore = new Set(plan.chunks.slice(0, runStart));
+  return { chunksBelow, extraChunks: [], skipChunks: plan.missing.filter((c) => !ranBefore.has(c) && !written.includes(c)) };
+}
+
 export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promise<BatchSnapshot> {
   const chunks = Math.ceil(args.total / args.chunkSize);
   const state: BatchSnapshot = {
@@ -110,6 +121,8 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
     startedAt: carry?.startedAt ?? null,
     completedAt: null,
     revision: carry?.revision ?? 0,
+    // Only a retry writes it: a first attempt's row keeps the column's default (1).
+    ...(args.rerun ? { attempt: args.rerun.attempt } : {}),
   };
   setHandler(batchQuery, () => state);
   const logLine = (line: string) => {
@@ -165,6 +178,7 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
           first,
           count,
           resume,
+          ...(args.rerun ? { rerunAttempt: args.rerun.attempt } : {}),
         });
       } catch (err) {
         if (isCancellation(err)) throw err;
@@ -189,8 +203,19 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
     }
   }
 
+  // A retry plans its work first: which chunks hold items to redo (the others keep their parts).
+  let rerun: RerunPlan | undefined = carry?.rerun;
+  if (args.rerun && !carry && patched('batch-rerun')) {
+    rerun = await assembly.planBatchRerun({ batchId: args.id, total: args.total, chunkSize: args.chunkSize });
+    state.completed = rerun.completed;
+    state.failed = rerun.failed;
+  }
+  /** Positions run through the chunks to do: all of them, or a retry's. */
+  const chunkAt = (position: number) => (rerun ? rerun.chunks[position] : position);
+  const positions = rerun ? rerun.chunks.length : chunks;
+
   const runStart = carry?.nextChunk ?? 0;
-  const runEnd = Math.min(chunks, runStart + args.chunksPerRun);
+  const runEnd = Math.min(positions, runStart + args.chunksPerRun);
   let next = runStart;
   /** Chunks of this run whose part is written (all of them, or only the finished items of a canceled one). */
   const written: number[] = [];
@@ -205,12 +230,16 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
         await admission.admitPrediction({ predictionId: `batch-${args.id}`, accountId: args.accountId, versionId: args.versionId });
         state.startedAt = new Date(Date.now()).toISOString();
         setStatus('processing');
-        logLine(`Running ${args.total} inputs in ${chunks} chunks of up to ${args.chunkSize}, ${args.parallelism} at a time`);
+        logLine(
+          rerun
+            ? `Attempt ${args.rerun!.attempt}: running the failed and unfinished items of ${rerun.chunks.length} of ${chunks} chunks again, ${args.parallelism} at a time`
+            : `Running ${args.total} inputs in ${chunks} chunks of up to ${args.chunkSize}, ${args.parallelism} at a time`,
+        );
         await project();
       }
       const lane = async () => {
         while (next < runEnd && failure === undefined && !canceled && !workflowInfo().continueAsNewSuggested) {
-          const chunk = next++;
+          const chunk = chunkAt(next++);
           try {
             const r = await runChunk(chunk);
             written.push(chunk);
@@ -233,7 +262,7 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
   }
   canceled ||= work.consideredCancelled;
 
-  if (!canceled && failure === undefined && next < chunks) {
+  if (!canceled && failure === undefined && next < positions) {
     await continueAsNew<typeof batchWorkflow>(args, {
       nextChunk: next,
       completed: state.completed,
@@ -242,18 +271,18 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
       startedAt: state.startedAt,
       logs: state.logs,
       runs: (carry?.runs ?? 1) + 1,
+      ...(rerun ? { rerun } : {}),
     });
   }
 
   // The output, the final write and the slot must happen even when canceled.
   await CancellationScope.nonCancellable(async () => {
     const complete = !canceled && failure === undefined;
-    if (written.length > 0 || runStart > 0) {
+    if (written.length > 0 || runStart > 0 || rerun) {
       const out = await assembly.assembleBatchOutput({
         batchId: args.id,
         accountId: args.accountId,
-        chunksBelow: complete ? chunks : runStart,
-        extraChunks: complete ? [] : written,
+        ...(rerun ? rerunOutput(rerun, chunks, complete, runStart, written) : { chunksBelow: complete ? chunks : runStart, extraChunks: complete ? [] : written }),
       });
       state.outputFileId = out.fileId;
       logLine(`Wrote ${out.lines} result lines (${out.size} bytes) to file ${out.fileId}`);

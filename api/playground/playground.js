@@ -6,6 +6,8 @@
 // (which every tab and every later visit could read) nor in the address bar.
 const TOKEN_KEY = 'kiln.token';
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
+/** What POST /v1/predictions/{id}/retry takes: the prediction runs again, same id, as a new run. */
+const RETRYABLE = new Set(['failed', 'canceled', 'aborted']);
 const $ = (id) => document.getElementById(id);
 
 const state = { token: null, config: null, model: null, version: null, prediction: null, stream: null, pollTimer: null, streamedText: '' };
@@ -340,6 +342,7 @@ function render(p) {
   const status = $('status');
   status.textContent = p.status;
   status.className = `status ${p.status}`;
+  $('retry').hidden = !RETRYABLE.has(p.status);
   $('logs').textContent = p.logs || '';
   $('prediction-error').textContent = p.error ? `Error: ${p.error}` : '';
   const metrics = $('metrics');
@@ -378,6 +381,22 @@ async function cancel() {
   await api(`/v1/predictions/${state.prediction.id}/cancel`, { method: 'POST' }).catch((err) => {
     $('prediction-error').textContent = err.message;
   });
+}
+
+/** Runs the shown prediction again and follows the new run, as a new prediction's. */
+async function retry() {
+  if (!state.prediction) return;
+  $('retry').disabled = true;
+  try {
+    const retried = await api(`/v1/predictions/${state.prediction.id}/retry`, { method: 'POST', json: {} });
+    $('run').disabled = true;
+    showPrediction(retried);
+    loadHistory();
+  } catch (err) {
+    $('prediction-error').textContent = err.message;
+  } finally {
+    $('retry').disabled = false;
+  }
 }
 
 // ---- history -----------------------------------------------------------------------------------
@@ -425,6 +444,7 @@ async function main() {
   localStorage.removeItem(TOKEN_KEY);
   $('input-form').addEventListener('submit', run);
   $('cancel').addEventListener('click', cancel);
+  $('retry').addEventListener('click', retry);
   const token = tokenFromFragment() || sessionStorage.getItem(TOKEN_KEY);
   if (token) await signIn(token);
   else $('login').hidden = false;

@@ -13,10 +13,7 @@ import type { FetchInputDeps } from '../../lib/fetch-input';
 import { newId } from '../../lib/ids';
 import type { Storage } from '../../lib/storage';
 import { taskInputSchema } from '../../tasks';
-import type { batchWorkflow } from '../../workflows/batch';
-import { batchWorkflowId, type BatchArgs } from '../../workflows/batch-types';
-import { KilnAccount, KilnModel, KilnStatus } from '../../workflows/search-attributes';
-import { PRIORITY_KEYS } from '../../workflows/types';
+import { batchWorkflowId } from '../../workflows/batch-types';
 import { currentAccount } from '../auth';
 import { loadBatchInputs, MAX_BATCH_INPUTS, storeBatchInputs, type BatchSource } from '../batch-inputs';
 import { batchJson } from '../batch-json';
@@ -25,7 +22,9 @@ import type { UrlContext } from '../../lib/prediction-json';
 import { resolveVersionRef } from '../resolve-version';
 import { parseOr422 } from '../validation';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
-import { batchBody } from '../response-schemas';
+import { batchBody, errorBody } from '../response-schemas';
+import { retryBatch } from '../retry-batch';
+import { batchArgsOf, startBatchRun } from '../start-batch';
 
 export const createBatchBody = z
   .strictObject({
@@ -82,41 +81,19 @@ export function batchRoutes(deps: BatchRouteDeps): Router {
     const loaded = await loadBatchInputs(source, taskInputSchema(resolved.version.task), account.id, deps);
     const id = newId();
     await storeBatchInputs(deps.storage, id, loaded.inputs, body.chunk_size);
-    const model = `${resolved.model.owner}/${resolved.model.name}`;
-    const args: BatchArgs = {
+    const args = batchArgsOf(deps, account, resolved, {
       id,
-      accountId: account.id,
-      model,
-      versionId: resolved.version.id,
-      task: resolved.version.task,
       total: loaded.inputs.length,
       chunkSize: body.chunk_size,
       source: loaded.source,
       createdAt: new Date().toISOString(),
-      // Below interactive and default work of every account in the model's fair queue.
-      priority: { fairnessKey: account.fairnessGroup ?? account.id, fairnessWeight: account.fairnessWeight, priorityKey: PRIORITY_KEYS.batch },
-      retry: resolved.version.retry ?? undefined,
-      parallelism: deps.parallelism,
-      chunksPerRun: deps.chunksPerRun,
-    };
-    await deps.temporal.workflow.start<typeof batchWorkflow>('batchWorkflow', {
-      workflowId: batchWorkflowId(id),
-      taskQueue: deps.controlQueue,
-      args: [args],
-      typedSearchAttributes: [
-        { key: KilnAccount, value: account.username },
-        { key: KilnModel, value: model },
-        { key: KilnStatus, value: 'starting' },
-      ],
-      memo: { kind: 'batch', total: args.total, chunk_size: args.chunkSize, source: args.source, completed: 0, failed: 0 },
-      staticSummary: `batch of ${args.total} on ${model} for ${account.username}`,
-      priority: args.priority,
     });
+    await startBatchRun(deps, account, args);
     // Revision 0: any write from the workflow itself takes precedence.
     await writeBatchSnapshot(db, {
       id,
       accountId: account.id,
-      model,
+      model: args.model,
       versionId: args.versionId,
       status: 'starting',
       total: args.total,
@@ -169,6 +146,13 @@ export function batchRoutes(deps: BatchRouteDeps): Router {
     res.json(await render((await getBatch(db, account.id, row.id)) ?? row, req));
   });
 
+  router.post('/batches/:id/retry', async (req, res) => {
+    const account = currentAccount(res);
+    const row = await getBatch(db, account.id, req.params.id);
+    if (!row) throw new NotFoundError(`Batch ${req.params.id} not found`);
+    res.status(201).json(await render(await retryBatch(deps, account, row), req));
+  });
+
   return router;
 }
 
@@ -191,4 +175,15 @@ export const batchContracts: RouteContract[] = [
   },
   { method: 'get', path: '/v1/batches/{id}', summary: 'A batch and its progress', request: { params: pathParams('id') }, responses: oneBatch },
   { method: 'post', path: '/v1/batches/{id}/cancel', summary: 'Cancel; the output keeps the inputs finished before', request: { params: pathParams('id') }, responses: oneBatch },
+  {
+    method: 'post',
+    path: '/v1/batches/{id}/retry',
+    summary: 'Run again the items of an ended batch that failed or never ran: a new run of its workflow (same id); succeeded items keep their output',
+    request: { params: pathParams('id') },
+    responses: {
+      '201': jsonResponse('The new run started; attempt and run_id name it', batchBody),
+      '409': jsonResponse('Starting or processing, or succeeded with no failed items: nothing to retry', errorBody),
+      ...errorResponses,
+    },
+  },
 ];

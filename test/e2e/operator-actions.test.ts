@@ -8,6 +8,9 @@ import { eq } from 'drizzle-orm';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { usageRecords } from '../../db/schema';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { BatchChunkRequest } from '../../workflows/batch-types';
+import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
@@ -231,5 +234,41 @@ test('reset a running batch to its last workflow task: it carries on from what i
   const res = await fetch(done.output_file.urls.get);
   const lines = (await res.text()).trimEnd().split('\n').map((l) => JSON.parse(l) as { index: number });
   expect(lines.map((l) => l.index)).toEqual(inputs.map((_, i) => i));
+  await poll(() => load(me.token), (c) => c.admitted === 0, { timeoutMs: 30_000 });
+});
+
+test('reset a batch while it waits to retry a failed chunk: the new run resumes that chunk from its last checkpoint, not from its first item', async () => {
+  const me = await newAccount(db, 'op-batch-ckpt');
+  // A second attempt 8 s after the first fails: time to reset the workflow while it waits.
+  const version = (await echoFixtureVersion(me.token, me.account.username, 'ckpt', { retry: { max_attempts: 2, initial_interval_s: 8 } })).id;
+  // Item 1 fails its first attempt: the chunk's checkpoint then holds item 0's line.
+  const inputs = [{ text: 'zero' }, { text: 'one', fail_attempts: 1 }, { text: 'two' }];
+  const created = await api('/v1/batches', { token: me.token, body: { version, inputs, chunk_size: 3 } });
+  expect(created.status).toBe(201);
+  const id = created.body.id as string;
+  const getBatch = () => api(`/v1/batches/${id}`, { token: me.token });
+  await poll(getBatch, (r) => /resuming from item 1 \(1 of 3 done\) in 8 s/.test(r.body.logs), { timeoutMs: 60_000, intervalMs: 100 });
+  const batchHandle = temporal.client.workflow.getHandle(`batch-${id}`);
+  const oldRun = (await batchHandle.describe()).runId;
+  await temporalCli('workflow', 'reset', '-w', `batch-${id}`, '--type', 'LastWorkflowTask', '--reason', 'operator reset of a waiting batch');
+  const newRun = (await batchHandle.describe()).runId;
+  expect(newRun).not.toBe(oldRun);
+
+  const done = (await poll(getBatch, (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), { timeoutMs: 60_000, intervalMs: 200 })).body;
+  expect(done).toMatchObject({ status: 'succeeded', completed: 3, failed: 0 });
+  const lines = (await (await fetch(done.output_file.urls.get)).text()).trimEnd().split('\n').map((l) => JSON.parse(l));
+  expect(lines).toEqual([
+    { index: 0, output: 'zero' },
+    { index: 1, output: 'one' },
+    { index: 2, output: 'two' },
+  ]);
+  // The new run's attempt of the chunk was handed the old run's checkpoint: item 0 done.
+  const history = await temporal.client.workflow.getHandle(`batch-${id}`, newRun).fetchHistory();
+  const chunkRequests = (history.events ?? [])
+    .map((e) => e.activityTaskScheduledEventAttributes)
+    .filter((a) => a?.activityType?.name === 'runBatchChunk')
+    .map((a) => defaultPayloadConverter.fromPayload<BatchChunkRequest>(a!.input!.payloads![0]));
+  expect(chunkRequests.map((r) => r.resume?.lines.length ?? 0)).toEqual([0, 1]);
+  expect(JSON.parse(chunkRequests[1].resume!.lines[0])).toEqual({ index: 0, output: 'zero' });
   await poll(() => load(me.token), (c) => c.admitted === 0, { timeoutMs: 30_000 });
 });

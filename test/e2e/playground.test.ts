@@ -4,7 +4,8 @@
 /**
  * The web playground at `/`, driven in headless Chromium (Debian's package, through
  * playwright-core): sign in with a token, generate text with streamed tokens, cut out an
- * uploaded image, see a validation error on the field, follow history to the Temporal UI.
+ * uploaded image, see a validation error on the field, follow history to the Temporal UI, retry
+ * a failed prediction.
  * Screenshots of the finished predictions are saved under the run directory.
  */
 import { existsSync, mkdirSync } from 'node:fs';
@@ -12,6 +13,7 @@ import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../workers/engines/onnx-engine';
+import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(180_000);
@@ -21,6 +23,7 @@ const SHOTS = path.join(process.env.KILN_RUN_DIR ?? '.data/test', 'screenshots')
 
 let db: Db;
 let token: string;
+let username: string;
 let browser: Browser;
 let page: Page;
 /** What Chromium reports breaking the Content-Security-Policy, on any page of the suite. */
@@ -40,7 +43,9 @@ beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not at ${CHROMIUM}: infra/install.sh installs Debian's chromium package for the tests`);
   mkdirSync(SHOTS, { recursive: true });
   db = testDb();
-  token = (await newAccount(db, 'playground')).token;
+  const account = await newAccount(db, 'playground');
+  token = account.token;
+  username = account.account.username;
   const { chromium } = await import('playwright-core');
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -104,6 +109,29 @@ test('text generation: a form from the schema, streamed tokens, the finished pre
   expect(link).toBe(`http://127.0.0.1:8233/namespaces/${process.env.TEMPORAL_NAMESPACE ?? 'kiln-test'}/workflows/prediction-${id}`);
   expect(await page.locator('#run-link').getAttribute('href')).toBe(link);
   await page.screenshot({ path: path.join(SHOTS, 'playground-text.png'), fullPage: true });
+});
+
+test('a failed prediction opened from history has a Retry button: it runs again as a new run of the same prediction, and the page follows it', async () => {
+  // A version with no second attempt: the echo fixture's first attempt of the prediction fails, its retry's succeeds.
+  const version = (await echoFixtureVersion(token, username, 'playground-flaky', { retry: { max_attempts: 1 } })).id;
+  const created = await api('/v1/predictions', { token, body: { version, input: { text: 'second time lucky', fail_attempts: 1 } } });
+  expect(created.status).toBe(201);
+  const failed = await poll(() => api(`/v1/predictions/${created.body.id}`, { token }), (r) => r.body.status === 'failed').then((r) => r.body);
+
+  await signIn(page);
+  await page.locator(`#history tr[data-id="${failed.id}"]`).click();
+  await page.locator('#status.failed').waitFor();
+  expect(await page.locator('#prediction-id').textContent()).toBe(failed.id);
+  await page.locator('#retry').click();
+  await page.locator('#status.succeeded').waitFor({ timeout: 60_000 });
+  expect(await page.locator('#prediction-id').textContent()).toBe(failed.id);
+  expect(await page.locator('[data-testid=output-text]').textContent()).toBe('second time lucky');
+  expect(await page.locator('#retry').isHidden()).toBe(true);
+  // One id, a new run of its workflow.
+  const after = await api(`/v1/predictions/${failed.id}`, { token });
+  expect(after.body).toMatchObject({ status: 'succeeded', output: 'second time lucky' });
+  expect(after.body.run_id).not.toBe(failed.run_id);
+  await page.screenshot({ path: path.join(SHOTS, 'playground-retry.png'), fullPage: true });
 });
 
 test('a wrong field is named and marked, and nothing starts', async () => {

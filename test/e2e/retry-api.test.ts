@@ -1,7 +1,8 @@
 /**
  * POST /v1/predictions/{id}/retry: a failed prediction runs again as a new run of its workflow
  * (`prediction-<id>`), keeping its id; Temporal keeps both runs, the old one's end included; the
- * API, the completed webhook and the account's slot follow the new run. Anything not failed,
+ * API, the completed webhook, the account's slot and its usage (each run metered once) follow
+ * the new run. Anything not failed,
  * canceled or aborted is a 409; a bad body a 422 naming the field.
  *
  * The failures are the echo fixture's `fail_attempts` on versions with `max_attempts: 1`: the
@@ -10,7 +11,9 @@
  */
 import type { Client } from '@temporalio/client';
 import { updateAccount } from '../../db/accounts';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
+import { usageRecords } from '../../db/schema';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
@@ -105,6 +108,19 @@ test('a failed prediction retried runs again as a new run of its workflow and su
   );
   // The slot the retry took is given back: the account (max_running 1) is idle again.
   await poll(load, (c) => c.admitted === 0);
+
+  // Each run that the API started is metered: the failed first run and the retry's, once each.
+  const usage = await poll(
+    () => db.select().from(usageRecords).where(eq(usageRecords.predictionId, failed.id)),
+    (rows) => rows.length >= 2,
+  );
+  expect(usage.map((u) => [u.retries, u.status]).sort()).toEqual([
+    [0, 'failed'],
+    [1, 'succeeded'],
+  ]);
+  // The account's usage counts both (this is its first prediction).
+  const summary = await api('/v1/account/usage', { token });
+  expect(summary.body.results.reduce((n: number, r: { predictions: number }) => n + r.predictions, 0)).toBe(2);
 });
 
 test('a retry may name another version: the prediction runs on it, with the same input', async () => {
