@@ -42,6 +42,11 @@ export const predictionBody = z
       .string()
       .optional()
       .describe("The workflow's run this state is from (absent until its first write, and in webhooks); a retry or an operator's reset starts a new run, and earlier runs stay in the history"),
+    retries: z
+      .number()
+      .int()
+      .optional()
+      .describe('How many times POST /v1/predictions/{id}/retry ran it again (0: the first run is current; absent in webhooks)'),
     urls: z.object({
       get: z.string(),
       cancel: z.string(),

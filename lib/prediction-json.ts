@@ -28,7 +28,8 @@ export function verifyStreamUrl(signer: UrlSigner, id: string, expires: unknown,
 }
 
 /** A prediction in Replicate's JSON shape. */
-export function predictionJson(row: Omit<PredictionRow, 'retries'>, ctx: UrlContext) {
+/** `retries` is the row's (the API counts it); a snapshot from a workflow has none, and the JSON then leaves it out. */
+export function predictionJson(row: Omit<PredictionRow, 'retries'> & { retries?: number }, ctx: UrlContext) {
   const self = `${ctx.baseUrl}/v1/predictions/${row.id}`;
   const workflowId = predictionWorkflowId(row.id);
   return {
@@ -50,6 +51,7 @@ export function predictionJson(row: Omit<PredictionRow, 'retries'>, ctx: UrlCont
     webhook_events_filter: row.webhookEventsFilter ?? undefined,
     workflow_id: workflowId,
     ...(row.runId ? { run_id: row.runId } : {}),
+    ...(row.retries !== undefined ? { retries: row.retries } : {}),
     urls: {
       get: self,
       cancel: `${self}/cancel`,

@@ -81,6 +81,7 @@ async function runsOf(workflowId: string, count: number) {
 test('a failed prediction retried runs again as a new run of its workflow and succeeds; both runs stay in Temporal', async () => {
   const failed = await failedPrediction('second time lucky');
   expect(failed.run_id).toEqual(expect.any(String));
+  expect(failed).toMatchObject({ retries: 0 });
   await poll(load, (c) => c.admitted === 0);
 
   const retried = await retry(failed.id);
@@ -90,7 +91,7 @@ test('a failed prediction retried runs again as a new run of its workflow and su
   expect(retried.body.run_id).not.toBe(failed.run_id);
 
   const done = await ended(failed.id);
-  expect(done).toMatchObject({ status: 'succeeded', output: 'second time lucky', error: null, run_id: retried.body.run_id, input: { text: 'second time lucky', fail_attempts: 1 } });
+  expect(done).toMatchObject({ status: 'succeeded', output: 'second time lucky', error: null, run_id: retried.body.run_id, retries: 1, input: { text: 'second time lucky', fail_attempts: 1 } });
 
   // Both runs in Temporal: the first failed prediction's run, then the retry's, one workflow id.
   const runs = await runsOf(failed.workflow_id, 2);
