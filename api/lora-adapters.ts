@@ -51,7 +51,13 @@ export async function adapterVersion(
   );
   const sequences = adapter.settings.sequences ?? baseSettings.sequences ?? deps.limits.defaultSequences;
   const memoryBytes = Math.max(adapter.declared ?? 0, estimateLlamaMemoryBytes(adapter.files[i].size, shape.shape, contextSize, sequences));
-  return { settings: { ...adapter.settings, loraBase: base.version.id }, memoryBytes };
+  // The base's context and sequences carry over unless the adapter sets its own: the engine and the
+  // node read them from the adapter's settings alone.
+  const inherited = {
+    ...(baseSettings.contextSize !== undefined ? { contextSize: baseSettings.contextSize } : {}),
+    ...(baseSettings.sequences !== undefined ? { sequences: baseSettings.sequences } : {}),
+  };
+  return { settings: { ...inherited, ...adapter.settings, loraBase: base.version.id }, memoryBytes };
 }
 
 const VERSION_ID = /^[a-f0-9]{64}$/;
