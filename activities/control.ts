@@ -16,6 +16,7 @@ import { kilnFailure } from '../workflows/failures';
 import { observePrediction } from '../lib/metrics';
 import { currentRunWriter } from './run-writer';
 import { tooLargeMessage } from '../lib/hardware';
+import { loraBaseOf } from '../lib/lora';
 
 import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
 import { attemptsBegun, beginAttempt } from '../db/events';
@@ -167,11 +168,16 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
         return { nodeId: serving[Math.floor(Math.random() * serving.length)].id, warm: true };
       }
       const free = (n: (typeof candidates)[number]) => n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0);
-      const fits = candidates.filter((n) => free(n) >= version.memoryBytes).sort((a, b) => free(a) - free(b));
+      // A LoRA adapter needs only its own context where its base is loaded, and its base too elsewhere.
+      const loraBase = loraBaseOf(version.settings);
+      const baseBytes = loraBase ? ((await cached.version(loraBase))?.memoryBytes ?? 0) : 0;
+      const holdsBase = (n: (typeof candidates)[number]) => loraBase !== undefined && n.loaded.some((l) => l.versionId === loraBase);
+      const need = (n: (typeof candidates)[number]) => version.memoryBytes + (loraBase && !holdsBase(n) ? baseBytes : 0);
+      const fits = candidates.filter((n) => free(n) >= need(n)).sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || free(a) - free(b));
       // Nothing has room now: the node with the most memory evicts idle models to make it.
-      const best = fits[0] ?? candidates.sort((a, b) => b.memoryBytes - a.memoryBytes)[0];
-      if (best.memoryBytes < version.memoryBytes) {
-        throw kilnFailure('ModelTooLarge', tooLargeMessage(version.memoryBytes, best));
+      const best = fits[0] ?? candidates.sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || b.memoryBytes - a.memoryBytes)[0];
+      if (best.memoryBytes < need(best)) {
+        throw kilnFailure('ModelTooLarge', tooLargeMessage(need(best), best));
       }
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: free(best) });
       return { nodeId: best.id, warm: false };

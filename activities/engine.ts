@@ -26,6 +26,8 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 type EchoFixtureInput = import('zod').output<typeof import('../fixtures/echo-engine').echoFixtureInput>;
 import { OutputStream } from './output-stream';
+import { loadAdapterVersion } from './adapter-load';
+import { loraBaseOf } from '../lib/lora';
 import { createBatchChunkActivities } from './batch-chunk';
 import { OutputWebhooks } from './output-webhooks';
 import { kilnFailure } from '../workflows/failures';
@@ -44,11 +46,13 @@ export interface NodeHooks {
   /** `cpu`, or the GPU backend llama.cpp runs on. */
   hardware: string;
   /** Starts polling the version's queue, taking up to `concurrency` predictions at once. */
-  serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void>;
+  serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number, loraBase?: string): Promise<void>;
   /** Marks a prediction running; the returned function marks it done (idle time counts from then). */
   begin(versionId: string): () => void;
   /** Unloads least recently used idle versions until `bytes` more fit. */
   makeRoom(bytes: number): Promise<void>;
+  /** Unloads the base's least recently used idle LoRA adapters until one more may load. */
+  makeRoomForAdapter(baseVersionId: string): Promise<void>;
   /** Resolves once no unload of the version is under way. */
   settled(versionId: string): Promise<void>;
 }
@@ -125,6 +129,13 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));
       return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: false };
     }
+    const loraBase = loraBaseOf(version.settings);
+    if (loraBase) {
+      return loadAdapterVersion({ cache, llama, node, loadBase: (id) => loadModel({ versionId: id }) }, version, loraBase, {
+        concurrency: concurrencyOf(version.settings),
+        idleTtlSeconds: idleTtlOf(version.settings),
+      });
+    }
     if (version.engine !== 'llama.cpp' && !(version.engine === 'onnxruntime' && onnx)) {
       throw kilnFailure('ModelLoadFailed', `engine ${version.engine} is not available on node ${node.nodeId}`);
     }
@@ -168,6 +179,23 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       downloadedBytes,
       alreadyLoaded: false,
     };
+  }
+
+  /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
+  async function loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
+    // A version being unloaded (idle, evicted) is loaded again from scratch once that is done.
+    await node.settled(versionId);
+    if (isLoaded(versionId)) {
+      const version = await getVersion(db, versionId);
+      await node.serve(versionId, version?.memoryBytes ?? 0, concurrencyOf(version?.settings), idleTtlOf(version?.settings), loraBaseOf(version?.settings));
+      return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: true };
+    }
+    let pending = loading.get(versionId);
+    if (!pending) {
+      pending = load(versionId).finally(() => loading.delete(versionId));
+      loading.set(versionId, pending);
+    }
+    return pending;
   }
 
   /**
@@ -347,22 +375,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       },
     }),
 
-    /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
-    async loadModel({ versionId }: { versionId: string }): Promise<LoadResult> {
-      // A version being unloaded (idle, evicted) is loaded again from scratch once that is done.
-      await node.settled(versionId);
-      if (isLoaded(versionId)) {
-        const version = await getVersion(db, versionId);
-        await node.serve(versionId, version?.memoryBytes ?? 0, concurrencyOf(version?.settings), idleTtlOf(version?.settings));
-        return { nodeId: node.nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: true };
-      }
-      let pending = loading.get(versionId);
-      if (!pending) {
-        pending = load(versionId).finally(() => loading.delete(versionId));
-        loading.set(versionId, pending);
-      }
-      return pending;
-    },
+    loadModel,
 
     async predict(req: PredictRequest): Promise<PredictResult> {
       const ctx = Context.current();

@@ -20,6 +20,7 @@ import type { predictionWorkflow } from '../workflows/prediction';
 import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
 import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../workflows/types';
 import { parseOr422 } from './validation';
+import { withLora } from './lora-adapters';
 import { checkLimits } from './admission-limits';
 import type { RateLimitResult } from '../db/rate-limits';
 import { aboutPrediction, ValidationError } from './errors';
@@ -49,6 +50,8 @@ export async function createPrediction(
   opts: CreateOptions = {},
 ): Promise<{ row: PredictionRow; rateLimit?: RateLimitResult }> {
   parseOr422(taskInputSchema(resolved.version.task), input, 'input');
+  // A `lora` input runs that adapter of the version: the adapter's own version, queue and usage.
+  resolved = await withLora(deps.db, account, resolved, input.lora);
   if (opts.webhook) {
     try {
       await resolveWebhookTarget(opts.webhook, deps.allowPrivateWebhooks);

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { textGenerationInput } from '../tasks/text-generation';
-import { writeLlamaGguf, type LlamaSpecInput } from '../workers/engines/gguf-writer';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 

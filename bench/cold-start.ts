@@ -12,7 +12,7 @@ import path from 'node:path';
 import { config } from '../lib/config';
 import { blobKey, Storage } from '../lib/storage';
 import { LlamaEngine } from '../workers/engines/llama-engine';
-import { writeLlamaGguf } from '../workers/engines/gguf-writer';
+import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { ModelCache } from '../workers/model-cache';
 import { apiToken, call, DATA_DIR, pushGguf, saveResult, table } from './lib';
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { TINY_LLAMA } from '../infra/seed';
 import { textGenerationInput } from '../tasks/text-generation';
 import { LlamaEngine } from '../workers/engines/llama-engine';
-import { writeLlamaGguf } from '../workers/engines/gguf-writer';
+import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { apiToken, call, DATA_DIR, ms, percentile, saveResult, streamPrediction, table } from './lib';
 
 async function sseOnce(token: string, tokens: number) {

@@ -1,5 +1,5 @@
 /**
- * `kiln push owner/name file...`: hashes each file, uploads the blobs the server lacks (streamed,
+ * `kiln push owner/name file...` (`--lora-for owner/base` for a LoRA adapter): hashes each file, uploads the blobs the server lacks (streamed,
  * with a progress bar), and creates a version. The server works out the version's memory need
  * from the stored weights (api/version-resources.ts), so the CLI sends none of its own.
  */
@@ -29,7 +29,13 @@ export async function push(
   ctx: ApiContext,
   ref: string,
   files: string[],
-  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number }; retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number } },
+  opts: {
+    quiet: boolean;
+    settings?: { sequences?: number; idleTtlSeconds?: number };
+    retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number };
+    /** The base version (`owner/name[:version]`) this version is a LoRA adapter of. */
+    loraFor?: string;
+  },
 ) {
   const manifest = [];
   for (const file of files) {
@@ -53,6 +59,11 @@ export async function push(
   }
   return request<{ id: string; memory_bytes: number }>(ctx, `/v1/models/${ref}/versions`, {
     method: 'POST',
-    json: { files: manifest, ...(opts.settings ? { settings: opts.settings } : {}), ...(opts.retry ? { retry: opts.retry } : {}) },
+    json: {
+      files: manifest,
+      ...(opts.settings ? { settings: opts.settings } : {}),
+      ...(opts.retry ? { retry: opts.retry } : {}),
+      ...(opts.loraFor ? { lora_for: opts.loraFor } : {}),
+    },
   });
 }

@@ -349,6 +349,8 @@ export interface LoadedVersion {
   versionId: string;
   memoryBytes: number;
   lastUsedAt: string;
+  /** A LoRA adapter: the base version it runs on, loaded on the same node (its memory counted there). */
+  loraFor?: string;
 }
 
 

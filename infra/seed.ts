@@ -6,7 +6,7 @@ import type { Db } from '../db/client';
 import { addVersion, makeModelPrivate, upsertModel, type ModelVersion } from '../db/models';
 import { blobKey, type Storage } from '../lib/storage';
 import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
-import { writeLlamaGguf, type LlamaSpecInput } from '../workers/engines/gguf-writer';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { buildIsnetModel } from '../workers/engines/isnet-weights';
 
 export const TINY_LLAMA: LlamaSpecInput = {

@@ -24,6 +24,12 @@ export const textGenerationInput = z.strictObject({
     .union([z.string().min(1), z.array(z.string().min(1)).max(16)])
     .optional()
     .describe('Stop generating when one of these strings appears'),
+  lora: z
+    .string()
+    .min(1)
+    .max(300)
+    .optional()
+    .describe('A LoRA adapter of this model version to run: `owner/name` (or `name`, of your account), `owner/name:version`, or a version id'),
   json_schema: jsonSchemaDocument
     .optional()
     .describe('Constrain the output to JSON that validates against this JSON Schema (a grammar enforces it token by token)'),

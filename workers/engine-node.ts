@@ -24,6 +24,8 @@ import { modelWorkerTuning } from './worker-tuning';
 const HEARTBEAT_MS = 5_000;
 /** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
 const UNLOAD_GRACE_MS = 5_000;
+/** LoRA adapter contexts one base keeps at most; the least recently used idle one makes way. */
+const MAX_ADAPTERS_PER_BASE = 8;
 
 interface Served {
   worker: Worker;
@@ -33,6 +35,8 @@ interface Served {
   active: number;
   idleTtlMs: number;
   draining: boolean;
+  /** A LoRA adapter: the base version whose loaded weights it runs on. */
+  base?: string;
 }
 
 export interface EngineNodeOptions {
@@ -128,6 +132,7 @@ export class EngineNode implements NodeHooks {
       versionId,
       memoryBytes: s.memoryBytes,
       lastUsedAt: s.lastUsedAt.toISOString(),
+      ...(s.base ? { loraFor: s.base } : {}),
     }));
   }
 
@@ -144,7 +149,7 @@ export class EngineNode implements NodeHooks {
     });
   }
 
-  async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number): Promise<void> {
+  async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number, base?: string): Promise<void> {
     await this.settled(versionId);
     if (this.served.has(versionId)) return;
     const worker = await Worker.create({
@@ -166,6 +171,7 @@ export class EngineNode implements NodeHooks {
       active: 0,
       idleTtlMs: idleTtlSeconds !== undefined ? idleTtlSeconds * 1000 : this.opts.idleTtlMs,
       draining: false,
+      base,
     });
     await this.heartbeat();
   }
@@ -174,12 +180,30 @@ export class EngineNode implements NodeHooks {
   begin(versionId: string): () => void {
     const s = this.served.get(versionId);
     if (!s) return () => undefined;
-    s.active += 1;
-    s.lastUsedAt = new Date();
+    // An adapter's prediction uses its base too: the base is neither idle nor evictable meanwhile.
+    const base = s.base ? this.served.get(s.base) : undefined;
+    const using = base ? [s, base] : [s];
+    for (const u of using) {
+      u.active += 1;
+      u.lastUsedAt = new Date();
+    }
     return () => {
-      s.active -= 1;
-      s.lastUsedAt = new Date();
+      for (const u of using) {
+        u.active -= 1;
+        u.lastUsedAt = new Date();
+      }
     };
+  }
+
+  /** Unloads the least recently used idle adapters of the base until one more fits under MAX_ADAPTERS_PER_BASE. */
+  async makeRoomForAdapter(base: string): Promise<void> {
+    const adapters = () => [...this.served].filter(([, s]) => s.base === base && !s.draining);
+    while (adapters().length >= MAX_ADAPTERS_PER_BASE) {
+      const idle = adapters().filter(([id, s]) => s.active === 0 && !this.pinned.has(id)).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
+      if (idle.length === 0) return;
+      this.deps.logger.info({ versionId: idle[0][0], base }, 'unloading the least recently used LoRA adapter');
+      await this.unload(idle[0][0], 0);
+    }
   }
 
   /**
@@ -227,6 +251,9 @@ export class EngineNode implements NodeHooks {
 
   private async drain(versionId: string, s: Served, graceMs: number): Promise<void> {
     s.draining = true;
+    // Adapters run on this version's weights: they stop being served with it.
+    const adapters = [...this.served].filter(([, a]) => a.base === versionId).map(([id]) => id);
+    await Promise.all(adapters.map((id) => this.unload(id, graceMs)));
     await this.heartbeat().catch(() => undefined);
     if (graceMs > 0) await new Promise((resolve) => setTimeout(resolve, graceMs));
     s.worker.shutdown();

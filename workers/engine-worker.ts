@@ -12,6 +12,7 @@ import { EngineNode } from './engine-node';
 import { EchoFixtureEngine } from '../fixtures/echo-engine';
 import { enableFixtureTasks } from '../fixtures/enable';
 import { LlamaEngine } from './engines/llama-engine';
+import { llamaLoadMetrics } from './engines/llama-metrics';
 import { OnnxEngine } from './engines/onnx-engine';
 import { urlSignerFromConfig } from '../lib/signing';
 import { ModelCache } from './model-cache';
@@ -28,7 +29,7 @@ async function main() {
   const tracing = startTracing('kiln-engine-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
-  const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS, fixtures: c.KILN_ENABLE_FIXTURES });
+  const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS, fixtures: c.KILN_ENABLE_FIXTURES }, llamaLoadMetrics);
   const storage = Storage.fromConfig(c);
   // Engines parse untrusted model files: they hold only the file-URL and file-reference keys.
   const signer = urlSignerFromConfig(c, ['file', 'ref']);

@@ -79,6 +79,11 @@ export function batchRoutes(deps: BatchRouteDeps): Router {
     const source: BatchSource =
       body.inputs !== undefined ? { inputs: body.inputs } : body.input_file !== undefined ? { input_file: body.input_file } : { input_url: body.input_url! };
     const loaded = await loadBatchInputs(source, taskInputSchema(resolved.version.task), account.id, deps);
+    // Every item runs the batch's version: an adapter per item would be ignored, not run.
+    const withLora = loaded.inputs.findIndex((input) => input.lora !== undefined);
+    if (withLora >= 0) {
+      throw new ValidationError([{ field: `inputs[${withLora}].lora`, description: "a batch runs one version: give the LoRA adapter as the batch's version" }]);
+    }
     const id = newId();
     await storeBatchInputs(deps.storage, id, loaded.inputs, body.chunk_size);
     const args = batchArgsOf(deps, account, resolved, {

@@ -22,6 +22,7 @@ import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../er
 import { modelJson, versionJson } from '../model-json';
 import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
+import { adapterVersion } from '../lora-adapters';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
 import { skuOfNode } from '../../lib/hardware';
@@ -73,6 +74,12 @@ export const createVersionBody = z.strictObject({
     })
     .optional()
     .describe('How failed attempts of a prediction (or a batch chunk) are retried'),
+  lora_for: z
+    .string()
+    .min(1)
+    .max(300)
+    .optional()
+    .describe('This version is a GGUF LoRA adapter of that base version (`owner/name`, `owner/name:version` or a version id): it runs on the base, loaded once'),
 });
 
 export function modelRoutes(deps: {
@@ -167,8 +174,18 @@ export function modelRoutes(deps: {
     if (!served.includes(engine)) {
       throw new ValidationError([{ field: 'engine', description: `task ${model.task} is served by ${served.join(', ') || 'no engine here'}` }]);
     }
-    const settings = body.settings ?? {};
-    const memoryBytes = await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources);
+    const adapter = body.lora_for
+      ? await adapterVersion({ db, storage, limits: deps.resources }, account, {
+          task: model.task,
+          engine,
+          files: body.files,
+          settings: body.settings ?? {},
+          declared: body.memory_bytes,
+          loraFor: body.lora_for,
+        })
+      : undefined;
+    const settings = adapter?.settings ?? body.settings ?? {};
+    const memoryBytes = adapter?.memoryBytes ?? (await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources));
     const version = await addVersion(db, model, { task: model.task, engine, files: body.files, memoryBytes, settings, retry: body.retry });
     res.status(201).json(versionJson(version));
   });

@@ -12,6 +12,7 @@ import type { PredictionRow } from '../../db/predictions';
 import { models } from '../../db/schema';
 import type { Logger } from '../../lib/logger';
 import { awaitPrediction } from '../await-prediction';
+import { splitAdapterSuffix, withLora } from '../lora-adapters';
 import { currentAccount, requireAuth } from '../auth';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, BadRequestError, NotFoundError, requestError, ValidationError } from '../errors';
@@ -229,9 +230,12 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
   router.use(rejectNulOutsideInput);
 
   async function resolveModel(account: Account, ref: string, task: string): Promise<ResolvedVersion> {
-    const m = MODEL_REF.exec(ref);
-    const resolved = m ? await resolveModelVersion(deps.db, account.id, { owner: m[1], name: m[2], versionId: m[3] }) : undefined;
-    if (!resolved) throw new NotFoundError(`The model '${ref}' does not exist or you do not have access to it`);
+    // `owner/base:adapter` runs a LoRA adapter of the base.
+    const { model, adapter } = splitAdapterSuffix(ref);
+    const m = MODEL_REF.exec(model);
+    const base = m ? await resolveModelVersion(deps.db, account.id, { owner: m[1], name: m[2], versionId: m[3] }) : undefined;
+    if (!base) throw new NotFoundError(`The model '${ref}' does not exist or you do not have access to it`);
+    const resolved = adapter ? await withLora(deps.db, account, base, adapter, 'model') : base;
     if (resolved.version.task !== task) {
       throw new BadRequestError(`The model '${ref}' is a ${resolved.version.task} model, not ${task}`);
     }

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
-import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, nodesHolding, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);

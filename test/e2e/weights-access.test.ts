@@ -11,7 +11,7 @@ import path from 'node:path';
 import { closeDb, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { blobKey, Storage } from '../../lib/storage';
-import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);

@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { TINY_LLAMA } from '../../infra/seed';
 import { textGenerationInput } from '../../tasks/text-generation';
-import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../../workers/engines/llama-engine';
 import { nodeCapacity } from '../../lib/hardware';
 

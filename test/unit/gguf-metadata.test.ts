@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseGgufMetadata } from '../../lib/gguf-metadata';
-import { writeLlamaGguf } from '../../workers/engines/gguf-writer';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { llamaShapeOf } from '../../workers/engines/llama-memory';
 
 let dir: string;

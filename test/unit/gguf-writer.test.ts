@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { buildVocabulary, ggufSize, toHalf, writeLlamaGguf, TENSOR_TYPES } from '../../workers/engines/gguf-writer';
+import { buildVocabulary, ggufSize, toHalf, writeLlamaGguf, TENSOR_TYPES } from '../../tools/gguf/gguf-writer';
 import { validateGguf } from '../../workers/engines/llama-engine';
 
 let dir: string;

@@ -146,6 +146,8 @@ class SequencePool {
 
 interface LoadedModel {
   model: LlamaModel;
+  /** A LoRA adapter version: its context is on this base version's model, which it does not own. */
+  base?: string;
   context: LlamaContext;
   pool: SequencePool;
   gatherer: DecodeGatherer;
@@ -207,12 +209,21 @@ export interface LlamaLoadSettings {
   fixtureTokenDelayMs?: number;
 }
 
+/** Counts what loads: a weight load per base model, a context per adapter (workers/engines/llama-metrics.ts). */
+export interface LlamaLoadObserver {
+  modelLoaded(versionId: string): void;
+  adapterLoaded(versionId: string, baseVersionId: string): void;
+}
+
 export class LlamaEngine {
   private llama?: Promise<Llama>;
   private loaded = new Map<string, LoadedModel>();
   private grammars = new GrammarCache();
 
-  constructor(private opts: LlamaEngineOptions) {}
+  constructor(
+    private opts: LlamaEngineOptions,
+    private observer?: LlamaLoadObserver,
+  ) {}
 
   backend(): Promise<Llama> {
     this.llama ??= loadNodeLlamaCpp().then(({ getLlama }) =>
@@ -257,6 +268,36 @@ export class LlamaEngine {
     } catch (err) {
       throw kilnFailure('ModelLoadFailed', `llama.cpp could not load the model: ${(err as Error).message}`);
     }
+    this.loaded.set(versionId, await this.servingContext(model, settings, trainContextSize));
+    this.observer?.modelLoaded(versionId);
+  }
+
+  /**
+   * A LoRA adapter on a base version loaded here: a context of its own on the base's model, so
+   * the base's weights are in memory once however many adapters run on them.
+   */
+  async loadAdapter(versionId: string, baseVersionId: string, file: string, settings: LlamaLoadSettings & { loraScale?: number } = {}): Promise<void> {
+    if (this.loaded.has(versionId)) return;
+    const base = this.loaded.get(baseVersionId);
+    if (!base || base.base) throw kilnFailure('ModelLoadFailed', `the adapter's base version ${baseVersionId} is not loaded on this node`);
+    await checkGgufHeader(file);
+    const trainContextSize = base.model.trainContextSize;
+    let entry: LoadedModel;
+    try {
+      entry = await this.servingContext(base.model, settings, trainContextSize, { adapters: [{ filePath: file, scale: settings.loraScale ?? 1 }] });
+    } catch (err) {
+      throw kilnFailure('ModelLoadFailed', `llama.cpp could not apply the LoRA adapter: ${(err as Error).message}`);
+    }
+    this.loaded.set(versionId, { ...entry, base: baseVersionId });
+    this.observer?.adapterLoaded(versionId, baseVersionId);
+  }
+
+  private async servingContext(
+    model: LlamaModel,
+    settings: LlamaLoadSettings,
+    trainContextSize: number | undefined,
+    lora?: { adapters: Array<{ filePath: string; scale: number }> },
+  ): Promise<LoadedModel> {
     const sequences = settings.sequences ?? this.opts.sequences;
     const contextSize = Math.min(settings.contextSize ?? this.opts.contextSize, trainContextSize ?? Infinity);
     const delay = this.opts.fixtures ? (settings.fixtureTokenDelayMs ?? 0) : 0;
@@ -266,6 +307,7 @@ export class LlamaEngine {
       sequences: delay > 0 ? sequences + 1 : sequences,
       contextSize,
       threads: this.opts.threads,
+      lora,
       batching: {
         // Every decode (a token for each active sequence) is dispatched `delay` ms late: the real
         // llama.cpp path, at a pace that is the same on a laptop, on CI and on a GPU.
@@ -274,17 +316,20 @@ export class LlamaEngine {
     });
     const gatherer = new DecodeGatherer(GATHER_WAIT_MS);
     gatherer.install(context);
-    this.loaded.set(versionId, { model, context, pool: new SequencePool(context, sequences), gatherer });
+    return { model, context, pool: new SequencePool(context, sequences), gatherer };
   }
 
   async unload(versionId: string): Promise<void> {
     const entry = this.loaded.get(versionId);
     if (!entry) return;
+    // Disposing a model disposes every context on it: its adapters go first, and cleanly.
+    for (const [id, other] of this.loaded) if (other.base === versionId) await this.unload(id);
     this.loaded.delete(versionId);
     entry.gatherer.dispose();
     await (await entry.embedding)?.dispose();
     await entry.context.dispose();
-    await entry.model.dispose();
+    // An adapter's weights stay with the base model (node-llama-cpp frees them with it); they are small.
+    if (!entry.base) await entry.model.dispose();
   }
 
   async generate(

@@ -79,7 +79,7 @@ export function buildVocabulary(words: number): Vocabulary {
   return { tokens, scores, types };
 }
 
-interface TensorPlan {
+export interface TensorPlan {
   name: string;
   dims: number[];
   type: TensorType;
@@ -89,6 +89,8 @@ interface TensorPlan {
    * then rarely win, so the output reads as words.
    */
   quietRows?: number;
+  /** Random values lie in ±scale; without it, ±1/√embedding (the file's default). */
+  scale?: number;
   bytes: number;
   offset: number;
 }
@@ -125,6 +127,11 @@ export function planTensors(spec: LlamaSpec, vocabSize: number): TensorPlan[] {
       { name: `${p}ffn_down.weight`, dims: [F, E], type: spec.type, fill: 'random' },
     );
   }
+  return layOut(list);
+}
+
+/** Offsets in the data section, each tensor aligned. */
+export function layOut(list: Array<Omit<TensorPlan, 'bytes' | 'offset'>>): TensorPlan[] {
   let offset = 0;
   return list.map((t) => {
     const bytes = tensorBytes(t.dims, t.type);
@@ -178,7 +185,7 @@ class ByteWriter {
 
 const GGUF_VALUE = { UINT32: 4, INT32: 5, FLOAT32: 6, STRING: 8, ARRAY: 9 } as const;
 
-type MetaValue =
+export type MetaValue =
   | { u32: number }
   | { f32: number }
   | { str: string }
@@ -216,7 +223,11 @@ function writeMeta(w: ByteWriter, key: string, value: MetaValue) {
 }
 
 function buildHeader(spec: LlamaSpec, vocab: Vocabulary, tensors: TensorPlan[]): Buffer {
-  const meta: Array<[string, MetaValue]> = [
+  return ggufHeader(llamaMetadata(spec, vocab), tensors);
+}
+
+function llamaMetadata(spec: LlamaSpec, vocab: Vocabulary): Array<[string, MetaValue]> {
+  return [
     ['general.architecture', { str: 'llama' }],
     ['general.name', { str: spec.name }],
     ['general.alignment', { u32: ALIGNMENT }],
@@ -236,6 +247,10 @@ function buildHeader(spec: LlamaSpec, vocab: Vocabulary, tensors: TensorPlan[]):
     ['tokenizer.ggml.bos_token_id', { u32: 1 }],
     ['tokenizer.ggml.eos_token_id', { u32: 2 }],
   ];
+}
+
+/** The header of a GGUF v3 file: magic, counts, metadata, tensor infos, padded to the alignment. */
+export function ggufHeader(meta: Array<[string, MetaValue]>, tensors: TensorPlan[]): Buffer {
   const w = new ByteWriter();
   w.u32(0x46554747); // "GGUF"
   w.u32(3);
@@ -297,7 +312,8 @@ function* tensorData(t: TensorPlan, seed: number, scale: number): Generator<Buff
     const quietEnd = (t.quietRows ?? 0) * t.dims[0];
     if (t.fill === 'ones') values.fill(1);
     else {
-      const loud = t.quietRows ? 4 * scale : scale;
+      const base = t.scale ?? scale;
+      const loud = t.quietRows ? 4 * base : base;
       for (let i = 0; i < n; i++) values[i] = start + i < quietEnd ? 0 : (next() * 2 - 1) * loud;
     }
     if (t.type === 'F32') yield Buffer.from(values.buffer);
@@ -343,7 +359,11 @@ export async function writeLlamaGguf(path: string, input: LlamaSpecInput): Promi
   const spec = llamaSpecSchema.parse(input);
   const vocab = buildVocabulary(spec.vocabWords);
   const tensors = planTensors(spec, vocab.tokens.length);
-  const header = buildHeader(spec, vocab, tensors);
+  return writeGgufFile(path, buildHeader(spec, vocab, tensors), tensors, spec.seed, 1 / Math.sqrt(spec.embedding));
+}
+
+/** Streams the header, then each tensor's seeded values at its offset; `scale` is the default range of random values. */
+export async function writeGgufFile(path: string, header: Buffer, tensors: TensorPlan[], seed: number, scale: number): Promise<WrittenModel> {
   const hash = createHash('sha256');
   const file = await open(path, 'w');
   let size = 0;
@@ -357,7 +377,7 @@ export async function writeLlamaGguf(path: string, input: LlamaSpecInput): Promi
     const dataStart = size;
     for (const t of tensors) {
       if (size - dataStart < t.offset) await write(Buffer.alloc(t.offset - (size - dataStart)));
-      for (const chunk of tensorData(t, spec.seed, 1 / Math.sqrt(spec.embedding))) await write(chunk);
+      for (const chunk of tensorData(t, seed, scale)) await write(chunk);
     }
   } finally {
     await file.close();

@@ -1,6 +1,10 @@
-/** `npm run gguf -- --out model.gguf --type Q8_0 --embedding 768 --layers 12`: a random-weight LLaMA GGUF. */
+/**
+ * `npm run gguf -- --out model.gguf --type Q8_0 --embedding 768 --layers 12`: a random-weight LLaMA GGUF.
+ * `npm run gguf -- --out adapter.gguf --lora-for model.gguf --rank 8`: a random LoRA adapter for that base.
+ */
 import { Command, InvalidArgumentError } from 'commander';
-import { llamaSpecSchema, TENSOR_TYPES, writeLlamaGguf } from './gguf-writer';
+import { llamaSpecSchema, TENSOR_TYPES, writeLlamaGguf, type WrittenModel } from './gguf-writer';
+import { baseShapeOf, loraSpecSchema, writeLoraGguf } from './lora-writer';
 
 const int = (v: string) => {
   const n = Number(v);
@@ -20,10 +24,24 @@ const program = new Command('gguf')
   .option('--context <n>', 'training context length', int, 2048)
   .option('--vocab-words <n>', 'word pieces after the byte tokens', int, 200)
   .option('--seed <n>', 'random seed', int, 42)
-  .option('--name <name>', 'general.name', 'kiln-random-llama')
+  .option('--name <name>', 'general.name')
+  .option('--lora-for <base.gguf>', 'write a LoRA adapter for this base model instead (its shape comes from the file)')
+  .option('--rank <n>', 'LoRA rank (with --lora-for)', int, 8)
+  .option('--alpha <n>', 'LoRA alpha (with --lora-for; default: the rank, full strength)', Number)
   .action(async (o) => {
+    const started = performance.now();
+    const report = (written: WrittenModel) =>
+      console.log(
+        `${o.out}: ${(written.size / 2 ** 20).toFixed(1)} MiB, ${written.parameters.toLocaleString()} parameters, sha256 ${written.sha256} ` +
+          `(${((performance.now() - started) / 1000).toFixed(2)} s)`,
+      );
+    if (o.loraFor) {
+      const lora = loraSpecSchema.safeParse({ name: o.name, base: await baseShapeOf(o.loraFor), rank: o.rank, alpha: o.alpha, seed: o.seed });
+      if (!lora.success) return program.error(lora.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
+      return report(await writeLoraGguf(o.out, lora.data));
+    }
     const parsed = llamaSpecSchema.safeParse({
-      name: o.name,
+      name: o.name ?? 'kiln-random-llama',
       embedding: o.embedding,
       layers: o.layers,
       heads: o.heads,
@@ -37,13 +55,7 @@ const program = new Command('gguf')
     if (!parsed.success) {
       return program.error(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
     }
-    const started = performance.now();
-    const written = await writeLlamaGguf(o.out, parsed.data);
-    const mib = (written.size / 2 ** 20).toFixed(1);
-    console.log(
-      `${o.out}: ${mib} MiB, ${written.parameters.toLocaleString()} parameters, sha256 ${written.sha256} ` +
-        `(${((performance.now() - started) / 1000).toFixed(2)} s)`,
-    );
+    report(await writeLlamaGguf(o.out, parsed.data));
   });
 
 program.parseAsync().catch((err) => {
