@@ -37,7 +37,7 @@ async function readPrefix(storage: Storage, key: string, end: number): Promise<B
 }
 
 /** The GGUF header's scalars, read from the stored blob with ranged reads that grow until the header fits. */
-async function ggufMetadata(storage: Storage, file: VersionFile, field: string) {
+export async function ggufMetadata(storage: Storage, file: VersionFile, field: string) {
   if (file.size === 0) throw invalid(field, 'not a readable GGUF file: it is empty');
   for (let bytes = Math.min(FIRST_HEADER_READ, file.size); ; bytes = Math.min(bytes * 8, MAX_HEADER_BYTES, file.size)) {
     const parsed = parseGgufMetadata(await readPrefix(storage, blobKey(file.sha256), bytes));

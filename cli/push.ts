@@ -29,7 +29,7 @@ export async function push(
   ctx: ApiContext,
   ref: string,
   files: string[],
-  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number }; retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number } },
+  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number; speculative?: { type: 'draft'; model: string } | { type: 'input_lookup' } }; retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number } },
 ) {
   const manifest = [];
   for (const file of files) {

@@ -22,6 +22,7 @@ import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../er
 import { modelJson, versionJson } from '../model-json';
 import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
+import { resolveSpeculative, speculativeSetting } from '../draft-model';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
 import { skuOfNode } from '../../lib/hardware';
@@ -59,6 +60,7 @@ export const createVersionBody = z.strictObject({
         .optional()
         .describe("Tokens of context per sequence: at most the model's trained context and the server's KILN_MAX_CONTEXT_SIZE"),
       idleTtlSeconds: z.number().int().min(1).optional().describe('Unloaded after this long without predictions'),
+      speculative: speculativeSetting.optional(),
     })
     .optional(),
   retry: z
@@ -159,8 +161,14 @@ export function modelRoutes(deps: {
     }
     const engine = body.engine ?? (isTaskName(model.task) ? tasks[model.task].engines[0] : undefined);
     if (!engine) throw new BadRequestError(`no engine serves task ${model.task}`);
-    const settings = body.settings ?? {};
-    const memoryBytes = await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources);
+    const { speculative, ...settings } = body.settings ?? {};
+    if (speculative && engine !== 'llama.cpp') throw new ValidationError([{ field: 'settings.speculative', description: 'only llama.cpp versions decode speculatively' }]);
+    let memoryBytes = await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources);
+    if (speculative) {
+      const draft = await resolveSpeculative(deps, account.id, speculative, { files: body.files, settings });
+      Object.assign(settings, { speculative: draft.stored });
+      memoryBytes += draft.memoryBytes;
+    }
     const version = await addVersion(db, model, { task: model.task, engine, files: body.files, memoryBytes, settings, retry: body.retry });
     res.status(201).json(versionJson(version));
   });
