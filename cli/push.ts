@@ -8,6 +8,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import type { SpeculativeSetting } from '../api/draft-model';
 import { byteMeter } from '../lib/byte-meter';
 import { request, type ApiContext } from './client';
 import { byteBar as bar } from './progress-bar';
@@ -29,7 +30,7 @@ export async function push(
   ctx: ApiContext,
   ref: string,
   files: string[],
-  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number; speculative?: { type: 'draft'; model: string } | { type: 'input_lookup' } }; retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number } },
+  opts: { quiet: boolean; settings?: { sequences?: number; idleTtlSeconds?: number; speculative?: SpeculativeSetting }; retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number } },
 ) {
   const manifest = [];
   for (const file of files) {
