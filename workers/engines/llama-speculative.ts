@@ -95,6 +95,10 @@ export class SpeculativeDecoding {
         maxTokens: s.maxDraftTokens,
         minTokens: s.minDraftTokens,
         minConfidence: s.minConfidence,
+        // The draft takes the target's sampling options, but a TokenBias belongs to one model
+        // (node-llama-cpp throws, out of band, where another uses it): the draft drafts unbiased,
+        // and the target, which applies the bias, rejects what the bias rules out.
+        evaluateOptions: { tokenBias: undefined },
       }),
     };
   }
