@@ -4,7 +4,7 @@
  * engine, next to node-llama-cpp directly without a draft (the floor) in the same run. The three
  * alternate, so each sees the same machine, and every run's text must be the same.
  */
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { textGenerationInput } from '../tasks/text-generation';
 import { loadNodeLlamaCpp, LlamaEngine } from '../workers/engines/llama-engine';
@@ -20,7 +20,11 @@ async function model(type: TensorType): Promise<string> {
   const dir = path.join(DATA_DIR, 'bench', 'speculative');
   await mkdir(dir, { recursive: true });
   const file = path.join(dir, `target-${SHAPE.embedding}x${SHAPE.layers}-${type}.gguf`);
-  if (!(await stat(file).catch(() => undefined))) await writeLlamaGguf(file, { ...SHAPE, type, name: `kiln-speculative-${type}` });
+  if (!(await stat(file).catch(() => undefined))) {
+    // Renamed into place once whole: a run stopped halfway leaves no file that looks cached.
+    await writeLlamaGguf(`${file}.partial`, { ...SHAPE, type, name: `kiln-speculative-${type}` });
+    await rename(`${file}.partial`, file);
+  }
   return file;
 }
 
