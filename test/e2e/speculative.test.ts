@@ -18,7 +18,8 @@ let token: string;
 let owner: string;
 let dir: string;
 const files: Record<string, string> = {};
-const shape: LlamaSpecInput = { embedding: 128, layers: 2, heads: 4, feedForward: 256, seed: 1616 };
+// Calm blocks: the Q8_0 copy then picks the target's tokens often enough to be a draft (see bench/speculative.ts).
+const shape: LlamaSpecInput = { embedding: 128, layers: 2, heads: 4, feedForward: 256, residualScale: 0.05, seed: 1616 };
 
 beforeAll(async () => {
   db = testDb();
@@ -73,8 +74,9 @@ async function draftCounter(model: string, outcome: string): Promise<number> {
 test('greedy output is the same with a Q8_0 draft, with input lookup and without; the metrics give the acceptance rate', async () => {
   await pushModel('draft', files.draft);
   await pushModel('plain', files.target);
-  // minConfidence 0: random weights are never sure of a token, and every draft should be checked here.
-  const drafted = await pushModel('with-draft', files.target, { speculative: { type: 'draft', model: `${owner}/draft`, minConfidence: 0 } });
+  // minConfidence 0: random weights are never sure of a token; minDraftTokens: the target waits for
+  // a draft, which it would otherwise outrun on a model this small, and every step is checked here.
+  const drafted = await pushModel('with-draft', files.target, { speculative: { type: 'draft', model: `${owner}/draft`, minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } });
   await pushModel('with-lookup', files.target, { speculative: { type: 'input_lookup' } });
   const version = await api(`/v1/models/${owner}/with-draft/versions/${drafted.id}`, { token });
   expect(version.body.settings.speculative).toMatchObject({ type: 'draft', model: `${owner}/draft`, version: expect.any(String) });
@@ -96,7 +98,7 @@ test('greedy output is the same with a Q8_0 draft, with input lookup and without
     rejected += m.draft_tokens_rejected;
   }
   // The Q8_0 copy of the target's own weights agrees with it more often than not.
-  expect(accepted).toBeGreaterThan(0);
+  expect(accepted).toBeGreaterThan(rejected);
   const model = `${owner}/with-draft`;
   await poll(
     async () => [await draftCounter(model, 'accepted'), await draftCounter(model, 'rejected')],

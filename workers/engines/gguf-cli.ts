@@ -20,6 +20,7 @@ const program = new Command('gguf')
   .option('--context <n>', 'training context length', int, 2048)
   .option('--vocab-words <n>', 'word pieces after the byte tokens', int, 200)
   .option('--seed <n>', 'random seed', int, 42)
+  .option('--residual-scale <x>', "what each block adds to the residual stream (under 1: a quantized copy picks the same tokens, e.g. as a draft model)", Number, 1)
   .option('--name <name>', 'general.name', 'kiln-random-llama')
   .action(async (o) => {
     const parsed = llamaSpecSchema.safeParse({
@@ -33,6 +34,7 @@ const program = new Command('gguf')
       vocabWords: o.vocabWords,
       type: o.type,
       seed: o.seed,
+      residualScale: o.residualScale,
     });
     if (!parsed.success) {
       return program.error(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
