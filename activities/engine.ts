@@ -1,6 +1,7 @@
 /** Activities of an engine node: warm a model up, and run predictions on it. */
 import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
+import type { VersionFile } from '../db/schema';
 import { getVersion } from '../db/models';
 import { taskType } from '../tasks';
 import type { EmbeddingsInput } from '../tasks/embeddings';
@@ -19,7 +20,7 @@ import { releaseIn } from '../db/admissions';
 import { writePredictionSnapshot, type RunWriter } from '../db/predictions';
 import { currentRunWriter } from './run-writer';
 import { recordUsage, usageOf } from '../db/usage';
-import { observePrediction } from '../lib/metrics';
+import { draftMetrics, observePrediction } from '../lib/metrics';
 import { processingSnapshot, succeededSnapshot } from '../workflows/engine-projection';
 import { newId } from '../lib/ids';
 import { createHash } from 'node:crypto';
@@ -120,6 +121,16 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     if (ms > 0) await Context.current().sleep(ms);
   }
 
+  /** The local path of the draft model's GGUF where the version decodes with one. */
+  async function draftFileOf(settings: Record<string, unknown> | undefined, ensure: (file: VersionFile) => Promise<string>): Promise<string | undefined> {
+    const speculative = (settings as LlamaLoadSettings | undefined)?.speculative;
+    if (speculative?.type !== 'draft') return undefined;
+    const draft = await getVersion(db, speculative.version);
+    const gguf = draft?.files.find((f) => f.path.endsWith('.gguf'));
+    if (!gguf) throw kilnFailure('ModelLoadFailed', `the draft model ${speculative.model} (version ${speculative.version}) has no GGUF file`);
+    return ensure(gguf);
+  }
+
   async function load(versionId: string): Promise<LoadResult> {
     const ctx = Context.current();
     const version = await getVersion(db, versionId);
@@ -157,6 +168,12 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       downloadedBytes += cached.downloadedBytes;
       paths.push(cached.path);
     }
+    // A draft model (speculative decoding) is fetched the way the version's own weights are.
+    const draft = await draftFileOf(version.settings, async (file) => {
+      const cached = await cache.ensure(file, { signal: ctx.cancellationSignal, onProgress: (p) => beatDue() && ctx.heartbeat({ phase: 'download', ...p }) });
+      downloadedBytes += cached.downloadedBytes;
+      return cached.path;
+    });
     const downloadSeconds = downloadedBytes > 0 ? (performance.now() - downloadStarted) / 1000 : 0;
     await holdWarmUpPhase(version.settings);
     ctx.heartbeat({ phase: 'load' });
@@ -167,7 +184,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       await onnx.engine.load(versionId, paths[Math.max(model, 0)]);
     } else {
       const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
-      await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as LlamaLoadSettings);
+      await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as LlamaLoadSettings, draft);
     }
     const loadSeconds = (performance.now() - loadStarted) / 1000;
     await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));
@@ -306,6 +323,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           tokens_per_second: round(tokensPerSecond, 2),
         };
         if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
+        if (g.draft) Object.assign(metrics, draftMetrics(g.draft));
         return { output: continues ? [continues, ...g.chunks] : g.chunks, logs, metrics, startedAt, aborted: g.aborted, hardware: node.hardware };
       } finally {
         clearInterval(beat);

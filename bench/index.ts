@@ -7,6 +7,7 @@ import { fairness } from './fairness';
 import { historySize } from './history-size';
 import { floorScenario } from './floor';
 import { overhead } from './overhead';
+import { speculative } from './speculative';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
 import { webhookLatency } from './webhooks';
@@ -82,6 +83,16 @@ program
   .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1))
   .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
   .action((o) => batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi }));
+
+program
+  .command('speculative')
+  .description('greedy tokens/s of an F32 model with and without its own weights in Q8_0 as draft, next to node-llama-cpp direct without a draft (no running stack needed)')
+  .option('-t, --tokens <n>', 'tokens generated per run', int, 128)
+  .option('-r, --runs <n>', 'runs of each (the table shows the median)', int, 3)
+  .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, 8)
+  .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft', int, 8)
+  .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1))
+  .action((o) => speculative({ tokens: o.tokens, runs: o.runs, threads: o.threads, draftTokens: o.draftTokens, minDraftTokens: o.minDraftTokens }));
 
 program.parseAsync().then(
   () => process.exit(0),

@@ -15,10 +15,12 @@ program
   .option('--visibility <v>', 'public or private, when creating', 'private')
   .option('--sequences <n>', 'predictions one loaded copy runs at once', (v) => Number.parseInt(v, 10))
   .option('--idle-ttl <seconds>', 'unload after this long without predictions (scale to zero)', (v) => Number.parseInt(v, 10))
+  .option('--draft <model>', 'speculative decoding with this draft model (owner/name, same tokenizer): same output, faster')
+  .option('--input-lookup', "speculative decoding from the prompt's own tokens (for outputs that repeat their input)")
   .option('--max-attempts <n>', 'attempts a failing prediction gets, the first included (1: no retry)', (v) => Number.parseInt(v, 10))
   .option('--retry-interval <seconds>', 'wait before the second attempt', Number)
   .option('--retry-backoff <factor>', 'each later wait is the previous one times this', Number)
-  .action(async (model: string, files: string[], o: { task?: string; loraFor?: string; visibility: string; sequences?: number; idleTtl?: number; maxAttempts?: number; retryInterval?: number; retryBackoff?: number }) => {
+  .action(async (model: string, files: string[], o: { task?: string; loraFor?: string; visibility: string; sequences?: number; idleTtl?: number; draft?: string; inputLookup?: boolean; maxAttempts?: number; retryInterval?: number; retryBackoff?: number }) => {
     const ctx = apiContext();
     const json = program.opts().json as boolean | undefined;
     if (!/^[^/]+\/[^/]+$/.test(model)) throw new CliError(`model must be owner/name, not ${model}`);
@@ -29,7 +31,9 @@ program
         if (!/409/.test(String(err.message))) throw err;
       });
     }
-    const settings = o.sequences || o.idleTtl ? { sequences: o.sequences, idleTtlSeconds: o.idleTtl } : undefined;
+    if (o.draft && o.inputLookup) throw new CliError('--draft and --input-lookup are two ways of speculating: give one');
+    const speculative = o.draft ? { type: 'draft' as const, model: o.draft } : o.inputLookup ? { type: 'input_lookup' as const } : undefined;
+    const settings = o.sequences || o.idleTtl || speculative ? { sequences: o.sequences, idleTtlSeconds: o.idleTtl, speculative } : undefined;
     const retry =
       o.maxAttempts !== undefined
         ? { max_attempts: o.maxAttempts, ...(o.retryInterval !== undefined ? { initial_interval_s: o.retryInterval } : {}), ...(o.retryBackoff !== undefined ? { backoff: o.retryBackoff } : {}) }

@@ -8,6 +8,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import type { SpeculativeSetting } from '../api/draft-model';
 import { byteMeter } from '../lib/byte-meter';
 import { request, type ApiContext } from './client';
 import { byteBar as bar } from './progress-bar';
@@ -31,7 +32,7 @@ export async function push(
   files: string[],
   opts: {
     quiet: boolean;
-    settings?: { sequences?: number; idleTtlSeconds?: number };
+    settings?: { sequences?: number; idleTtlSeconds?: number; speculative?: SpeculativeSetting };
     retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number };
     /** The base version (`owner/name[:version]`) this version is a LoRA adapter of. */
     loraFor?: string;

@@ -5,6 +5,7 @@
  * used here because it reads zeros past the end of a short file and allocates whatever length a
  * string claims.
  */
+import { createHash } from 'node:crypto';
 
 export type GgufScalar = number | bigint | boolean | string;
 
@@ -68,8 +69,17 @@ export function parseGgufMetadata(buf: Buffer): GgufMetadataResult {
       default: return buf.readDoubleLE(p);
     }
   };
-  /** Arrays (vocabularies, merges) are walked past, not kept: only scalars size a model. */
-  const skipArray = () => {
+  /**
+   * Arrays (vocabularies, merges) are walked past, not kept: only scalars size a model. The
+   * tokenizer's are kept as a digest (`<key>.sha256`), so two models' vocabularies can be compared.
+   */
+  const skipArray = (key: string) => {
+    const start = at;
+    skipArrayBody();
+    if (key.startsWith('tokenizer.ggml.')) metadata.set(`${key}.sha256`, createHash('sha256').update(buf.subarray(start, at)).digest('hex'));
+  };
+  const metadata = new Map<string, GgufScalar>();
+  const skipArrayBody = () => {
     const type = u32();
     const n = count('an array length');
     if (type === STRING) {
@@ -87,11 +97,10 @@ export function parseGgufMetadata(buf: Buffer): GgufMetadataResult {
     if (version !== 2 && version !== 3) return { kind: 'invalid', reason: `GGUF version ${version} is not supported` };
     count('a tensor count');
     const kvs = count('a metadata count');
-    const metadata = new Map<string, GgufScalar>();
     for (let i = 0; i < kvs; i++) {
       const key = string();
       const type = u32();
-      if (type === ARRAY) skipArray();
+      if (type === ARRAY) skipArray(key);
       else metadata.set(key, scalar(type));
     }
     return { kind: 'metadata', metadata };

@@ -50,6 +50,12 @@ export const tokensPerSecond = new client.Histogram({
   buckets: [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000],
   registers: [registry],
 });
+export const draftTokens = new client.Counter({
+  name: 'kiln_draft_tokens_total',
+  help: 'Tokens a draft model (or input lookup) predicted, by whether the target model accepted them (speculative decoding)',
+  labelNames: ['model', 'outcome'] as const,
+  registers: [registry],
+});
 export const webhookAttempts = new client.Counter({
   name: 'kiln_webhook_attempts_total',
   help: 'Webhook delivery attempts by event and outcome',
@@ -76,6 +82,18 @@ export function observePrediction(p: { model: string; status: string; metrics: R
   }
   if (m.predict_time !== undefined) predictSeconds.observe(labels, m.predict_time);
   if (m.tokens_per_second !== undefined) tokensPerSecond.observe(labels, m.tokens_per_second);
+  if (m.draft_tokens_accepted !== undefined) draftTokens.inc({ model: p.model, outcome: 'accepted' }, m.draft_tokens_accepted);
+  if (m.draft_tokens_rejected !== undefined) draftTokens.inc({ model: p.model, outcome: 'rejected' }, m.draft_tokens_rejected);
+}
+
+/** A prediction's speculative decoding figures: acceptance rate = accepted ÷ (accepted + rejected). */
+export function draftMetrics({ accepted, rejected }: { accepted: number; rejected: number }): Record<string, number> {
+  const drafted = accepted + rejected;
+  return {
+    draft_tokens_accepted: accepted,
+    draft_tokens_rejected: rejected,
+    ...(drafted > 0 ? { draft_acceptance_rate: Number((accepted / drafted).toFixed(4)) } : {}),
+  };
 }
 
 /** A tiny server for a worker's /metrics. */

@@ -8,6 +8,8 @@ const NON_RETRYABLE = [
   'ModelTooLarge',
   'ModelFileCorrupt',
   'ModelLoadFailed',
+  /** A version's draft model (speculative decoding) has another vocabulary than the version's. */
+  'DraftTokenizerMismatch',
   'OverCapacity',
   /** The prompt is longer than the model's context: no node of the version can take it. */
   'ContextLengthExceeded',

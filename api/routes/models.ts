@@ -23,6 +23,7 @@ import { modelJson, versionJson } from '../model-json';
 import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
 import { adapterVersion } from '../lora-adapters';
+import { resolveSpeculative, speculativeSetting } from '../draft-model';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
 import { skuOfNode } from '../../lib/hardware';
@@ -64,6 +65,7 @@ export const createVersionBody = z.strictObject({
         .optional()
         .describe("Tokens of context per sequence: at most the model's trained context and the server's KILN_MAX_CONTEXT_SIZE"),
       idleTtlSeconds: z.number().int().min(1).optional().describe('Unloaded after this long without predictions'),
+      speculative: speculativeSetting.optional(),
     })
     .optional(),
   retry: z
@@ -174,18 +176,28 @@ export function modelRoutes(deps: {
     if (!served.includes(engine)) {
       throw new ValidationError([{ field: 'engine', description: `task ${model.task} is served by ${served.join(', ') || 'no engine here'}` }]);
     }
+    const { speculative, ...requested } = body.settings ?? {};
+    if (speculative && engine !== 'llama.cpp') throw new ValidationError([{ field: 'settings.speculative', description: 'only llama.cpp versions decode speculatively' }]);
+    if (speculative && body.lora_for) {
+      throw new ValidationError([{ field: 'settings.speculative', description: 'an adapter decodes on its base: set speculative on the base version' }]);
+    }
     const adapter = body.lora_for
       ? await adapterVersion({ db, storage, limits: deps.resources }, account, {
           task: model.task,
           engine,
           files: body.files,
-          settings: body.settings ?? {},
+          settings: requested,
           declared: body.memory_bytes,
           loraFor: body.lora_for,
         })
       : undefined;
-    const settings = adapter?.settings ?? body.settings ?? {};
-    const memoryBytes = adapter?.memoryBytes ?? (await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources));
+    const settings: Record<string, unknown> = adapter?.settings ?? requested;
+    let memoryBytes = adapter?.memoryBytes ?? (await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources));
+    if (speculative) {
+      const draft = await resolveSpeculative(deps, account.id, speculative, { files: body.files, settings });
+      Object.assign(settings, { speculative: draft.stored });
+      memoryBytes += draft.memoryBytes;
+    }
     const version = await addVersion(db, model, { task: model.task, engine, files: body.files, memoryBytes, settings, retry: body.retry });
     res.status(201).json(versionJson(version));
   });

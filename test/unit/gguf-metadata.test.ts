@@ -41,3 +41,17 @@ test('other files and absurd lengths are invalid, without allocating what they c
   const badType = Buffer.concat([bytes.subarray(0, 24), Buffer.from([1, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('k'), Buffer.from([99, 0, 0, 0, 0])]);
   expect(parseGgufMetadata(badType)).toEqual({ kind: 'invalid', reason: 'unknown value type 99' });
 });
+
+test("the tokenizer's arrays are kept as digests: the same vocabulary in another tensor type matches, another vocabulary does not", async () => {
+  const digests = async (spec: Parameters<typeof writeLlamaGguf>[1]) => {
+    const file = path.join(dir, 'vocab.gguf');
+    await writeLlamaGguf(file, { embedding: 64, layers: 1, heads: 4, feedForward: 96, seed: 5, ...spec });
+    const parsed = parseGgufMetadata(await readFile(file));
+    if (parsed.kind !== 'metadata') throw new Error(`parsed as ${parsed.kind}`);
+    return parsed.metadata.get('tokenizer.ggml.tokens.sha256');
+  };
+  const f32 = await digests({ type: 'F32', vocabWords: 50 });
+  expect(f32).toMatch(/^[a-f0-9]{64}$/);
+  expect(await digests({ type: 'Q8_0', vocabWords: 50, seed: 9 })).toBe(f32);
+  expect(await digests({ type: 'F32', vocabWords: 51 })).not.toBe(f32);
+});

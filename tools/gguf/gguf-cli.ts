@@ -28,6 +28,7 @@ const program = new Command('gguf')
   .option('--lora-for <base.gguf>', 'write a LoRA adapter for this base model instead (its shape comes from the file)')
   .option('--rank <n>', 'LoRA rank (with --lora-for)', int, 8)
   .option('--alpha <n>', 'LoRA alpha (with --lora-for; default: the rank, full strength)', Number)
+  .option('--residual-scale <x>', "what each block adds to the residual stream (under 1: a quantized copy picks the same tokens, e.g. as a draft model)", Number, 1)
   .action(async (o) => {
     const started = performance.now();
     const report = (written: WrittenModel) =>
@@ -51,6 +52,7 @@ const program = new Command('gguf')
       vocabWords: o.vocabWords,
       type: o.type,
       seed: o.seed,
+      residualScale: o.residualScale,
     });
     if (!parsed.success) {
       return program.error(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));

@@ -27,6 +27,12 @@ export const llamaSpecSchema = z
     contextLength: z.number().int().positive().default(2048),
     vocabWords: z.number().int().min(0).default(200),
     type: z.enum(TENSOR_TYPES).default('F32'),
+    /**
+     * What each block adds to the residual stream, relative to the default: well under 1, a
+     * perturbation (as in the weights' quantization) stays small through the blocks instead of
+     * growing, so a Q8_0 copy of the model picks the same tokens (a draft model for tests).
+     */
+    residualScale: z.number().positive().max(1).default(1),
     seed: z.number().int().default(42),
   })
   .refine((s) => s.embedding % s.heads === 0, { message: 'embedding must be divisible by heads', path: ['heads'] })
@@ -90,6 +96,8 @@ export interface TensorPlan {
    */
   quietRows?: number;
   /** Random values lie in ±scale; without it, ±1/√embedding (the file's default). */
+  /** Times the tensor's random values (the residual scale of the blocks' output projections). */
+  gain?: number;
   scale?: number;
   bytes: number;
   offset: number;
@@ -121,10 +129,10 @@ export function planTensors(spec: LlamaSpec, vocabSize: number): TensorPlan[] {
       { name: `${p}attn_q.weight`, dims: [E, E], type: spec.type, fill: 'random' },
       { name: `${p}attn_k.weight`, dims: [E, kv], type: spec.type, fill: 'random' },
       { name: `${p}attn_v.weight`, dims: [E, kv], type: spec.type, fill: 'random' },
-      { name: `${p}attn_output.weight`, dims: [E, E], type: spec.type, fill: 'random' },
+      { name: `${p}attn_output.weight`, dims: [E, E], type: spec.type, fill: 'random', gain: spec.residualScale },
       { name: `${p}ffn_gate.weight`, dims: [E, F], type: spec.type, fill: 'random' },
       { name: `${p}ffn_up.weight`, dims: [E, F], type: spec.type, fill: 'random' },
-      { name: `${p}ffn_down.weight`, dims: [F, E], type: spec.type, fill: 'random' },
+      { name: `${p}ffn_down.weight`, dims: [F, E], type: spec.type, fill: 'random', gain: spec.residualScale },
     );
   }
   return layOut(list);
@@ -313,7 +321,7 @@ function* tensorData(t: TensorPlan, seed: number, scale: number): Generator<Buff
     if (t.fill === 'ones') values.fill(1);
     else {
       const base = t.scale ?? scale;
-      const loud = t.quietRows ? 4 * base : base;
+      const loud = (t.quietRows ? 4 * base : base) * (t.gain ?? 1);
       for (let i = 0; i < n; i++) values[i] = start + i < quietEnd ? 0 : (next() * 2 - 1) * loud;
     }
     if (t.type === 'F32') yield Buffer.from(values.buffer);

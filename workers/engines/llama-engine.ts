@@ -20,6 +20,7 @@ import { kilnFailure } from '../../workflows/failures';
 import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './llama-grammar';
 import { cleanText, contextLimits } from './llama-text';
 import { DecodeGatherer } from './decode-gatherer';
+import { draftCounts, SpeculativeDecoding, type DraftCounts, type SpeculativeSettings } from './llama-speculative';
 import type { GpuState } from '../../lib/hardware';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -95,9 +96,9 @@ class SequencePool {
   private waiters: Array<() => void> = [];
   private out = 0;
 
-  constructor(context: LlamaContext, size: number) {
+  constructor(context: LlamaContext, size: number, sequenceOptions?: () => Parameters<LlamaContext['getSequence']>[0]) {
     // A fresh context hands out ids 0, 1, 2, … in order.
-    this.idle = Array.from({ length: size }, (_, id) => ({ id, sequence: context.getSequence() }));
+    this.idle = Array.from({ length: size }, (_, id) => ({ id, sequence: context.getSequence(sequenceOptions?.()) }));
     for (const { id, sequence } of this.idle) this.ids.set(sequence, id);
   }
 
@@ -152,6 +153,7 @@ interface LoadedModel {
   pool: SequencePool;
   gatherer: DecodeGatherer;
   embedding?: Promise<LlamaEmbeddingContext>;
+  speculative?: SpeculativeDecoding;
 }
 
 /** OpenAI-style messages to node-llama-cpp's chat history, ending with the model's turn. */
@@ -181,6 +183,8 @@ export interface GenerationResult {
   /** Seconds from the start of generation to the first chunk. */
   timeToFirstToken: number | null;
   predictSeconds: number;
+  /** Draft tokens accepted and rejected, where the version decodes speculatively. */
+  draft?: DraftCounts;
 }
 
 /**
@@ -207,6 +211,7 @@ export interface LlamaLoadSettings {
   sequences?: number;
   contextSize?: number;
   fixtureTokenDelayMs?: number;
+  speculative?: SpeculativeSettings;
 }
 
 /** Counts what loads: a weight load per base model, a context per adapter (workers/engines/llama-metrics.ts). */
@@ -258,7 +263,8 @@ export class LlamaEngine {
     return this.loaded.has(versionId);
   }
 
-  async load(versionId: string, file: string, settings: LlamaLoadSettings = {}): Promise<void> {
+  /** `draftFile`: the draft model's GGUF, where the settings name one (speculative decoding). */
+  async load(versionId: string, file: string, settings: LlamaLoadSettings = {}, draftFile?: string): Promise<void> {
     if (this.loaded.has(versionId)) return;
     const { trainContextSize } = await validateGguf(file);
     const llama = await this.backend();
@@ -268,7 +274,14 @@ export class LlamaEngine {
     } catch (err) {
       throw kilnFailure('ModelLoadFailed', `llama.cpp could not load the model: ${(err as Error).message}`);
     }
-    this.loaded.set(versionId, await this.servingContext(model, settings, trainContextSize));
+    let entry: LoadedModel;
+    try {
+      entry = await this.servingContext(model, settings, trainContextSize, { draftFile });
+    } catch (err) {
+      await model.dispose();
+      throw err;
+    }
+    this.loaded.set(versionId, entry);
     this.observer?.modelLoaded(versionId);
   }
 
@@ -284,7 +297,7 @@ export class LlamaEngine {
     const trainContextSize = base.model.trainContextSize;
     let entry: LoadedModel;
     try {
-      entry = await this.servingContext(base.model, settings, trainContextSize, { adapters: [{ filePath: file, scale: settings.loraScale ?? 1 }] });
+      entry = await this.servingContext(base.model, settings, trainContextSize, { lora: { adapters: [{ filePath: file, scale: settings.loraScale ?? 1 }] } });
     } catch (err) {
       throw kilnFailure('ModelLoadFailed', `llama.cpp could not apply the LoRA adapter: ${(err as Error).message}`);
     }
@@ -296,7 +309,7 @@ export class LlamaEngine {
     model: LlamaModel,
     settings: LlamaLoadSettings,
     trainContextSize: number | undefined,
-    lora?: { adapters: Array<{ filePath: string; scale: number }> },
+    { lora, draftFile }: { lora?: { adapters: Array<{ filePath: string; scale: number }> }; draftFile?: string } = {},
   ): Promise<LoadedModel> {
     const sequences = settings.sequences ?? this.opts.sequences;
     const contextSize = Math.min(settings.contextSize ?? this.opts.contextSize, trainContextSize ?? Infinity);
@@ -314,9 +327,19 @@ export class LlamaEngine {
         dispatchSchedule: delay > 0 ? (dispatch: () => void) => void setTimeout(dispatch, delay) : DecodeGatherer.dispatchSchedule,
       },
     });
+    let speculative: SpeculativeDecoding | undefined;
+    try {
+      speculative = settings.speculative
+        ? await SpeculativeDecoding.create(await loadNodeLlamaCpp(), await this.backend(), model, settings.speculative, { draftFile, contextSize, sequences, threads: this.opts.threads })
+        : undefined;
+    } catch (err) {
+      await context.dispose();
+      throw err;
+    }
     const gatherer = new DecodeGatherer(GATHER_WAIT_MS);
     gatherer.install(context);
-    return { model, context, pool: new SequencePool(context, sequences), gatherer };
+    const pool = new SequencePool(context, sequences, speculative && (() => speculative.sequenceOptions()));
+    return { model, context, pool, gatherer, speculative };
   }
 
   async unload(versionId: string): Promise<void> {
@@ -328,6 +351,7 @@ export class LlamaEngine {
     entry.gatherer.dispose();
     await (await entry.embedding)?.dispose();
     await entry.context.dispose();
+    await entry.speculative?.dispose();
     // An adapter's weights stay with the base model (node-llama-cpp frees them with it); they are small.
     if (!entry.base) await entry.model.dispose();
   }
@@ -371,6 +395,7 @@ export class LlamaEngine {
       return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
     }
     const { id: sequenceId, sequence } = await entry.pool.acquire(opts.signal);
+    const predictionsBefore = entry.speculative && draftCounts(sequence);
     const started = performance.now();
     const chunks: string[] = [];
     let outputTokens = continuedTokens;
@@ -399,6 +424,10 @@ export class LlamaEngine {
       topP: input.top_p,
       topK: input.top_k,
       seed,
+      // No penalty the input does not ask for: temperature 0 then means the most likely token, and
+      // a penalty over the tokens so far would judge a drafted token (checked in a batch before the
+      // tokens ahead of it are counted) otherwise than the same token decoded alone.
+      repeatPenalty: false as const,
       // min_tokens: the end-of-text tokens are banned until enough has been generated.
       tokenBias: biasNow,
       grammar,
@@ -483,6 +512,7 @@ export class LlamaEngine {
         seed,
         timeToFirstToken: firstChunkAt === null ? null : (firstChunkAt - started) / 1000,
         predictSeconds: (performance.now() - started) / 1000,
+        ...(predictionsBefore ? { draft: draftCounts(sequence, predictionsBefore) } : {}),
       };
     } catch (err) {
       if (!signal.aborted) throw err;
