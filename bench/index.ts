@@ -7,6 +7,7 @@ import { fairness } from './fairness';
 import { historySize } from './history-size';
 import { floorScenario } from './floor';
 import { overhead } from './overhead';
+import { defaultThreads, prefixCache } from './prefix-cache';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
 import { webhookLatency } from './webhooks';
@@ -82,6 +83,14 @@ program
   .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1))
   .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
   .action((o) => batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi }));
+
+program
+  .command('prefix-cache')
+  .description('time to first token after a ~2,000-token shared prefix, cold and cached, through the API and node-llama-cpp directly')
+  .option('-r, --runs <n>', 'cold/cached pairs per path (the table shows the median)', int, 5)
+  .option('-p, --prefix-tokens <n>', 'tokens in the shared prefix', int, 2000)
+  .option('--threads <n>', "CPU threads for the direct floor (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .action((o) => prefixCache({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads }));
 
 program.parseAsync().then(
   () => process.exit(0),
