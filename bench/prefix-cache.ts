@@ -45,10 +45,11 @@ export async function prefixCache(o: PrefixCacheOptions) {
   const { getLlama, LlamaCompletion } = await loadNodeLlamaCpp();
   const llama = await getLlama({ gpu: 'auto', build: 'never', skipDownload: true, usePrebuiltBinaries: true, progressLogs: false, maxThreads: o.threads });
   const model = await llama.loadModel({ modelPath: file });
-  // Words per token of this text, so that the prefix has about `prefixTokens` tokens.
-  const sample = prefixOf(400);
-  const words = Math.round((o.prefixTokens * sample.split(' ').length) / model.tokenizer(sample).length);
-  const prefixTokens = model.tokenizer(prefixOf(words)).length;
+  // Words for about `prefixTokens` tokens: the repeated sentence rounds up to whole sentences.
+  const tokensOf = (words: number) => model.tokenizer(prefixOf(words)).length;
+  let words = o.prefixTokens;
+  while (words > 12 && tokensOf(words) > o.prefixTokens) words -= 12;
+  const prefixTokens = tokensOf(words);
   console.log(
     `model: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ${PREFIX_CACHE_MODEL.type}; ` +
       `prefix ~${prefixTokens} tokens, then a short question; ${o.threads} thread(s); greedy, 4 tokens`,
