@@ -1,6 +1,7 @@
 /** Which idle sequence a generation is lent: prefix reuse, low-id packing, sessions. */
 import { choose, MIN_REUSED_TOKENS } from '../../workers/engines/sequence-pool';
 import { cachedPromptTokens } from '../../workers/engines/prefix-reuse';
+import type { Token } from 'node-llama-cpp';
 
 const idle = (...specs: Array<{ id: number; prefix: number; session?: string; releasedAt?: number }>) =>
   specs.map((s) => ({ releasedAt: 0, ...s }));
@@ -25,8 +26,9 @@ test("with only sessions' sequences idle, the best prefix goes, else the least r
 });
 
 test('cached tokens: the shared prefix, at most all but the last prompt token (it is decoded again)', () => {
-  expect(cachedPromptTokens([1, 2, 3, 9, 9], [1, 2, 3, 4])).toBe(3);
-  expect(cachedPromptTokens([1, 2, 3, 4, 5], [1, 2, 3, 4])).toBe(3);
-  expect(cachedPromptTokens([], [1, 2])).toBe(0);
-  expect(cachedPromptTokens([7], [1, 2])).toBe(0);
+  const cachedPromptTokensOf = (held: number[], evaluated: number[]) => cachedPromptTokens(held as Token[], evaluated as Token[]);
+  expect(cachedPromptTokensOf([1, 2, 3, 9, 9], [1, 2, 3, 4])).toBe(3);
+  expect(cachedPromptTokensOf([1, 2, 3, 4, 5], [1, 2, 3, 4])).toBe(3);
+  expect(cachedPromptTokensOf([], [1, 2])).toBe(0);
+  expect(cachedPromptTokensOf([7], [1, 2])).toBe(0);
 });
