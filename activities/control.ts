@@ -19,13 +19,13 @@ import { currentRunWriter } from './run-writer';
 import { tooLargeMessage } from '../lib/hardware';
 
 import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
-
-/** x-session-affinity: whose session placement keeps on one node. */
-type SessionOf = { accountId: string; session: string };
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
 import { tasks, isTaskName } from '../tasks';
 import type { Storage } from '../lib/storage';
+
+/** x-session-affinity: whose session placement keeps on one node. */
+type SessionOf = { accountId: string; session: string };
 
 export interface ControlDeps {
   db: Db;
