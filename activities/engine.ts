@@ -246,6 +246,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           continues,
           continuedTokens: req.continuedTokens,
           session: req.session,
+          owner: req.snapshot.accountId,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
             if (beatDue()) mode.heartbeat({ tokens });

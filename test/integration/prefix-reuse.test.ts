@@ -74,3 +74,14 @@ test('a session keeps its sequence while others come and go', async () => {
   expect(a.inputTokens).toBeGreaterThan(0);
   expect(b.cachedTokens).toBeGreaterThan(200);
 });
+
+test("one account's evaluated tokens are never reused for another's request", async () => {
+  const mine = await engine.generate('v1', chat('Whose kiln is this?'), { owner: 'alice' });
+  expect(mine.inputTokens).toBeGreaterThan(200);
+  const again = await engine.generate('v1', chat('Whose kiln is this?'), { owner: 'alice' });
+  expect(again.cachedTokens).toBeGreaterThan(200);
+  // Both sequences may hold alice's prompt now: bob's identical request reuses nothing of it.
+  const theirs = await engine.generate('v1', chat('Whose kiln is this?'), { owner: 'bob' });
+  expect(theirs.cachedTokens).toBe(0);
+  expect(theirs.chunks.join('')).toBe(mine.chunks.join(''));
+});

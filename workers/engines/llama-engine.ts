@@ -244,6 +244,8 @@ export class LlamaEngine {
       continuedTokens?: number;
       /** x-session-affinity: the session's sequence state is kept between its requests. */
       session?: string;
+      /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
+      owner?: string;
     } = {},
   ): Promise<GenerationResult> {
     const entry = this.loaded.get(versionId);
@@ -269,7 +271,7 @@ export class LlamaEngine {
       return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, cachedTokens: 0, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
     }
     const probe = history ? promptTokens : promptProbe(entry.model, request.prompt ?? '');
-    const { id: sequenceId, sequence, heldTokens } = await entry.pool.acquire(opts.signal, probe, opts.session);
+    const { id: sequenceId, sequence, heldTokens } = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
     let cachedTokens = 0;
     let measured = false;
     const started = performance.now();

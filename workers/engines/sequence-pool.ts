@@ -9,6 +9,10 @@
  * micro-batch, so streams packed at the low ids batch together (node-llama-cpp's own
  * getSequence() reuses freed ids first in, first out, and scatters them).
  *
+ * Reuse stays within an account: a sequence another account used last is cleared before it is
+ * lent, so neither its tokens nor `cached_tokens` can tell one tenant what another one's prompts
+ * began with.
+ *
  * A session (x-session-affinity) keeps the sequence it last used while that sequence is idle,
  * so its next turn finds its history there; other requests take a session's sequence only when
  * no free one is idle, the least recently used session's first (bounded: one session per sequence).
@@ -20,6 +24,8 @@ interface PooledSequence {
   sequence: LlamaContextSequence;
   /** The session that keeps this sequence's state, if any. */
   session?: string;
+  /** Whose tokens it holds (an account): only its owner's requests reuse them. */
+  owner?: string;
   /** When it was last given back: the least recently used session's sequence goes first. */
   releasedAt: number;
 }
@@ -81,7 +87,7 @@ export class SequencePool {
   private ids = new Map<LlamaContextSequence, number>();
   private waiters: Array<() => void> = [];
   private out = 0;
-  private lent = new Map<number, string | undefined>();
+  private lent = new Map<number, { session?: string; owner?: string }>();
 
   constructor(context: LlamaContext, size: number) {
     // A fresh context hands out ids 0, 1, 2, … in order.
@@ -93,7 +99,7 @@ export class SequencePool {
    * The idle sequence that best fits `prompt` (the tokens the generation will evaluate, as near as
    * the caller can tell: the choice only steers reuse, the generation itself keeps what matches).
    */
-  async acquire(signal?: AbortSignal, prompt: readonly Token[] = [], session?: string): Promise<LentSequence> {
+  async acquire(signal?: AbortSignal, prompt: readonly Token[] = [], { session, owner }: { session?: string; owner?: string } = {}): Promise<LentSequence> {
     while (this.idle.length === 0) {
       signal?.throwIfAborted();
       // A cancel while waiting ends the wait at once, and takes this waiter out of the line.
@@ -110,32 +116,33 @@ export class SequencePool {
         signal?.addEventListener('abort', abort, { once: true });
       });
     }
-    const held = new Map(this.idle.map((s) => [s, s.sequence.contextTokens]));
-    const picked = choose(this.idle, (s) => sharedPrefix(held.get(s)!, prompt), session)!;
+    // Session ids are the clients' own: one account's never finds another's sequence.
+    const key = session === undefined ? undefined : JSON.stringify([owner ?? null, session]);
+    const held = new Map(this.idle.map((s) => [s, s.owner === owner ? s.sequence.contextTokens : []]));
+    const picked = choose(this.idle, (s) => sharedPrefix(held.get(s)!, prompt), key)!;
     this.idle = this.idle.filter((s) => s !== picked);
     this.out += 1;
     // Whatever session kept it lets go: its state is about to be overwritten (or is the session's own).
-    if (session !== undefined) for (const s of this.idle) if (s.session === session) s.session = undefined;
-    this.lent.set(picked.id, session);
+    if (key !== undefined) for (const s of this.idle) if (s.session === key) s.session = undefined;
+    this.lent.set(picked.id, { session: key, owner });
+    try {
+      // Another account's tokens go first (under the context's lock, after the batch that runs now).
+      if (picked.owner !== owner && picked.sequence.nextTokenIndex > 0) await picked.sequence.clearHistory();
+    } catch (err) {
+      this.release(picked.sequence);
+      throw err;
+    }
     return { id: picked.id, sequence: picked.sequence, heldTokens: held.get(picked)! };
   }
 
   release(sequence: LlamaContextSequence): void {
     const id = this.ids.get(sequence)!;
     this.out -= 1;
-    const session = this.lent.get(id);
+    const { session, owner } = this.lent.get(id) ?? {};
     this.lent.delete(id);
     const at = this.idle.findIndex((s) => s.id > id);
-    this.idle.splice(at < 0 ? this.idle.length : at, 0, { id, sequence, session, releasedAt: performance.now() });
+    this.idle.splice(at < 0 ? this.idle.length : at, 0, { id, sequence, session, owner, releasedAt: performance.now() });
     this.waiters.shift()?.();
-  }
-
-  /** Drops every sequence's kept state (a benchmark's cold run). */
-  async clear(): Promise<void> {
-    for (const s of this.idle) {
-      s.session = undefined;
-      if (s.sequence.nextTokenIndex > 0) await s.sequence.clearHistory();
-    }
   }
 
   get busy(): boolean {
