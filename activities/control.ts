@@ -6,6 +6,7 @@ import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
 import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
+import { sessionNode } from '../db/session-affinity';
 import { admit, release } from '../db/admissions';
 import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
 import { recordUsage, usageOf, type UsageRecord } from '../db/usage';
@@ -23,6 +24,9 @@ import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
 import { taskType } from '../tasks';
 import type { Storage } from '../lib/storage';
+
+/** x-session-affinity: whose session placement keeps on one node. */
+type SessionOf = { accountId: string; session: string };
 
 export interface ControlDeps {
   db: Db;
@@ -156,7 +160,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * free memory that still holds it, so big nodes stay free for big models (bin-packing).
      * No live node is a retryable fault: one may come up.
      */
-    async placeModel({ versionId, excludeNodes = [] }: { versionId: string; excludeNodes?: string[] }): Promise<Placement> {
+    async placeModel({ versionId, excludeNodes = [], session }: { versionId: string; excludeNodes?: string[]; session?: SessionOf }): Promise<Placement> {
       const [version, live] = await Promise.all([cached.version(versionId), liveNodes(db)]);
       if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
       // Nodes that failed this prediction are a last resort, not a first choice.
@@ -165,7 +169,9 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       if (candidates.length === 0) throw new Error('no engine node is up');
       const serving = candidates.filter((n) => n.loaded.some((l) => l.versionId === versionId));
       if (serving.length > 0) {
-        return { nodeId: serving[Math.floor(Math.random() * serving.length)].id, warm: true };
+        const any = serving[Math.floor(Math.random() * serving.length)].id;
+        const ids = serving.map((n) => n.id);
+        return { nodeId: session ? await sessionNode(db, { ...session, versionId }, ids, any) : any, warm: true };
       }
       const free = (n: (typeof candidates)[number]) => n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0);
       // A LoRA adapter needs only its own context where its base is loaded, and its base too elsewhere.
@@ -180,6 +186,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
         throw kilnFailure('ModelTooLarge', tooLargeMessage(need(best), best));
       }
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: free(best) });
+      if (session) await sessionNode(db, { ...session, versionId }, [], best.id);
       return { nodeId: best.id, warm: false };
     },
   };
@@ -201,11 +208,11 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * retry changes nothing. No node yet is not a failure here: the workflow places the model
      * itself, under placement's own time limit.
      */
-    async beginPrediction({ snapshot }: { snapshot: PredictionSnapshot }): Promise<{ placement?: Placement }> {
+    async beginPrediction({ snapshot, session }: { snapshot: PredictionSnapshot; session?: SessionOf }): Promise<{ placement?: Placement }> {
       await steps.projectPrediction(snapshot);
       await steps.admitPrediction({ predictionId: snapshot.id, accountId: snapshot.accountId, versionId: snapshot.versionId });
       try {
-        return { placement: await steps.placeModel({ versionId: snapshot.versionId }) };
+        return { placement: await steps.placeModel({ versionId: snapshot.versionId, ...(session ? { session } : {}) }) };
       } catch (err) {
         if (err instanceof ApplicationFailure && err.nonRetryable) throw err;
         return {};

@@ -291,6 +291,8 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           signal: AbortSignal.any([ctx.cancellationSignal, replaced.signal]),
           continues,
           continuedTokens: req.continuedTokens,
+          session: req.session,
+          owner: req.snapshot.accountId,
           onChunk: (chunk, outputTokens) => {
             tokens = outputTokens;
             if (beatDue()) mode.heartbeat({ tokens });
@@ -319,6 +321,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
           queue_time: round(queueSeconds),
           predict_time: round(g.predictSeconds),
           input_token_count: g.inputTokens,
+          cached_tokens: g.cachedTokens,
           output_token_count: g.outputTokens,
           tokens_per_second: round(tokensPerSecond, 2),
         };

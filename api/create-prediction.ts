@@ -13,6 +13,7 @@ import type { Tx } from '../db/events';
 import type { ResolvedVersion } from '../db/models';
 import { admitIn } from '../db/admissions';
 import { liveNodes } from '../db/nodes';
+import { sessionNode, type SessionKey } from '../db/session-affinity';
 import { forgetUnstartedPrediction, getPrediction, insertFirstRow, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
 import { idFromKey, newId } from '../lib/ids';
 import { taskInputSchema } from '../tasks';
@@ -40,6 +41,8 @@ export interface CreateOptions {
   webhook?: string;
   webhookEventsFilter?: WebhookEvent[];
   cancelAfterSeconds?: number;
+  /** x-session-affinity. */
+  session?: string;
 }
 
 export async function createPrediction(
@@ -100,7 +103,7 @@ export function predictionArgs(
   resolved: ResolvedVersion,
   id: string,
   input: Record<string, unknown>,
-  opts: Pick<CreateOptions, 'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds'>,
+  opts: Pick<CreateOptions, 'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds' | 'session'>,
   now: Date,
   createdAt = now,
 ): PredictionArgs {
@@ -121,6 +124,7 @@ export function predictionArgs(
       priorityKey: PRIORITY_KEYS[opts.priority ?? 'default'],
     },
     retry: resolved.version.retry ?? undefined,
+    ...(opts.session !== undefined ? { session: opts.session } : {}),
   };
 }
 
@@ -151,7 +155,7 @@ export async function admitAndStart(
       if (!written) return { row: undefined, admitted: false };
       return { row: written, admitted: (await admitIn(tx, args.id, account.id, account.maxRunning)).admitted };
     }),
-    servingNode(deps.db, args.versionId),
+    servingNode(deps.db, args.versionId, args.session !== undefined ? { accountId: account.id, session: args.session, versionId: args.versionId } : undefined),
   ]);
   if (admitted) args.admitted = true;
   if (placement) args.placement = placement;
@@ -182,9 +186,11 @@ export async function admitAndStart(
   }
 }
 
-/** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. */
-async function servingNode(db: Db, versionId: string): Promise<Placement | undefined> {
+/** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. A session keeps its node. */
+async function servingNode(db: Db, versionId: string, session?: SessionKey): Promise<Placement | undefined> {
   const serving = (await liveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId));
   if (serving.length === 0) return undefined;
-  return { nodeId: serving[Math.floor(Math.random() * serving.length)].id, warm: true };
+  const any = serving[Math.floor(Math.random() * serving.length)].id;
+  if (!session) return { nodeId: any, warm: true };
+  return { nodeId: await sessionNode(db, session, serving.map((n) => n.id), any), warm: true };
 }

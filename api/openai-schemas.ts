@@ -4,7 +4,12 @@
  */
 import { z } from 'zod';
 
-const usage = z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int() });
+const usage = z.object({
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  total_tokens: z.number().int(),
+  prompt_tokens_details: z.object({ cached_tokens: z.number().int().describe('Prompt tokens already evaluated on the node (prefix caching)') }),
+});
 const finishReason = z.enum(['stop', 'length', 'tool_calls']).nullable();
 const toolCallBody = z.object({
   id: z.string(),

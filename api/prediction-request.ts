@@ -51,6 +51,16 @@ export function parsePriority(header: string | undefined): keyof typeof PRIORITY
   throw new ValidationError([{ field: 'Kiln-Priority', description: 'must be interactive, default or batch' }]);
 }
 
+/**
+ * `x-session-affinity` (Workers AI's header): requests of one session go to the node that holds its
+ * evaluated tokens. Any visible ASCII, up to 256 characters.
+ */
+export function parseSessionAffinity(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (/^[\x21-\x7e]{1,256}$/.test(header)) return header;
+  throw new ValidationError([{ field: 'x-session-affinity', description: 'must be 1 to 256 visible ASCII characters' }]);
+}
+
 /** `Prefer: wait` or `wait=N`: how long to hold the response for a result, in seconds (max 60). */
 export function preferWaitSeconds(header: string | undefined): number {
   if (!header) return 0;

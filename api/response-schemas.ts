@@ -204,6 +204,7 @@ export const usageBody = z.object({
       predictions: z.number().int(),
       predict_time: z.number(),
       input_tokens: z.number().int(),
+      cached_tokens: z.number().int().describe('Of input_tokens, those already evaluated on the node (prefix caching)'),
       output_tokens: z.number().int(),
       images: z.number().int(),
     }),

@@ -37,6 +37,7 @@ export const predictionCreateHeaders = z.object({
   'cancel-after': z.string().optional().describe('Cancel if not done by then, e.g. 90s or 5m (aborted if never started)'),
   'idempotency-key': z.string().optional().describe('A retried create returns the same prediction'),
   'kiln-priority': z.enum(['interactive', 'default', 'batch']).optional(),
+  'x-session-affinity': z.string().max(256).optional().describe("A session's id: its requests go to the node that keeps its evaluated tokens (prefix caching)"),
 });
 
 /** A capability URL's query (file content, streams): the signature is the permission until it expires. */

@@ -1,5 +1,4 @@
 /** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
-import os from 'node:os';
 import { Command, Option } from 'commander';
 import { batching, BATCHING_MODELS } from './batching';
 import { coldStart } from './cold-start';
@@ -8,6 +7,7 @@ import { historySize } from './history-size';
 import { floorScenario } from './floor';
 import { overhead } from './overhead';
 import { speculative } from './speculative';
+import { defaultThreads, prefixCache } from './prefix-cache';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
 import { webhookLatency } from './webhooks';
@@ -80,7 +80,7 @@ program
   .option('-t, --tokens <n>', 'tokens generated per stream', int, 128)
   .option('-p, --prompt-tokens <n>', 'prompt tokens per stream', int, 32)
   .option('-r, --rounds <n>', 'rounds (the table shows the median)', int, 1)
-  .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1))
+  .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
   .action((o) => batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi }));
 
@@ -91,8 +91,16 @@ program
   .option('-r, --runs <n>', 'runs of each (the table shows the median)', int, 3)
   .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, 8)
   .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft', int, 8)
-  .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1))
+  .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .action((o) => speculative({ tokens: o.tokens, runs: o.runs, threads: o.threads, draftTokens: o.draftTokens, minDraftTokens: o.minDraftTokens }));
+
+program
+  .command('prefix-cache')
+  .description('time to first token after a ~2,000-token shared prefix, cold and cached, through the API and node-llama-cpp directly')
+  .option('-r, --runs <n>', 'cold/cached pairs per path (the table shows the median)', int, 5)
+  .option('-p, --prefix-tokens <n>', 'tokens in the shared prefix', int, 2000)
+  .option('--threads <n>', "CPU threads for the direct floor (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .action((o) => prefixCache({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads }));
 
 program.parseAsync().then(
   () => process.exit(0),

@@ -289,6 +289,8 @@ export const usageRecords = pgTable(
     hardware: text('hardware').notNull(),
     predictSeconds: real('predict_seconds').notNull().default(0),
     inputTokens: integer('input_tokens').notNull().default(0),
+    /** Of the input tokens, those the engine found already evaluated (prefix reuse): metered apart, as they cost little. */
+    cachedTokens: integer('cached_tokens').notNull().default(0),
     outputTokens: integer('output_tokens').notNull().default(0),
     images: integer('images').notNull().default(0),
     createdAt: createdAt(),
@@ -344,6 +346,22 @@ export const nodes = pgTable('nodes', {
   heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' }).notNull().default(sql`now()`),
   startedAt: createdAt(),
 });
+
+/**
+ * x-session-affinity: the node a session's requests on a version go to, so they find the tokens it
+ * evaluated there. Kept while that node is live and serves the version; any other node takes over.
+ */
+export const sessionAffinities = pgTable(
+  'session_affinities',
+  {
+    accountId: accountColumn('account_id'),
+    session: text('session').notNull(),
+    versionId: text('version_id').notNull(),
+    nodeId: text('node_id').notNull(),
+    usedAt: timestamp('used_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.versionId, t.session] })],
+);
 
 export interface LoadedVersion {
   versionId: string;

@@ -17,6 +17,7 @@ export function usageOf(s: PredictionSnapshot, task: string, hardware: string): 
     hardware,
     predictSeconds: s.metrics.predict_time ?? 0,
     inputTokens: s.metrics.input_token_count ?? 0,
+    cachedTokens: s.metrics.cached_tokens ?? 0,
     outputTokens: s.metrics.output_token_count ?? 0,
     images: s.metrics.image_count ?? 0,
   };
@@ -42,6 +43,7 @@ export interface UsageSummary {
   predictions: number;
   predict_time: number;
   input_tokens: number;
+  cached_tokens: number;
   output_tokens: number;
   images: number;
 }
@@ -56,6 +58,7 @@ export async function usageByDayAndModel(db: Db, accountId: string, from: Date, 
       predictions: sql<number>`count(*)::int`,
       predict_time: sql<number>`coalesce(sum(${usageRecords.predictSeconds}), 0)::float8`,
       input_tokens: sql<number>`coalesce(sum(${usageRecords.inputTokens}), 0)::int`,
+      cached_tokens: sql<number>`coalesce(sum(${usageRecords.cachedTokens}), 0)::int`,
       output_tokens: sql<number>`coalesce(sum(${usageRecords.outputTokens}), 0)::int`,
       images: sql<number>`coalesce(sum(${usageRecords.images}), 0)::int`,
     })

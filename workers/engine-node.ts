@@ -15,7 +15,7 @@ import { createEngineActivities, type EngineDeps, type NodeHooks } from '../acti
 import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import type { LlamaEngine } from './engines/llama-engine';
 import type { ModelCache } from './model-cache';
-import { modelQueue, nodeQueue } from '../workflows/types';
+import { modelQueue, nodeQueue, sessionQueue } from '../workflows/types';
 import { kilnFailure } from '../workflows/failures';
 import { nodeCapacity } from '../lib/hardware';
 import { pinnedVersions } from './pinned-replicas';
@@ -62,6 +62,7 @@ export class EngineNode implements NodeHooks {
   /** Unloads under way: a load of the same version waits for them, so it never races one. */
   private unloading = new Map<string, Promise<void>>();
   private nodeWorker?: Worker;
+  private sessionWorker?: Worker;
   private timer?: NodeJS.Timeout;
   private activities: ReturnType<typeof createEngineActivities>;
 
@@ -121,7 +122,18 @@ export class EngineNode implements NodeHooks {
       // download chunk and nothing more.
       maxHeartbeatThrottleInterval: '500 ms',
     });
-    const running = this.nodeWorker.run();
+    // Sessions (x-session-affinity) placed here, whatever their version: the engine keeps their sequences.
+    this.sessionWorker = await Worker.create({
+      connection: this.deps.connection,
+      namespace: this.opts.namespace,
+      dataConverter: this.deps.dataConverter,
+      taskQueue: sessionQueue(this.nodeId),
+      plugins: this.deps.plugins,
+      activities: { predict: this.activities.predict },
+      // The engine's sequence pool is the limit: past it a session's request waits there for a sequence.
+      ...modelWorkerTuning(this.opts.sequences * 4),
+    });
+    const running = Promise.all([this.nodeWorker.run(), this.sessionWorker.run()]);
     announceReady();
     await running;
   }
@@ -270,6 +282,7 @@ export class EngineNode implements NodeHooks {
     // Leave the registry first so no new work is placed here while we drain.
     await removeNode(this.deps.db, this.nodeId).catch(() => {});
     for (const s of this.served.values()) s.worker.shutdown();
+    if (this.sessionWorker?.getState() === 'RUNNING') this.sessionWorker.shutdown();
     await Promise.all([...this.served.values()].map((s) => s.run));
     if (this.nodeWorker && this.nodeWorker.getState() === 'RUNNING') this.nodeWorker.shutdown();
   }

@@ -30,9 +30,12 @@ export function engineOnNode(nodeId: string, { maximumAttempts = 2 } = {}) {
   });
 }
 
-/** A node for the version: one that serves it already, or the best fit, avoiding `excludeNodes`. */
-export function placeModel(versionId: string, excludeNodes: string[]): Promise<Placement> {
-  return placement.placeModel({ versionId, excludeNodes });
+/**
+ * A node for the version: one that serves it already, or the best fit, avoiding `excludeNodes`;
+ * for a session (x-session-affinity), the node it had while that one still serves the version.
+ */
+export function placeModel(versionId: string, excludeNodes: string[], session?: { accountId: string; session: string }): Promise<Placement> {
+  return placement.placeModel({ versionId, excludeNodes, ...(session ? { session } : {}) });
 }
 
 /**

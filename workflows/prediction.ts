@@ -31,6 +31,7 @@ import { KilnStatus } from './search-attributes';
 import {
   modelQueue,
   PREDICTION_STARTED_SIGNAL,
+  sessionQueue,
   WEBHOOK_THROTTLE_MS,
   webhookWorkflowId,
   type PredictionArgs,
@@ -61,9 +62,10 @@ const admission = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '250 ms', backoffCoefficient: 1.5, maximumInterval: '2 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
 });
 
-function predictOn(versionId: string, priority: PredictionArgs['priority']) {
+/** `sessionNode`: a session's prediction goes to that node's session queue, not the model's fair queue. */
+function predictOn(versionId: string, priority: PredictionArgs['priority'], sessionNode?: string) {
   return proxyActivities<EngineActivities>({
-    taskQueue: modelQueue(versionId),
+    taskQueue: sessionNode !== undefined ? sessionQueue(sessionNode) : modelQueue(versionId),
     // Bounds the wait in the fair queue: past it the prediction is placed again (another
     // replica, or a fresh load if the serving node is gone).
     scheduleToStartTimeout: '1 minute',
@@ -91,6 +93,9 @@ const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.p
  * cancel, deadline) goes on as before, with local activities.
  */
 export const LEAN_HOT_PATH = 'lean-hot-path';
+
+/** x-session-affinity: placement keeps a session on one node and its predictions go to that node's session queue. */
+export const SESSION_AFFINITY_PATCH = 'session-affinity';
 
 export async function predictionWorkflow(args: PredictionArgs): Promise<PredictionSnapshot> {
   const state: PredictionSnapshot = {
@@ -170,6 +175,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   }
 
   const lean = args.admitted === true && !args.webhook && patched(LEAN_HOT_PATH);
+  const session = args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
   /** What the last attempt was sent: with the engine's result, the final row the engine wrote. */
   let sent: PredictionSnapshot | undefined;
 
@@ -177,13 +183,14 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
     await work.run(async () => {
       // The row (the API wrote it already unless it died first), admission and a first placement
       // in one local activity: each one more would cost the workflow another activation.
-      let firstPlace = lean ? args.placement : (await Promise.all([admission.beginPrediction({ snapshot: nextSnapshot() }), startWebhook]))[0].placement;
+      let firstPlace = lean ? args.placement : (await Promise.all([admission.beginPrediction({ snapshot: nextSnapshot(), ...(session ? { session } : {}) }), startWebhook]))[0].placement;
       let setupSeconds = 0;
       const retry = retryPolicyOf(args.retry);
       // Nodes where an attempt failed (died, or never took the work): placement avoids them.
       const excludeNodes: string[] = [];
       for (let attempt = 1; !result; attempt++) {
-        const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes));
+        const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
+        const sessionNode = session ? place.nodeId : undefined;
         firstPlace = undefined;
         let node = place.nodeId;
         try {
@@ -193,13 +200,14 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
           // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
           if (lean && attempt === 1) {
             try {
-              result = await predictOn(args.versionId, args.priority).predict({
+              result = await predictOn(args.versionId, args.priority, sessionNode).predict({
                 predictionId: args.id,
                 versionId: args.versionId,
                 task: args.task,
                 input: args.input,
                 snapshot: sent,
                 project: true,
+                ...(session ? { session: session.session } : {}),
               });
             } catch (err) {
               node = nodeOfFailure(err) ?? node;
@@ -214,7 +222,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
           const continues = attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
           // The engine signals when it really starts; until then the prediction waits in the fair queue.
           started = undefined;
-          const running = predictOn(args.versionId, args.priority).predict({
+          const running = predictOn(args.versionId, args.priority, sessionNode).predict({
             predictionId: args.id,
             versionId: args.versionId,
             task: args.task,
@@ -222,6 +230,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
             snapshot: sent,
             attempt,
             ...continues,
+            ...(session ? { session: session.session } : {}),
           });
           const markStarted = (async () => {
             await condition(() => startSignal() !== undefined || result !== undefined);

@@ -26,6 +26,11 @@ export interface PredictionArgs {
   admitted?: boolean;
   /** A node that served the version when the API created the prediction: no placement step. */
   placement?: Placement;
+  /**
+   * x-session-affinity: the session's predictions run on the node it was placed on (its queue
+   * `sessions:<node>`), where the engine keeps the session's evaluated tokens.
+   */
+  session?: string;
 }
 
 /** How often and how soon a failed attempt is tried again (set per model version). */
@@ -97,6 +102,8 @@ export interface PredictRequest {
    * releases the admission slot and records usage, instead of signalling the workflow.
    */
   project?: boolean;
+  /** x-session-affinity: the engine keeps this session's sequence state for its next request. */
+  session?: string;
 }
 
 export interface PredictResult {
@@ -127,6 +134,8 @@ export const predictionWorkflowId = (id: string): string => `prediction-${id}`;
 
 export const modelQueue = (versionId: string): string => `model:${versionId}`;
 export const nodeQueue = (nodeId: string): string => `node:${nodeId}`;
+/** Predictions of sessions (x-session-affinity) placed on the node, whatever their version. */
+export const sessionQueue = (nodeId: string): string => `sessions:${nodeId}`;
 
 /** One webhook event: the prediction as it was at that moment, and where to send it. */
 export interface WebhookDelivery {

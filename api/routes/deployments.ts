@@ -33,7 +33,7 @@ import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
 import { predictionJson, type UrlContext } from '../../lib/prediction-json';
 import { parseOr422 } from '../validation';
-import { modelCreateBody, parseCancelAfter, parsePriority, preferWaitSeconds } from '../prediction-request';
+import { modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
 import { notePrediction } from '../request-log';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, predictionCreateHeaders, type RouteContract } from '../route-contract';
 import { deploymentBody, errorBody, predictionBody } from '../response-schemas';
@@ -194,6 +194,7 @@ export function deploymentRoutes(
       webhook: body.webhook,
       webhookEventsFilter: body.webhook_events_filter,
       cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
+      session: parseSessionAffinity(req.get('x-session-affinity')),
     });
     setRateLimitHeaders(res, rateLimit);
     const seconds = preferWaitSeconds(req.get('prefer'));

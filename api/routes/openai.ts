@@ -21,9 +21,9 @@ import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { parseOr422 } from '../validation';
 import { setRateLimitHeaders } from '../admission-limits';
-import { parsePriority } from '../prediction-request';
+import { parsePriority, parseSessionAffinity } from '../prediction-request';
 import { rejectNulOutsideInput } from '../nul-guard';
-import { jsonContent, jsonResponse, type RouteContract } from '../route-contract';
+import { jsonContent, jsonResponse, predictionCreateHeaders, type RouteContract } from '../route-contract';
 import { chatCompletionBody, embeddingListBody, openAiErrorBody, openAiModelListBody, textCompletionBody } from '../openai-schemas';
 import { contextLengthFailure } from '../context-length';
 import { engineChat, mayBeToolCall, parseToolCalls, responseFormat, tool, toolCall, toolChoice, type Tool, type ToolMode } from '../openai-tools';
@@ -114,7 +114,12 @@ const outputText = (row: PredictionRow) => (Array.isArray(row.output) ? row.outp
 function usage(row: PredictionRow) {
   const prompt = row.metrics.input_token_count ?? 0;
   const completion = row.metrics.output_token_count ?? 0;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: row.metrics.cached_tokens ?? 0 },
+  };
 }
 
 type FinishReason = 'stop' | 'length' | 'tool_calls';
@@ -246,6 +251,7 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
     const { row, rateLimit } = await createPrediction(deps, currentAccount(res), resolved, input, {
       idempotencyKey: req.get('idempotency-key'),
       priority: parsePriority(req.get('kiln-priority')),
+      session: parseSessionAffinity(req.get('x-session-affinity')),
     });
     setRateLimitHeaders(res, rateLimit);
     res.setHeader('X-Kiln-Prediction-Id', row.id);
@@ -444,20 +450,22 @@ const orStream = (description: string, schema: z.ZodType) => ({
   content: { 'application/json': { schema }, 'text/event-stream': { schema: z.string() } },
 });
 
+const generationHeaders = predictionCreateHeaders.pick({ 'idempotency-key': true, 'kiln-priority': true, 'x-session-affinity': true });
+
 export const openaiContracts: RouteContract[] = [
   { method: 'get', path: '/openai/v1/models', summary: 'Models, OpenAI style', responses: { '200': jsonResponse('A list', openAiModelListBody), ...openAiErrorResponses } },
   {
     method: 'post',
     path: '/openai/v1/chat/completions',
     summary: 'OpenAI chat completions',
-    request: { body: jsonContent(chatBody) },
+    request: { headers: generationHeaders, body: jsonContent(chatBody) },
     responses: { '200': orStream('chat.completion', chatCompletionBody), ...openAiErrorResponses },
   },
   {
     method: 'post',
     path: '/openai/v1/completions',
     summary: 'OpenAI completions',
-    request: { body: jsonContent(completionBody) },
+    request: { headers: generationHeaders, body: jsonContent(completionBody) },
     responses: { '200': orStream('text_completion', textCompletionBody), ...openAiErrorResponses },
   },
   {

@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { createBody, modelCreateBody, parseCancelAfter, parsePriority, preferWaitSeconds } from '../prediction-request';
+import { createBody, modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
 import { resolveModelVersion } from '../../db/models';
 import { resolveVersionRef } from '../resolve-version';
 import { decodeCursor, encodeCursor } from '../../db/paging';
@@ -67,6 +67,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     webhook: body.webhook,
     webhookEventsFilter: body.webhook_events_filter,
     cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
+    session: parseSessionAffinity(req.get('x-session-affinity')),
   });
 
   const idempotencyKey = (req: Request) => {

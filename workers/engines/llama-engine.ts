@@ -8,7 +8,6 @@ import type {
   ChatHistoryItem,
   Llama,
   LlamaContext,
-  LlamaContextSequence,
   LlamaEmbeddingContext,
   LlamaGrammar,
   LlamaModel,
@@ -21,6 +20,8 @@ import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias
 import { cleanText, contextLimits } from './llama-text';
 import { DecodeGatherer } from './decode-gatherer';
 import { draftCounts, SpeculativeDecoding, type DraftCounts, type SpeculativeSettings } from './llama-speculative';
+import { SequencePool } from './sequence-pool';
+import { cachedPromptTokens, promptProbe } from './prefix-reuse';
 import type { GpuState } from '../../lib/hardware';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -84,67 +85,6 @@ export async function validateGguf(file: string): Promise<{ architecture: string
   return { architecture, trainContextSize: arch.context_length as number | undefined };
 }
 
-/**
- * The context's sequences, made once at load and lent out lowest id first: llama.cpp decodes a
- * run of consecutive sequence ids as one micro-batch, so streams packed at the low ids batch
- * together (node-llama-cpp's own getSequence() reuses freed ids first in, first out, and scatters
- * them). A sequence is cleared when it is lent again, so every generation starts empty.
- */
-class SequencePool {
-  private idle: Array<{ id: number; sequence: LlamaContextSequence }>;
-  private ids = new Map<LlamaContextSequence, number>();
-  private waiters: Array<() => void> = [];
-  private out = 0;
-
-  constructor(context: LlamaContext, size: number, sequenceOptions?: () => Parameters<LlamaContext['getSequence']>[0]) {
-    // A fresh context hands out ids 0, 1, 2, … in order.
-    this.idle = Array.from({ length: size }, (_, id) => ({ id, sequence: context.getSequence(sequenceOptions?.()) }));
-    for (const { id, sequence } of this.idle) this.ids.set(sequence, id);
-  }
-
-  async acquire(signal?: AbortSignal): Promise<{ id: number; sequence: LlamaContextSequence }> {
-    while (this.idle.length === 0) {
-      signal?.throwIfAborted();
-      // A cancel while waiting ends the wait at once, and takes this waiter out of the line.
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          signal?.removeEventListener('abort', abort);
-          resolve();
-        };
-        const abort = () => {
-          this.waiters = this.waiters.filter((w) => w !== wake);
-          resolve();
-        };
-        this.waiters.push(wake);
-        signal?.addEventListener('abort', abort, { once: true });
-      });
-    }
-    this.out += 1;
-    const lent = this.idle.shift()!;
-    try {
-      // What the last generation left in it goes first (under the context's lock, after the batch
-      // that runs now): done here, not on release, so the lowest id is free again at once.
-      if (lent.sequence.nextTokenIndex > 0) await lent.sequence.clearHistory();
-      return lent;
-    } catch (err) {
-      this.release(lent.sequence);
-      throw err;
-    }
-  }
-
-  release(sequence: LlamaContextSequence): void {
-    const id = this.ids.get(sequence)!;
-    this.out -= 1;
-    const at = this.idle.findIndex((s) => s.id > id);
-    this.idle.splice(at < 0 ? this.idle.length : at, 0, { id, sequence });
-    this.waiters.shift()?.();
-  }
-
-  get busy(): boolean {
-    return this.out > 0;
-  }
-}
-
 interface LoadedModel {
   model: LlamaModel;
   /** A LoRA adapter version: its context is on this base version's model, which it does not own. */
@@ -177,6 +117,8 @@ export interface GenerationResult {
   outputTokens: number;
   /** Tokens of the text this generation continued (0 for a fresh one). */
   continuedTokens: number;
+  /** Prompt tokens whose evaluation the sequence already held (prefix reuse), not evaluated again. */
+  cachedTokens: number;
   aborted: boolean;
   stopReason: string;
   seed: number;
@@ -369,6 +311,10 @@ export class LlamaEngine {
       continues?: string;
       /** Its length in tokens as first generated; without it, the text is tokenized (which need not give the same count). */
       continuedTokens?: number;
+      /** x-session-affinity: the session's sequence state is kept between its requests. */
+      session?: string;
+      /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
+      owner?: string;
     } = {},
   ): Promise<GenerationResult> {
     const entry = this.loaded.get(versionId);
@@ -381,10 +327,9 @@ export class LlamaEngine {
     const tokenizer = entry.model.tokenizer;
     const chatWrapper = request.messages ? resolveChatWrapper(entry.model) : undefined;
     const history = request.messages ? toChatHistory(request.messages) : undefined;
-    const inputTokens =
-      chatWrapper && history
-        ? chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(tokenizer).length
-        : tokenizer(request.prompt ?? '').length;
+    const promptTokens =
+      chatWrapper && history ? chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(tokenizer) : tokenizer(request.prompt ?? '');
+    const inputTokens = promptTokens.length;
     // A prompt the context cannot hold fails at once and for good, before it takes a sequence;
     // one that fits leaves the rest of the context as the most that can be generated.
     const input = { ...request, ...contextLimits(request, inputTokens, entry.context.contextSize) };
@@ -392,9 +337,12 @@ export class LlamaEngine {
     const continuedTokens = continues ? (opts.continuedTokens ?? tokenizer(continues).length) : 0;
     const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
     if (continuedTokens >= input.max_tokens) {
-      return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
+      return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, cachedTokens: 0, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
     }
-    const { id: sequenceId, sequence } = await entry.pool.acquire(opts.signal);
+    const probe = history ? promptTokens : promptProbe(entry.model, request.prompt ?? '');
+    const { id: sequenceId, sequence, heldTokens } = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
+    let cachedTokens = 0;
+    let measured = false;
     const predictionsBefore = entry.speculative && draftCounts(sequence);
     const started = performance.now();
     const chunks: string[] = [];
@@ -434,6 +382,11 @@ export class LlamaEngine {
       signal,
       stopOnAbortSignal: true,
       onToken: (tokens: Token[]) => {
+        // The prompt is all evaluated by the first token: what it kept of the sequence's old tokens was reused.
+        if (!measured) {
+          measured = true;
+          cachedTokens = cachedPromptTokens(heldTokens, sequence.contextTokens);
+        }
         // node-llama-cpp holds a token that ends mid-character and skips its maxTokens check for
         // it, so it can draw one token past max_tokens; whatever lies past is cut off here.
         const room = input.max_tokens - outputTokens;
@@ -507,6 +460,7 @@ export class LlamaEngine {
         inputTokens,
         outputTokens,
         continuedTokens,
+        cachedTokens,
         aborted: canceled,
         stopReason: stopped && !canceled ? 'stop' : stopReason,
         seed,
@@ -522,6 +476,7 @@ export class LlamaEngine {
         inputTokens,
         outputTokens,
         continuedTokens,
+        cachedTokens,
         aborted: opts.signal?.aborted === true,
         stopReason: opts.signal?.aborted ? 'abort' : 'stop',
         seed,

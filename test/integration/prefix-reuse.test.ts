@@ -1,0 +1,87 @@
+/** Prefix reuse in the llama.cpp engine on a generated model: real native inference, no Temporal involved. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { TINY_LLAMA } from '../../infra/seed';
+import { textGenerationInput } from '../../tasks/text-generation';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
+import { LlamaEngine } from '../../workers/engines/llama-engine';
+
+jest.setTimeout(120_000);
+
+let dir: string;
+let file: string;
+const engine = new LlamaEngine({ gpu: 'false', contextSize: 2048, sequences: 2, threads: 1 });
+const system = 'You are the kiln keeper. '.repeat(40);
+const chat = (user: string) =>
+  textGenerationInput.parse({
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    max_tokens: 16,
+    min_tokens: 16,
+    temperature: 0,
+  });
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kiln-prefix-'));
+  file = path.join(dir, 'tiny.gguf');
+  await writeLlamaGguf(file, TINY_LLAMA);
+  await engine.load('v1', file);
+});
+
+afterAll(async () => {
+  await engine.dispose();
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('a second chat with the same system prompt reuses its tokens and answers as a cold run does', async () => {
+  const cold = new LlamaEngine({ gpu: 'false', contextSize: 2048, sequences: 2, threads: 1 });
+  await cold.load('v1', file);
+  const fresh = await cold.generate('v1', chat('How hot is it?'));
+  await cold.dispose();
+  expect(fresh.cachedTokens).toBe(0);
+
+  const first = await engine.generate('v1', chat('Light it.'));
+  expect(first.cachedTokens).toBe(0);
+  const second = await engine.generate('v1', chat('How hot is it?'));
+  // The system prompt's tokens at least; the user turns differ, so not the whole prompt.
+  expect(second.cachedTokens).toBeGreaterThan(200);
+  expect(second.cachedTokens).toBeLessThan(second.inputTokens);
+  expect(second.chunks.join('')).toBe(fresh.chunks.join(''));
+});
+
+test('the sequence holding the longest shared prefix is the one lent, for completions too', async () => {
+  const prompt = (tail: string) => textGenerationInput.parse({ prompt: `${'The fire burns low. '.repeat(30)}${tail}`, max_tokens: 4, temperature: 0 });
+  const other = textGenerationInput.parse({ prompt: 'Ash and ember, '.repeat(30), max_tokens: 4, temperature: 0 });
+  // At once, so each takes a sequence of its own.
+  await Promise.all([engine.generate('v1', prompt('one')), engine.generate('v1', other)]);
+  // Two sequences hold two different prompts: each later request finds its own.
+  const again = await engine.generate('v1', prompt('two'));
+  expect(again.cachedTokens).toBeGreaterThan(100);
+  const otherAgain = await engine.generate('v1', other);
+  expect(otherAgain.cachedTokens).toBeGreaterThan(100);
+});
+
+test('a session keeps its sequence while others come and go', async () => {
+  const turn = (user: string) => chat(user);
+  const a = await engine.generate('v1', turn('session turn one'), { session: 's1' });
+  // Unrelated work fills the other sequence, then takes the free one again (not the session's).
+  await engine.generate('v1', textGenerationInput.parse({ prompt: 'Unrelated '.repeat(50), max_tokens: 4 }));
+  await engine.generate('v1', textGenerationInput.parse({ prompt: 'Other '.repeat(50), max_tokens: 4 }));
+  const b = await engine.generate('v1', turn('session turn two'), { session: 's1' });
+  expect(a.inputTokens).toBeGreaterThan(0);
+  expect(b.cachedTokens).toBeGreaterThan(200);
+});
+
+test("one account's evaluated tokens are never reused for another's request", async () => {
+  const mine = await engine.generate('v1', chat('Whose kiln is this?'), { owner: 'alice' });
+  expect(mine.inputTokens).toBeGreaterThan(200);
+  const again = await engine.generate('v1', chat('Whose kiln is this?'), { owner: 'alice' });
+  expect(again.cachedTokens).toBeGreaterThan(200);
+  // Both sequences may hold alice's prompt now: bob's identical request reuses nothing of it.
+  const theirs = await engine.generate('v1', chat('Whose kiln is this?'), { owner: 'bob' });
+  expect(theirs.cachedTokens).toBe(0);
+  expect(theirs.chunks.join('')).toBe(mine.chunks.join(''));
+});
