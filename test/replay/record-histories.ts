@@ -61,6 +61,10 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
   { file: 'prediction-lean-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: lean },
   { file: 'batch-continued-as-new', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='ContinuedAsNew'", shows: () => true },
   { file: 'batch-completed', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: () => true },
+  // POST /v1/batches/{id}/retry: a run that plans and reruns only the failed chunks (test/e2e/batch-retry.test.ts).
+  { file: 'batch-rerun', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: (h) => patchedWith(h, 'batch-rerun') },
+  // x-session-affinity: placed through the session's node queue (test/e2e/prefix-cache.test.ts).
+  { file: 'prediction-session', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => patchedWith(h, 'session-affinity') },
   { file: 'webhook-delivered', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'", shows: (h) => count(h, 'deliverWebhook') >= 1 },
   { file: 'webhook-gave-up', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Failed'", shows: () => true },
   { file: 'warm-deployment', query: "WorkflowType='warmDeploymentWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
