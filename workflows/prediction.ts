@@ -97,212 +97,286 @@ export const LEAN_HOT_PATH = 'lean-hot-path';
 /** x-session-affinity: placement keeps a session on one node and its predictions go to that node's session queue. */
 export const SESSION_AFFINITY_PATCH = 'session-affinity';
 
+/**
+ * One prediction's run: admission, then attempts (place, warm up, predict) until one succeeds or
+ * none is left, then the final state. Each step is a method; the order of their commands is the
+ * order of the recorded histories (test/unit/workflow-replay.test.ts).
+ */
 export async function predictionWorkflow(args: PredictionArgs): Promise<PredictionSnapshot> {
-  const state: PredictionSnapshot = {
-    id: args.id,
-    accountId: args.accountId,
-    model: args.model,
-    versionId: args.versionId,
-    input: args.input,
-    output: null,
-    logs: '',
-    error: null,
-    status: 'starting',
-    metrics: {},
-    createdAt: args.createdAt,
-    startedAt: null,
-    completedAt: null,
-    webhook: args.webhook,
-    webhookEventsFilter: args.webhookEventsFilter,
-    deadline: args.deadline,
-    revision: 0,
-  };
-  const logLine = (line: string) => {
-    state.logs += `${line}\n`;
-  };
-  const setStatus = (status: PredictionStatus) => {
-    state.status = status;
-    upsertSearchAttributes([{ key: KilnStatus, value: status }]);
-  };
-  /** The state as the projection's next revision: every write carries a newer one. */
-  const nextSnapshot = (): PredictionSnapshot => {
-    state.revision += 1;
-    return { ...state };
+  const run = new PredictionRun(args);
+  run.answerQueriesAndSignals();
+  // Goes on beside the first steps: starting the delivery takes a workflow task of its own.
+  const startWebhook = run.webhook('start');
+  run.armDeadline();
+  run.choosePath();
+  try {
+    await run.work.run(() => run.attempts(startWebhook));
+    if (run.endedByEngine()) return run.state;
+    run.succeedOrCancel();
+  } catch (err) {
+    run.fail(err);
+  }
+  await run.finish();
+  return run.state;
+}
+
+class PredictionRun {
+  readonly state: PredictionSnapshot;
+  /** The work's scope: a deadline or a client's cancel cancels it; the final write runs outside it. */
+  readonly work = new CancellationScope();
+  private webhooksSent: Partial<Record<WebhookEvent, { n: number; at: number }>> = {};
+  /** The start signal of the current attempt (reset for each placement). */
+  private started: PredictionStartedSignal | undefined;
+  private result: PredictResult | undefined;
+  /** What the last attempt's failure was, and where: the prediction's `error` when it fails. */
+  private finalFailure: string | undefined;
+  private deadlinePassed = false;
+  private lean = false;
+  private session: { accountId: string; session: string } | undefined;
+  /** What the last attempt was sent: with the engine's result, the final row the engine wrote. */
+  private sent: PredictionSnapshot | undefined;
+  /** The node the current attempt runs on, as far as the workflow knows. */
+  private node = '';
+
+  constructor(private readonly args: PredictionArgs) {
+    this.state = {
+      id: args.id,
+      accountId: args.accountId,
+      model: args.model,
+      versionId: args.versionId,
+      input: args.input,
+      output: null,
+      logs: '',
+      error: null,
+      status: 'starting',
+      metrics: {},
+      createdAt: args.createdAt,
+      startedAt: null,
+      completedAt: null,
+      webhook: args.webhook,
+      webhookEventsFilter: args.webhookEventsFilter,
+      deadline: args.deadline,
+      revision: 0,
+    };
+  }
+
+  private logLine = (line: string) => {
+    this.state.logs += `${line}\n`;
   };
 
-  const webhooksSent: Partial<Record<WebhookEvent, { n: number; at: number }>> = {};
+  private setStatus(status: PredictionStatus) {
+    this.state.status = status;
+    upsertSearchAttributes([{ key: KilnStatus, value: status }]);
+  }
+
+  /** The state as the projection's next revision: every write carries a newer one. */
+  private nextSnapshot(): PredictionSnapshot {
+    this.state.revision += 1;
+    return { ...this.state };
+  }
+
   /** Starts the delivery and moves on: the delivery workflow carries on by itself. */
-  const webhook = async (event: WebhookEvent) => {
+  async webhook(event: WebhookEvent): Promise<void> {
+    const { args } = this;
     if (!args.webhook || !args.webhookEventsFilter?.includes(event)) return;
-    const last = webhooksSent[event];
+    const last = this.webhooksSent[event];
     if ((event === 'output' || event === 'logs') && last && Date.now() - last.at < WEBHOOK_THROTTLE_MS) return;
     const n = (last?.n ?? 0) + 1;
-    webhooksSent[event] = { n, at: Date.now() };
+    this.webhooksSent[event] = { n, at: Date.now() };
     const webhookId = webhookWorkflowId(args.id, event, n);
     await startChild(webhookDeliveryWorkflow, {
       workflowId: webhookId,
-      args: [{ webhookId, event, url: args.webhook, accountId: args.accountId, snapshot: { ...state } }],
+      args: [{ webhookId, event, url: args.webhook, accountId: args.accountId, snapshot: { ...this.state } }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
     });
-  };
+  }
 
-  setHandler(predictionQuery, () => state);
-  // The start signal of the current attempt (reset for each placement).
-  let started: PredictionStartedSignal | undefined;
-  const startSignal = (): PredictionStartedSignal | undefined => started;
-  setHandler(predictionStartedSignal, (s) => {
-    started ??= s;
-  });
+  answerQueriesAndSignals(): void {
+    setHandler(predictionQuery, () => this.state);
+    setHandler(predictionStartedSignal, (s) => {
+      this.started ??= s;
+    });
+  }
 
-  // Goes on beside the first steps: starting the delivery takes a workflow task of its own.
-  const startWebhook = webhook('start');
-
-  let result: PredictResult | undefined;
-  /** What the last attempt's failure was, and where: the prediction's `error` when it fails. */
-  let finalFailure: string | undefined;
-  let deadlinePassed = false;
-  const work = new CancellationScope();
-  if (args.deadline) {
-    const deadline = args.deadline;
-    // The deadline timer lives outside the work's scope so canceling the work does not cancel it.
+  /** The deadline timer lives outside the work's scope, so canceling the work does not cancel it. */
+  armDeadline(): void {
+    const deadline = this.args.deadline;
+    if (!deadline) return;
     void CancellationScope.cancellable(async () => {
       await sleep(Math.max(0, Date.parse(deadline) - Date.now()));
-      if (!result) {
-        deadlinePassed = true;
-        work.cancel();
+      if (!this.result) {
+        this.deadlinePassed = true;
+        this.work.cancel();
       }
     }).catch(() => undefined);
   }
 
-  const lean = args.admitted === true && !args.webhook && patched(LEAN_HOT_PATH);
-  const session = args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
-  /** What the last attempt was sent: with the engine's result, the final row the engine wrote. */
-  let sent: PredictionSnapshot | undefined;
+  /** The hot path, and a session's own queue: both patched in, each where it applies. */
+  choosePath(): void {
+    const { args } = this;
+    this.lean = args.admitted === true && !args.webhook && patched(LEAN_HOT_PATH);
+    this.session = args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
+  }
 
-  try {
-    await work.run(async () => {
-      // The row (the API wrote it already unless it died first), admission and a first placement
-      // in one local activity: each one more would cost the workflow another activation.
-      let firstPlace = lean ? args.placement : (await Promise.all([admission.beginPrediction({ snapshot: nextSnapshot(), ...(session ? { session } : {}) }), startWebhook]))[0].placement;
-      let setupSeconds = 0;
-      const retry = retryPolicyOf(args.retry);
-      // Nodes where an attempt failed (died, or never took the work): placement avoids them.
-      const excludeNodes: string[] = [];
-      for (let attempt = 1; !result; attempt++) {
-        const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
-        const sessionNode = session ? place.nodeId : undefined;
-        firstPlace = undefined;
-        let node = place.nodeId;
-        try {
-          setupSeconds += await warmUp(place, args.model, args.versionId, logLine);
-          if (setupSeconds > 0) state.metrics.setup_time = Number(setupSeconds.toFixed(3));
-          sent = { ...state, status: 'processing' };
-          // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
-          if (lean && attempt === 1) {
-            try {
-              result = await predictOn(args.versionId, args.priority, sessionNode).predict({
-                predictionId: args.id,
-                versionId: args.versionId,
-                task: args.task,
-                input: args.input,
-                snapshot: sent,
-                project: true,
-                ...(session ? { session: session.session } : {}),
-              });
-            } catch (err) {
-              node = nodeOfFailure(err) ?? node;
-              throw err;
-            } finally {
-              // The engine may have written revisions up to this many past what it was sent.
-              state.revision += ENGINE_REVISIONS;
-            }
-            continue;
-          }
-          // A retry continues the output that the failed attempts streamed (one generation for clients).
-          const continues = attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
-          // The engine signals when it really starts; until then the prediction waits in the fair queue.
-          started = undefined;
-          const running = predictOn(args.versionId, args.priority, sessionNode).predict({
-            predictionId: args.id,
-            versionId: args.versionId,
-            task: args.task,
-            input: args.input,
-            snapshot: sent,
-            attempt,
-            ...continues,
-            ...(session ? { session: session.session } : {}),
-          });
-          const markStarted = (async () => {
-            await condition(() => startSignal() !== undefined || result !== undefined);
-            const signal = startSignal();
-            if (signal) node = signal.nodeId;
-            // A prediction that already finished goes straight to its final state: no
-            // `processing` write to be overwritten a moment later.
-            if (signal && state.status === 'starting' && result === undefined) {
-              state.startedAt = signal.startedAt;
-              setStatus('processing');
-              await control.projectPrediction(nextSnapshot());
-              await webhook('logs');
-            }
-          })();
-          // A deadline may cancel the wait for the start signal before `running` settles (the
-          // engine took the task but has not signaled): handled here so the rejection is not an
-          // unhandled one, which fails every workflow task; awaited below as before.
-          markStarted.catch(() => undefined);
-          result = await running;
-          await markStarted;
-        } catch (err) {
-          if (isCancellation(err)) throw err;
-          const outcome = `Attempt ${attempt} failed on node ${node}: ${describeFailure(err)}`;
-          if (!isRetryableFault(err) || attempt >= retry.max_attempts) {
-            finalFailure = outcome;
-            logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
-            throw err;
-          }
-          excludeNodes.push(node);
-          const delay = retryDelayMs(retry, attempt);
-          log.warn('attempt failed, placing again', { attempt, node, error: describeFailure(err) });
-          logLine(`${outcome}; placing the model again${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
-          if (delay > 0) await sleep(delay);
-        }
+  /** Admission, then attempts until one gives a result; a failure with no attempt left is thrown. */
+  async attempts(startWebhook: Promise<void>): Promise<void> {
+    const { args, session } = this;
+    // The row (the API wrote it already unless it died first), admission and a first placement
+    // in one local activity: each one more would cost the workflow another activation.
+    let firstPlace = this.lean
+      ? args.placement
+      : (await Promise.all([admission.beginPrediction({ snapshot: this.nextSnapshot(), ...(session ? { session } : {}) }), startWebhook]))[0].placement;
+    let setupSeconds = 0;
+    const retry = retryPolicyOf(args.retry);
+    // Nodes where an attempt failed (died, or never took the work): placement avoids them.
+    const excludeNodes: string[] = [];
+    for (let attempt = 1; !this.result; attempt++) {
+      const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
+      const sessionNode = session ? place.nodeId : undefined;
+      firstPlace = undefined;
+      this.node = place.nodeId;
+      try {
+        setupSeconds += await warmUp(place, args.model, args.versionId, this.logLine);
+        if (setupSeconds > 0) this.state.metrics.setup_time = Number(setupSeconds.toFixed(3));
+        this.sent = { ...this.state, status: 'processing' };
+        // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
+        if (this.lean && attempt === 1) await this.leanAttempt(this.sent, sessionNode);
+        else await this.queuedAttempt(this.sent, attempt, sessionNode);
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        const delay = this.attemptFailed(err, attempt, retry);
+        excludeNodes.push(this.node);
+        if (delay > 0) await sleep(delay);
       }
-    });
-    if (!result) throw new Error('prediction ended without a result');
-    const canceled = result.aborted || work.consideredCancelled || CancellationScope.current().consideredCancelled;
-    if (result.completedAt && sent && !canceled) {
-      // The engine wrote this very state, released the slot and recorded usage: only the search attribute is left.
-      Object.assign(state, succeededSnapshot(sent, result, result.completedAt));
-      setStatus('succeeded');
-      return state;
-    }
-    state.output = result.output;
-    state.startedAt ??= result.startedAt;
-    for (const line of result.logs) logLine(line);
-    Object.assign(state.metrics, result.metrics);
-    if (canceled && deadlinePassed) logLine(`Canceled: the deadline ${args.deadline} passed`);
-    setStatus(canceled ? 'canceled' : 'succeeded');
-  } catch (err) {
-    if (isCancellation(err) && deadlinePassed && !state.startedAt) {
-      logLine(`Aborted: the deadline ${args.deadline} passed before the prediction started`);
-      setStatus('aborted');
-    } else if (isCancellation(err)) {
-      if (deadlinePassed) logLine(`Canceled: the deadline ${args.deadline} passed`);
-      setStatus('canceled');
-    } else {
-      setStatus('failed');
-      state.error = finalFailure ?? describeFailure(err);
-      if (!finalFailure) logLine(`Error: ${state.error}`);
     }
   }
-  state.completedAt = new Date(Date.now()).toISOString();
-  state.metrics.total_time = seconds(state.createdAt, state.completedAt);
-  if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
-  // The final write, the slot, usage and the completed webhook must happen even when canceled.
-  await CancellationScope.nonCancellable(async () => {
-    // Independent writes, side by side in one local activity.
-    await control.finishPrediction({ snapshot: nextSnapshot(), task: args.task, hardware: result?.hardware ?? 'none' });
-    await webhook('completed');
-  });
-  return state;
-}
 
+  /** The engine writes `processing` and the final row itself; the workflow only waits for it. */
+  private async leanAttempt(sent: PredictionSnapshot, sessionNode: string | undefined): Promise<void> {
+    const { args, session } = this;
+    try {
+      this.result = await predictOn(args.versionId, args.priority, sessionNode).predict({
+        predictionId: args.id,
+        versionId: args.versionId,
+        task: args.task,
+        input: args.input,
+        snapshot: sent,
+        project: true,
+        ...(session ? { session: session.session } : {}),
+      });
+    } catch (err) {
+      this.node = nodeOfFailure(err) ?? this.node;
+      throw err;
+    } finally {
+      // The engine may have written revisions up to this many past what it was sent.
+      this.state.revision += ENGINE_REVISIONS;
+    }
+  }
+
+  /** Waits in the model's fair queue; `processing` is written when the engine signals its start. */
+  private async queuedAttempt(sent: PredictionSnapshot, attempt: number, sessionNode: string | undefined): Promise<void> {
+    const { args, session } = this;
+    // A retry continues the output that the failed attempts streamed (one generation for clients).
+    const continues = attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
+    // The engine signals when it really starts; until then the prediction waits in the fair queue.
+    this.started = undefined;
+    const running = predictOn(args.versionId, args.priority, sessionNode).predict({
+      predictionId: args.id,
+      versionId: args.versionId,
+      task: args.task,
+      input: args.input,
+      snapshot: sent,
+      attempt,
+      ...continues,
+      ...(session ? { session: session.session } : {}),
+    });
+    const markStarted = this.markStarted();
+    // A deadline may cancel the wait for the start signal before `running` settles (the
+    // engine took the task but has not signaled): handled here so the rejection is not an
+    // unhandled one, which fails every workflow task; awaited below as before.
+    markStarted.catch(() => undefined);
+    this.result = await running;
+    await markStarted;
+  }
+
+  private async markStarted(): Promise<void> {
+    await condition(() => this.started !== undefined || this.result !== undefined);
+    const signal = this.started;
+    if (signal) this.node = signal.nodeId;
+    // A prediction that already finished goes straight to its final state: no
+    // `processing` write to be overwritten a moment later.
+    if (signal && this.state.status === 'starting' && this.result === undefined) {
+      this.state.startedAt = signal.startedAt;
+      this.setStatus('processing');
+      await control.projectPrediction(this.nextSnapshot());
+      await this.webhook('logs');
+    }
+  }
+
+  /** Logs the failed attempt; throws when it was the last one (or not retryable), else gives the wait before the next. */
+  private attemptFailed(err: unknown, attempt: number, retry: ReturnType<typeof retryPolicyOf>): number {
+    const outcome = `Attempt ${attempt} failed on node ${this.node}: ${describeFailure(err)}`;
+    if (!isRetryableFault(err) || attempt >= retry.max_attempts) {
+      this.finalFailure = outcome;
+      this.logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
+      throw err;
+    }
+    const delay = retryDelayMs(retry, attempt);
+    log.warn('attempt failed, placing again', { attempt, node: this.node, error: describeFailure(err) });
+    this.logLine(`${outcome}; placing the model again${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
+    return delay;
+  }
+
+  private get canceled(): boolean {
+    return this.result?.aborted === true || this.work.consideredCancelled || CancellationScope.current().consideredCancelled;
+  }
+
+  /** On the hot path the engine wrote this very state, released the slot and recorded usage: only the search attribute is left. */
+  endedByEngine(): boolean {
+    if (!this.result) throw new Error('prediction ended without a result');
+    const { result, sent } = this;
+    if (!(result.completedAt && sent && !this.canceled)) return false;
+    Object.assign(this.state, succeededSnapshot(sent, result, result.completedAt));
+    this.setStatus('succeeded');
+    return true;
+  }
+
+  succeedOrCancel(): void {
+    const result = this.result!;
+    const canceled = this.canceled;
+    this.state.output = result.output;
+    this.state.startedAt ??= result.startedAt;
+    for (const line of result.logs) this.logLine(line);
+    Object.assign(this.state.metrics, result.metrics);
+    if (canceled && this.deadlinePassed) this.logLine(`Canceled: the deadline ${this.args.deadline} passed`);
+    this.setStatus(canceled ? 'canceled' : 'succeeded');
+  }
+
+  fail(err: unknown): void {
+    const { deadline } = this.args;
+    if (isCancellation(err) && this.deadlinePassed && !this.state.startedAt) {
+      this.logLine(`Aborted: the deadline ${deadline} passed before the prediction started`);
+      this.setStatus('aborted');
+    } else if (isCancellation(err)) {
+      if (this.deadlinePassed) this.logLine(`Canceled: the deadline ${deadline} passed`);
+      this.setStatus('canceled');
+    } else {
+      this.setStatus('failed');
+      this.state.error = this.finalFailure ?? describeFailure(err);
+      if (!this.finalFailure) this.logLine(`Error: ${this.state.error}`);
+    }
+  }
+
+  /** The final write, the slot, usage and the completed webhook: they must happen even when canceled. */
+  async finish(): Promise<void> {
+    const { state } = this;
+    state.completedAt = new Date(Date.now()).toISOString();
+    state.metrics.total_time = seconds(state.createdAt, state.completedAt);
+    if (state.startedAt && state.status !== 'succeeded') state.metrics.predict_time ??= seconds(state.startedAt, state.completedAt);
+    await CancellationScope.nonCancellable(async () => {
+      // Independent writes, side by side in one local activity.
+      await control.finishPrediction({ snapshot: this.nextSnapshot(), task: this.args.task, hardware: this.result?.hardware ?? 'none' });
+      await this.webhook('completed');
+    });
+  }
+}
