@@ -101,74 +101,187 @@ function rerunOutput(plan: RerunPlan, chunksBelow: number, complete: boolean, ru
   return { chunksBelow, extraChunks: [], skipChunks: plan.missing.filter((c) => !ranBefore.has(c) && !written.includes(c)) };
 }
 
+/**
+ * A batch's run: a retry's plan, admission, chunks in parallel lanes (each chunk placed and retried
+ * like a prediction, resuming from its checkpoint), then continue-as-new or the output file and the
+ * final state. Each step is a method; the order of their commands is the order of the recorded
+ * histories (test/unit/workflow-replay.test.ts).
+ */
 export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promise<BatchSnapshot> {
-  const chunks = Math.ceil(args.total / args.chunkSize);
-  const state: BatchSnapshot = {
-    id: args.id,
-    accountId: args.accountId,
-    model: args.model,
-    versionId: args.versionId,
-    status: carry ? 'processing' : 'starting',
-    total: args.total,
-    completed: carry?.completed ?? 0,
-    failed: carry?.failed ?? 0,
-    chunkSize: args.chunkSize,
-    source: args.source,
-    error: null,
-    logs: carry?.logs ?? '',
-    outputFileId: null,
-    createdAt: args.createdAt,
-    startedAt: carry?.startedAt ?? null,
-    completedAt: null,
-    revision: carry?.revision ?? 0,
-    // Only a retry writes it: a first attempt's row keeps the column's default (1).
-    ...(args.rerun ? { attempt: args.rerun.attempt } : {}),
-  };
-  setHandler(batchQuery, () => state);
-  const logLine = (line: string) => {
+  const run = new BatchRun(args, carry);
+  run.answerQueries();
+  run.showProgress();
+  await run.planRerun();
+  await run.runChunks();
+  if (run.moreToDo()) await run.continueAsNew();
+  await run.finish();
+  return run.state;
+}
+
+class BatchRun {
+  readonly state: BatchSnapshot;
+  private readonly chunks: number;
+  /** Lanes that place a cold model at once share one warm-up (the engine would share the load anyway). */
+  private warming = new Map<string, Promise<number>>();
+  private readonly retry: ReturnType<typeof retryPolicyOf>;
+  /** Nodes where a chunk failed: placement tries others first, for the rest of this run. */
+  private excludeNodes: string[] = [];
+  private queueTimeouts = 0;
+  /** A retry's plan: which chunks hold items to redo (the others keep their parts). */
+  private rerun: RerunPlan | undefined;
+  private readonly runStart: number;
+  private next: number;
+  /** Chunks of this run whose part is written (all of them, or only the finished items of a canceled one). */
+  private written: number[] = [];
+  private failure: unknown;
+  private canceled = false;
+
+  constructor(
+    private readonly args: BatchArgs,
+    private readonly carry?: BatchCarry,
+  ) {
+    this.chunks = Math.ceil(args.total / args.chunkSize);
+    this.state = {
+      id: args.id,
+      accountId: args.accountId,
+      model: args.model,
+      versionId: args.versionId,
+      status: carry ? 'processing' : 'starting',
+      total: args.total,
+      completed: carry?.completed ?? 0,
+      failed: carry?.failed ?? 0,
+      chunkSize: args.chunkSize,
+      source: args.source,
+      error: null,
+      logs: carry?.logs ?? '',
+      outputFileId: null,
+      createdAt: args.createdAt,
+      startedAt: carry?.startedAt ?? null,
+      completedAt: null,
+      revision: carry?.revision ?? 0,
+      // Only a retry writes it: a first attempt's row keeps the column's default (1).
+      ...(args.rerun ? { attempt: args.rerun.attempt } : {}),
+    };
+    this.retry = retryPolicyOf(args.retry);
+    this.rerun = carry?.rerun;
+    this.runStart = carry?.nextChunk ?? 0;
+    this.next = this.runStart;
+  }
+
+  private logLine = (line: string) => {
+    const { state } = this;
     state.logs += `${line}\n`;
     if (state.logs.length > MAX_LOG_CHARS) state.logs = state.logs.slice(state.logs.indexOf('\n', state.logs.length - MAX_LOG_CHARS) + 1);
   };
-  const setStatus = (status: BatchStatus) => {
-    state.status = status;
+
+  private setStatus(status: BatchStatus) {
+    this.state.status = status;
     upsertSearchAttributes([{ key: KilnStatus, value: status }]);
-  };
-  const project = async () => {
-    state.revision += 1;
-    await control.projectBatch({ ...state });
-  };
-  const showProgress = () => {
+  }
+
+  private async project() {
+    this.state.revision += 1;
+    await control.projectBatch({ ...this.state });
+  }
+
+  answerQueries(): void {
+    setHandler(batchQuery, () => this.state);
+  }
+
+  showProgress(): void {
+    const { state } = this;
     const done = state.completed + state.failed;
     setCurrentDetails(`${done} of ${state.total} items done (${state.failed} failed), chunk size ${state.chunkSize}`);
     upsertMemo({ completed: state.completed, failed: state.failed });
-  };
-  showProgress();
+  }
 
-  // Lanes that place a cold model at once share one warm-up (the engine would share the load anyway).
-  const warming = new Map<string, Promise<number>>();
-  const warmOnce = (place: Placement): Promise<number> => {
+  private warmOnce(place: Placement): Promise<number> {
     if (place.warm) return Promise.resolve(0);
-    let pending = warming.get(place.nodeId);
+    let pending = this.warming.get(place.nodeId);
     if (!pending) {
-      pending = warmUp(place, args.model, args.versionId, logLine).finally(() => warming.delete(place.nodeId));
-      warming.set(place.nodeId, pending);
+      pending = warmUp(place, this.args.model, this.args.versionId, this.logLine).finally(() => this.warming.delete(place.nodeId));
+      this.warming.set(place.nodeId, pending);
     }
     return pending;
-  };
+  }
 
-  const retry = retryPolicyOf(args.retry);
-  // Nodes where a chunk failed: placement tries others first, for the rest of this run.
-  const excludeNodes: string[] = [];
-  let queueTimeouts = 0;
+  /** A retry plans its work first (its first run only: a continued run carries the plan). */
+  async planRerun(): Promise<void> {
+    const { args } = this;
+    if (args.rerun && !this.carry && patched('batch-rerun')) {
+      this.rerun = await assembly.planBatchRerun({ batchId: args.id, total: args.total, chunkSize: args.chunkSize });
+      this.state.completed = this.rerun.completed;
+      this.state.failed = this.rerun.failed;
+    }
+  }
 
-  async function runChunk(chunk: number): Promise<ChunkResult> {
+  /** Positions run through the chunks to do: all of them, or a retry's. */
+  private chunkAt(position: number): number {
+    return this.rerun ? this.rerun.chunks[position] : position;
+  }
+
+  private get positions(): number {
+    return this.rerun ? this.rerun.chunks.length : this.chunks;
+  }
+
+  /** Admission (a first run only), then this run's share of the chunks in parallel lanes. */
+  async runChunks(): Promise<void> {
+    const work = new CancellationScope();
+    try {
+      await work.run(async () => {
+        if (!this.carry) await this.admit();
+        await Promise.all(Array.from({ length: Math.max(1, this.args.parallelism) }, () => this.lane()));
+      });
+    } catch (err) {
+      if (isCancellation(err)) this.canceled = true;
+      else this.failure ??= err;
+    }
+    this.canceled ||= work.consideredCancelled;
+  }
+
+  /** A batch holds one of its account's admission slots while it runs, like a prediction. */
+  private async admit(): Promise<void> {
+    const { args, state, rerun } = this;
+    await admission.admitPrediction({ predictionId: `batch-${args.id}`, accountId: args.accountId, versionId: args.versionId });
+    state.startedAt = new Date(Date.now()).toISOString();
+    this.setStatus('processing');
+    this.logLine(
+      rerun
+        ? `Attempt ${args.rerun!.attempt}: running the failed and unfinished items of ${rerun.chunks.length} of ${this.chunks} chunks again, ${args.parallelism} at a time`
+        : `Running ${args.total} inputs in ${this.chunks} chunks of up to ${args.chunkSize}, ${args.parallelism} at a time`,
+    );
+    await this.project();
+  }
+
+  private async lane(): Promise<void> {
+    const runEnd = Math.min(this.positions, this.runStart + this.args.chunksPerRun);
+    while (this.next < runEnd && this.failure === undefined && !this.canceled && !workflowInfo().continueAsNewSuggested) {
+      const chunk = this.chunkAt(this.next++);
+      try {
+        const r = await this.runChunk(chunk);
+        this.written.push(chunk);
+        this.state.completed += r.completed;
+        this.state.failed += r.failed;
+        this.showProgress();
+        if (r.canceled) this.canceled = true;
+        else await this.project();
+      } catch (err) {
+        if (isCancellation(err)) this.canceled = true;
+        else this.failure ??= err;
+      }
+    }
+  }
+
+  /** One chunk, placed and attempted until it succeeds or has no attempt left; each attempt resumes from the furthest checkpoint. */
+  private async runChunk(chunk: number): Promise<ChunkResult> {
+    const { args, retry, excludeNodes } = this;
     const first = chunk * args.chunkSize;
     const count = Math.min(args.chunkSize, args.total - first);
     let resume: ChunkProgress | undefined;
     for (let attempt = 1; ; attempt++) {
       const place = await placeModel(args.versionId, excludeNodes);
       try {
-        await warmOnce(place);
+        await this.warmOnce(place);
         return await chunkOn(args.versionId, args.priority).runBatchChunk({
           batchId: args.id,
           accountId: args.accountId,
@@ -186,85 +299,32 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
         const node = resume?.node ?? place.nodeId;
         const outcome = `Chunk ${chunk} (items ${first}–${first + count - 1}) attempt ${attempt} failed on node ${node}: ${describeFailure(err)}`;
         // Waiting in the queue is not the chunk's fault: it does not use up an attempt.
-        const queueWait = isQueueTimeout(err) && ++queueTimeouts <= MAX_QUEUE_TIMEOUTS;
+        const queueWait = isQueueTimeout(err) && ++this.queueTimeouts <= MAX_QUEUE_TIMEOUTS;
         if (queueWait) attempt -= 1;
         if (!isRetryableFault(err) || attempt >= retry.max_attempts) {
-          logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
+          this.logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
           throw kilnFailure('BatchChunkFailed', outcome);
         }
         if (!excludeNodes.includes(node)) excludeNodes.push(node);
         const delay = queueWait ? 0 : retryDelayMs(retry, attempt);
         const from = resume ? `resuming from item ${first + resume.lines.length} (${resume.lines.length} of ${count} done)` : 'starting it again';
         log.warn('batch chunk failed, placing again', { chunk, attempt, node, error: describeFailure(err) });
-        logLine(`${outcome}; ${from}${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
-        await project();
+        this.logLine(`${outcome}; ${from}${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
+        await this.project();
         if (delay > 0) await sleep(delay);
       }
     }
   }
 
-  // A retry plans its work first: which chunks hold items to redo (the others keep their parts).
-  let rerun: RerunPlan | undefined = carry?.rerun;
-  if (args.rerun && !carry && patched('batch-rerun')) {
-    rerun = await assembly.planBatchRerun({ batchId: args.id, total: args.total, chunkSize: args.chunkSize });
-    state.completed = rerun.completed;
-    state.failed = rerun.failed;
+  /** Chunks are left and nothing failed or was canceled: the next run takes them. */
+  moreToDo(): boolean {
+    return !this.canceled && this.failure === undefined && this.next < this.positions;
   }
-  /** Positions run through the chunks to do: all of them, or a retry's. */
-  const chunkAt = (position: number) => (rerun ? rerun.chunks[position] : position);
-  const positions = rerun ? rerun.chunks.length : chunks;
 
-  const runStart = carry?.nextChunk ?? 0;
-  const runEnd = Math.min(positions, runStart + args.chunksPerRun);
-  let next = runStart;
-  /** Chunks of this run whose part is written (all of them, or only the finished items of a canceled one). */
-  const written: number[] = [];
-  let failure: unknown;
-  let canceled = false;
-
-  const work = new CancellationScope();
-  try {
-    await work.run(async () => {
-      if (!carry) {
-        // A batch holds one of its account's admission slots while it runs, like a prediction.
-        await admission.admitPrediction({ predictionId: `batch-${args.id}`, accountId: args.accountId, versionId: args.versionId });
-        state.startedAt = new Date(Date.now()).toISOString();
-        setStatus('processing');
-        logLine(
-          rerun
-            ? `Attempt ${args.rerun!.attempt}: running the failed and unfinished items of ${rerun.chunks.length} of ${chunks} chunks again, ${args.parallelism} at a time`
-            : `Running ${args.total} inputs in ${chunks} chunks of up to ${args.chunkSize}, ${args.parallelism} at a time`,
-        );
-        await project();
-      }
-      const lane = async () => {
-        while (next < runEnd && failure === undefined && !canceled && !workflowInfo().continueAsNewSuggested) {
-          const chunk = chunkAt(next++);
-          try {
-            const r = await runChunk(chunk);
-            written.push(chunk);
-            state.completed += r.completed;
-            state.failed += r.failed;
-            showProgress();
-            if (r.canceled) canceled = true;
-            else await project();
-          } catch (err) {
-            if (isCancellation(err)) canceled = true;
-            else failure ??= err;
-          }
-        }
-      };
-      await Promise.all(Array.from({ length: Math.max(1, args.parallelism) }, lane));
-    });
-  } catch (err) {
-    if (isCancellation(err)) canceled = true;
-    else failure ??= err;
-  }
-  canceled ||= work.consideredCancelled;
-
-  if (!canceled && failure === undefined && next < positions) {
-    await continueAsNew<typeof batchWorkflow>(args, {
-      nextChunk: next,
+  async continueAsNew(): Promise<never> {
+    const { state, carry, rerun } = this;
+    return continueAsNew<typeof batchWorkflow>(this.args, {
+      nextChunk: this.next,
       completed: state.completed,
       failed: state.failed,
       revision: state.revision,
@@ -275,30 +335,32 @@ export async function batchWorkflow(args: BatchArgs, carry?: BatchCarry): Promis
     });
   }
 
-  // The output, the final write and the slot must happen even when canceled.
-  await CancellationScope.nonCancellable(async () => {
-    const complete = !canceled && failure === undefined;
-    if (written.length > 0 || runStart > 0 || rerun) {
-      const out = await assembly.assembleBatchOutput({
-        batchId: args.id,
-        accountId: args.accountId,
-        ...(rerun ? rerunOutput(rerun, chunks, complete, runStart, written) : { chunksBelow: complete ? chunks : runStart, extraChunks: complete ? [] : written }),
-      });
-      state.outputFileId = out.fileId;
-      logLine(`Wrote ${out.lines} result lines (${out.size} bytes) to file ${out.fileId}`);
-    }
-    if (canceled) {
-      logLine(`Canceled after ${state.completed + state.failed} of ${state.total} items`);
-      setStatus('canceled');
-    } else if (failure !== undefined) {
-      state.error = describeFailure(failure);
-      setStatus('failed');
-    } else {
-      setStatus('succeeded');
-    }
-    state.completedAt = new Date(Date.now()).toISOString();
-    await control.releaseAdmission({ predictionId: `batch-${args.id}` });
-    await project();
-  });
-  return state;
+  /** The output, the final write and the slot: they must happen even when canceled. */
+  async finish(): Promise<void> {
+    const { args, state, rerun, written, runStart, chunks, canceled, failure } = this;
+    await CancellationScope.nonCancellable(async () => {
+      const complete = !canceled && failure === undefined;
+      if (written.length > 0 || runStart > 0 || rerun) {
+        const out = await assembly.assembleBatchOutput({
+          batchId: args.id,
+          accountId: args.accountId,
+          ...(rerun ? rerunOutput(rerun, chunks, complete, runStart, written) : { chunksBelow: complete ? chunks : runStart, extraChunks: complete ? [] : written }),
+        });
+        state.outputFileId = out.fileId;
+        this.logLine(`Wrote ${out.lines} result lines (${out.size} bytes) to file ${out.fileId}`);
+      }
+      if (canceled) {
+        this.logLine(`Canceled after ${state.completed + state.failed} of ${state.total} items`);
+        this.setStatus('canceled');
+      } else if (failure !== undefined) {
+        state.error = describeFailure(failure);
+        this.setStatus('failed');
+      } else {
+        this.setStatus('succeeded');
+      }
+      state.completedAt = new Date(Date.now()).toISOString();
+      await control.releaseAdmission({ predictionId: `batch-${args.id}` });
+      await this.project();
+    });
+  }
 }
