@@ -89,8 +89,10 @@ program
   .description('greedy tokens/s of an F32 model with and without its own weights in Q8_0 as draft, next to node-llama-cpp direct without a draft (no running stack needed)')
   .option('-t, --tokens <n>', 'tokens generated per run', int, 128)
   .option('-r, --runs <n>', 'runs of each (the table shows the median)', int, 3)
-  .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, 8)
-  .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft', int, 8)
+  // 1 and 1: node-llama-cpp 3.22 keeps at most one drafted token per check (see the README), so
+  // more only adds tokens to each check, and without waiting the target never gets one.
+  .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, 1)
+  .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft', int, 1)
   .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .action((o) => speculative({ tokens: o.tokens, runs: o.runs, threads: o.threads, draftTokens: o.draftTokens, minDraftTokens: o.minDraftTokens }));
 

@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { buildVocabulary, ggufSize, toHalf, writeLlamaGguf, TENSOR_TYPES } from '../../tools/gguf/gguf-writer';
+import { buildVocabulary, FIRST_WORD_TOKEN, ggufSize, llamaSpecSchema, planTensors, toHalf, writeLlamaGguf, TENSOR_TYPES } from '../../tools/gguf/gguf-writer';
 import { validateGguf } from '../../workers/engines/llama-engine';
 
 let dir: string;
@@ -46,6 +46,23 @@ describe('writeLlamaGguf', () => {
     expect(a.sha256).toBe(b.sha256);
     expect(c.sha256).not.toBe(a.sha256);
     expect(c.size).toBe(a.size);
+  });
+
+  test('the bigram structure changes the output weights only, and bigram 0 the bytes not at all', async () => {
+    const plain = await writeLlamaGguf(path.join(dir, 'plain.gguf'), { ...spec, seed: 1 });
+    const zero = await writeLlamaGguf(path.join(dir, 'zero.gguf'), { ...spec, seed: 1, bigram: 0 });
+    const bigram = await writeLlamaGguf(path.join(dir, 'bigram.gguf'), { ...spec, seed: 1, bigram: 1 });
+    expect(zero.sha256).toBe(plain.sha256);
+    expect(bigram.size).toBe(plain.size);
+    const [a, b] = [await readFile(plain.path), await readFile(bigram.path)];
+    const tensors = planTensors(llamaSpecSchema.parse({ ...spec, seed: 1 }), buildVocabulary(spec.vocabWords).tokens.length);
+    const last = tensors[tensors.length - 1];
+    const output = tensors.find((t) => t.name === 'output.weight')!;
+    const from = plain.size - (last.offset + last.bytes) + output.offset;
+    const differ = [...a.keys()].filter((i) => a[i] !== b[i]);
+    // The word rows (F32), not the zero rows of special and byte tokens.
+    expect(differ.length).toBeGreaterThan(((output.dims[1] - FIRST_WORD_TOKEN) * output.dims[0] * 4) / 2);
+    expect(differ.every((i) => i >= from && i < from + output.bytes)).toBe(true);
   });
 
   test('rejects shapes llama.cpp cannot use', async () => {

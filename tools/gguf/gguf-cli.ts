@@ -29,6 +29,7 @@ const program = new Command('gguf')
   .option('--rank <n>', 'LoRA rank (with --lora-for)', int, 8)
   .option('--alpha <n>', 'LoRA alpha (with --lora-for; default: the rank, full strength)', Number)
   .option('--residual-scale <x>', "what each block adds to the residual stream (under 1: a quantized copy picks the same tokens, e.g. as a draft model)", Number, 1)
+  .option('--bigram <x>', 'how strongly each word points at one fixed next word (0: not at all; about 1 with a small --residual-scale: a draft with fewer --layers and the same --seed picks the same tokens)', Number, 0)
   .action(async (o) => {
     const started = performance.now();
     const report = (written: WrittenModel) =>
@@ -53,6 +54,7 @@ const program = new Command('gguf')
       type: o.type,
       seed: o.seed,
       residualScale: o.residualScale,
+      bigram: o.bigram,
     });
     if (!parsed.success) {
       return program.error(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));

@@ -33,6 +33,14 @@ export const llamaSpecSchema = z
      * growing, so a Q8_0 copy of the model picks the same tokens (a draft model for tests).
      */
     residualScale: z.number().positive().max(1).default(1),
+    /**
+     * How strongly each word points the output at one fixed next word (0: not at all). Random
+     * weights give every token nearly the same logit; a trained model is sure of its next token
+     * most of the time, and a draft agrees with it only where it is, so a target and a draft for
+     * speculative decoding get this bigram structure (about 1 makes that word win by a wide margin
+     * while the blocks add little, see residualScale).
+     */
+    bigram: z.number().min(0).default(0),
     seed: z.number().int().default(42),
   })
   .refine((s) => s.embedding % s.heads === 0, { message: 'embedding must be divisible by heads', path: ['heads'] })
@@ -95,6 +103,8 @@ export interface TensorPlan {
    * then rarely win, so the output reads as words.
    */
   quietRows?: number;
+  /** Adds `weight` times `from`'s row `source[r]` to each row r that has one (the bigram structure). */
+  rowsFrom?: { tensor: string; source: Map<number, number>; weight: number };
   /** Random values lie in ±scale; without it, ±1/√embedding (the file's default). */
   /** Times the tensor's random values (the residual scale of the blocks' output projections). */
   gain?: number;
@@ -119,7 +129,7 @@ export function planTensors(spec: LlamaSpec, vocabSize: number): TensorPlan[] {
   const list: Array<Omit<TensorPlan, 'bytes' | 'offset'>> = [
     { name: 'token_embd.weight', dims: [E, vocabSize], type: spec.type, fill: 'random' },
     { name: 'output_norm.weight', dims: [E], type: 'F32', fill: 'ones' },
-    { name: 'output.weight', dims: [E, vocabSize], type: spec.type, fill: 'random', quietRows: FIRST_WORD_TOKEN },
+    { name: 'output.weight', dims: [E, vocabSize], type: spec.type, fill: 'random', quietRows: FIRST_WORD_TOKEN, ...bigramRows(spec, vocabSize) },
   ];
   for (let l = 0; l < spec.layers; l++) {
     const p = `blk.${l}.`;
@@ -136,6 +146,22 @@ export function planTensors(spec: LlamaSpec, vocabSize: number): TensorPlan[] {
     );
   }
   return layOut(list);
+}
+
+/**
+ * Output row r gets the embedding of the word before it in a seeded cycle through the words: the
+ * state after reading a word is then close to the output row of its successor.
+ */
+function bigramRows(spec: LlamaSpec, vocabSize: number): Pick<TensorPlan, 'rowsFrom'> {
+  if (spec.bigram === 0) return {};
+  const words = Array.from({ length: vocabSize - FIRST_WORD_TOKEN }, (_, i) => FIRST_WORD_TOKEN + i);
+  const next = rng(seedFor(spec.seed, 'bigram'));
+  for (let i = words.length - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1));
+    [words[i], words[j]] = [words[j], words[i]];
+  }
+  const source = new Map(words.map((w, i) => [words[(i + 1) % words.length], w]));
+  return { rowsFrom: { tensor: 'token_embd.weight', source, weight: spec.bigram } };
 }
 
 /** Offsets in the data section, each tensor aligned. */
@@ -310,8 +336,8 @@ export function toHalf(value: number): number {
 
 const CHUNK_ELEMENTS = 1 << 20; // a multiple of the Q8_0 block
 
-/** Yields the tensor's bytes in chunks of at most CHUNK_ELEMENTS values. */
-function* tensorData(t: TensorPlan, seed: number, scale: number): Generator<Buffer> {
+/** The tensor's values, as written before conversion to its type, in chunks of at most CHUNK_ELEMENTS. */
+function* tensorValues(t: TensorPlan, seed: number, scale: number): Generator<Float32Array> {
   const count = t.dims.reduce((a, b) => a * b, 1);
   const next = rng(seedFor(seed, t.name));
   for (let start = 0; start < count; start += CHUNK_ELEMENTS) {
@@ -324,6 +350,36 @@ function* tensorData(t: TensorPlan, seed: number, scale: number): Generator<Buff
       const loud = (t.quietRows ? 4 * base : base) * (t.gain ?? 1);
       for (let i = 0; i < n; i++) values[i] = start + i < quietEnd ? 0 : (next() * 2 - 1) * loud;
     }
+    yield values;
+  }
+}
+
+function wholeTensor(t: TensorPlan, seed: number, scale: number): Float32Array {
+  const whole = new Float32Array(t.dims.reduce((a, b) => a * b, 1));
+  let at = 0;
+  for (const chunk of tensorValues(t, seed, scale)) {
+    whole.set(chunk, at);
+    at += chunk.length;
+  }
+  return whole;
+}
+
+/** Yields the tensor's bytes in chunks of at most CHUNK_ELEMENTS values. */
+function* tensorData(t: TensorPlan, seed: number, scale: number, all: TensorPlan[]): Generator<Buffer> {
+  const rowsFrom = t.rowsFrom;
+  // The source tensor is regenerated whole (its values are seeded by its name): vocabulary × embedding floats.
+  const source = rowsFrom && wholeTensor(all.find((x) => x.name === rowsFrom.tensor)!, seed, scale);
+  let start = 0;
+  for (const values of tensorValues(t, seed, scale)) {
+    const n = values.length;
+    if (rowsFrom && source) {
+      const width = t.dims[0];
+      for (let i = 0; i < n; i++) {
+        const from = rowsFrom.source.get(Math.floor((start + i) / width));
+        if (from !== undefined) values[i] += rowsFrom.weight * source[from * width + ((start + i) % width)];
+      }
+    }
+    start += n;
     if (t.type === 'F32') yield Buffer.from(values.buffer);
     else if (t.type === 'F16') {
       const out = Buffer.alloc(n * 2);
@@ -385,7 +441,7 @@ export async function writeGgufFile(path: string, header: Buffer, tensors: Tenso
     const dataStart = size;
     for (const t of tensors) {
       if (size - dataStart < t.offset) await write(Buffer.alloc(t.offset - (size - dataStart)));
-      for (const chunk of tensorData(t, seed, scale)) await write(chunk);
+      for (const chunk of tensorData(t, seed, scale, tensors)) await write(chunk);
     }
   } finally {
     await file.close();
