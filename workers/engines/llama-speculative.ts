@@ -92,8 +92,11 @@ export class SpeculativeDecoding {
     }
     return {
       tokenPredictor: new this.lib.DraftSequenceTokenPredictor(this.draft!.context.getSequence(), {
-        maxTokens: s.maxDraftTokens,
-        minTokens: s.minDraftTokens,
+        // node-llama-cpp 3.22.1 keeps at most the first token of a checked draft (its speculative
+        // evaluation compares against a list it never fills), so a longer draft only costs: one
+        // drafted token, waited for, is the default until that is fixed upstream.
+        maxTokens: s.maxDraftTokens ?? 1,
+        minTokens: s.minDraftTokens ?? 1,
         minConfidence: s.minConfidence,
         // The draft takes the target's sampling options, but a TokenBias belongs to one model
         // (node-llama-cpp throws, out of band, where another uses it): the draft drafts unbiased,
