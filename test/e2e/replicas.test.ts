@@ -45,9 +45,16 @@ async function echoModel(name: string) {
   return { name, route: `/v1/models/${me.account.username}/${name}/predictions`, version };
 }
 
+/**
+ * Each create is retried as a client honouring Retry-After would: after an earlier test restarted
+ * Postgres, a pooled connection that died with the old server answers 503 once.
+ */
 async function flood(route: string, n: number): Promise<string[]> {
+  const key = `flood-${Date.now()}`;
+  const create = (i: number) => () =>
+    api(route, { token: me.token, headers: { 'idempotency-key': `${key}-${i}` }, body: { input: { text: `p${i}`, sleep_ms: 1000 } } });
   const created = await Promise.all(
-    Array.from({ length: n }, (_, i) => api(route, { token: me.token, body: { input: { text: `p${i}`, sleep_ms: 1000 } } })),
+    Array.from({ length: n }, (_, i) => poll(create(i), (r) => r.status !== 503, { timeoutMs: 30_000, intervalMs: 500 })),
   );
   for (const c of created) expect(c.status).toBe(201);
   return created.map((c) => c.body.id as string);
