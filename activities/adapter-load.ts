@@ -11,6 +11,7 @@ import type { ModelCache } from '../workers/model-cache';
 import { kilnFailure } from '../workflows/failures';
 import type { LoadResult } from '../workflows/types';
 import type { NodeHooks } from './engine';
+import { engineFileIndex } from '../lib/engine-file';
 
 export async function loadAdapterVersion(
   deps: { cache: ModelCache; llama: LlamaEngine; node: NodeHooks; loadBase: (versionId: string) => Promise<LoadResult> },
@@ -24,7 +25,7 @@ export async function loadAdapterVersion(
   await deps.node.makeRoomForAdapter(base);
   await deps.node.makeRoom(version.memoryBytes);
   const started = performance.now();
-  const file = version.files[Math.max(version.files.findIndex((f) => f.path.endsWith('.gguf')), 0)];
+  const file = version.files[engineFileIndex(version.files, '.gguf')];
   const cached = await deps.cache.ensure(file, { signal: ctx.cancellationSignal, onProgress: (p) => ctx.heartbeat({ phase: 'download', ...p }) });
   const downloadSeconds = cached.downloadedBytes > 0 ? (performance.now() - started) / 1000 : 0;
   ctx.heartbeat({ phase: 'load' });

@@ -12,6 +12,7 @@ import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import type { OnnxEngine } from '../workers/engines/onnx-engine';
 import type { RemoveBackgroundInput } from '../tasks/remove-background';
 import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-input';
+import { engineFileIndex } from '../lib/engine-file';
 import { fileRef } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
@@ -180,11 +181,9 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     await holdWarmUpPhase(version.settings);
     const loadStarted = performance.now();
     if (version.engine === 'onnxruntime' && onnx) {
-      const model = version.files.findIndex((f) => f.path.endsWith('.onnx'));
-      await onnx.engine.load(versionId, paths[Math.max(model, 0)]);
+      await onnx.engine.load(versionId, paths[engineFileIndex(version.files, '.onnx')]);
     } else {
-      const gguf = version.files.findIndex((f) => f.path.endsWith('.gguf'));
-      await llama.load(versionId, paths[Math.max(gguf, 0)], version.settings as LlamaLoadSettings, draft);
+      await llama.load(versionId, paths[engineFileIndex(version.files, '.gguf')], version.settings as LlamaLoadSettings, draft);
     }
     const loadSeconds = (performance.now() - loadStarted) / 1000;
     await node.serve(versionId, version.memoryBytes, concurrencyOf(version.settings), idleTtlOf(version.settings));

@@ -6,12 +6,13 @@
  */
 import { z } from 'zod';
 import type { Db } from '../db/client';
-import { findVisibleModel, getVersion } from '../db/models';
 import type { VersionFile } from '../db/schema';
 import type { Storage } from '../lib/storage';
 import type { SpeculativeSettings } from '../workers/engines/llama-speculative';
 import { ValidationError } from './errors';
 import { ggufMetadata, versionMemoryBytes, type ResourceLimits, type VersionSettings } from './version-resources';
+import { engineFileIndex } from '../lib/engine-file';
+import { resolveVersionRef } from './resolve-version';
 
 const maxDraftTokens = z.number().int().min(1).max(64).optional().describe('Most tokens predicted ahead at a time');
 
@@ -35,7 +36,7 @@ export type SpeculativeSetting = z.infer<typeof speculativeSetting>;
 
 const FIELD = 'settings.speculative.model';
 const invalid = (description: string) => new ValidationError([{ field: FIELD, description }]);
-const gguf = (files: VersionFile[]) => files[Math.max(files.findIndex((f) => f.path.endsWith('.gguf')), 0)];
+const gguf = (files: VersionFile[]) => files[engineFileIndex(files, '.gguf')];
 const TOKENIZER_KEYS = ['tokenizer.ggml.model', 'tokenizer.ggml.tokens.sha256', 'tokenizer.ggml.merges.sha256', 'tokenizer.ggml.bos_token_id', 'tokenizer.ggml.eos_token_id'];
 
 /** What the version stores, and the memory the draft adds to the version's. */
@@ -46,11 +47,7 @@ export async function resolveSpeculative(
   target: { files: VersionFile[]; settings: VersionSettings },
 ): Promise<{ stored: SpeculativeSettings; memoryBytes: number }> {
   if (setting.type === 'input_lookup') return { stored: setting, memoryBytes: 0 };
-  const [owner, name] = setting.model.split('/');
-  const model = await findVisibleModel(deps.db, accountId, owner, name);
-  const version = model?.latestVersionId ? await getVersion(deps.db, model.latestVersionId) : undefined;
-  if (!model) throw invalid(`no model ${setting.model} that you can use`);
-  if (!version) throw invalid(`${setting.model} has no version yet`);
+  const { version } = await resolveVersionRef(deps.db, accountId, setting.model, FIELD);
   if (version.engine !== 'llama.cpp') throw invalid(`${setting.model} runs on ${version.engine}; a draft must be a llama.cpp (GGUF) model`);
   const [mine, theirs] = await Promise.all([
     ggufMetadata(deps.storage, gguf(target.files), 'files'),

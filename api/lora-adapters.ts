@@ -14,6 +14,7 @@ import { estimateLlamaMemoryBytes, llamaShapeOf } from '../workers/engines/llama
 import { ValidationError } from './errors';
 import { resolveVersionRef } from './resolve-version';
 import { ggufMetadata, type ResourceLimits, type VersionSettings } from './version-resources';
+import { engineFileIndex } from '../lib/engine-file';
 
 const invalid = (field: string, description: string) => new ValidationError([{ field, description }]);
 
@@ -31,13 +32,13 @@ export async function adapterVersion(
   if (base.version.engine !== 'llama.cpp' || adapter.engine !== 'llama.cpp') throw invalid('lora_for', 'LoRA adapters run on llama.cpp models only');
   if (loraBaseOf(base.version.settings)) throw invalid('lora_for', `${adapter.loraFor} is a LoRA adapter itself; name its base`);
   if (base.version.task !== adapter.task) throw invalid('lora_for', `the base is a ${base.version.task} model and this one ${adapter.task}`);
-  const i = Math.max(adapter.files.findIndex((f) => f.path.endsWith('.gguf')), 0);
+  const i = engineFileIndex(adapter.files, '.gguf');
   const field = `files.${i}.sha256`;
   const meta = await ggufMetadata(deps.storage, adapter.files[i], field);
   if (meta.get('general.type') !== 'adapter' || meta.get('adapter.type') !== 'lora') {
     throw invalid(field, 'not a LoRA adapter GGUF (general.type must be adapter and adapter.type lora)');
   }
-  const baseFile = base.version.files[Math.max(base.version.files.findIndex((f) => f.path.endsWith('.gguf')), 0)];
+  const baseFile = base.version.files[engineFileIndex(base.version.files, '.gguf')];
   const baseMeta = await ggufMetadata(deps.storage, baseFile, 'lora_for');
   if (meta.get('general.architecture') !== baseMeta.get('general.architecture')) {
     throw invalid(field, `the adapter is for ${String(meta.get('general.architecture'))} and the base is ${String(baseMeta.get('general.architecture'))}`);

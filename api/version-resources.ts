@@ -8,6 +8,7 @@ import { parseGgufMetadata } from '../lib/gguf-metadata';
 import { blobKey, type Storage } from '../lib/storage';
 import { estimateLlamaMemoryBytes, llamaShapeOf } from '../workers/engines/llama-memory';
 import { ValidationError } from './errors';
+import { engineFileIndex } from '../lib/engine-file';
 
 export interface ResourceLimits {
   /** Context an engine gives a version whose settings name none (KILN_ENGINE_CONTEXT_SIZE). */
@@ -65,10 +66,8 @@ export async function versionMemoryBytes(
   if (settings.contextSize !== undefined && settings.contextSize > limits.maxContextSize) {
     throw invalid('settings.contextSize', `at most ${limits.maxContextSize} on this server`);
   }
-  // The file each engine loads, chosen as the engine chooses it.
-  const loaded = (suffix: string) => Math.max(files.findIndex((f) => f.path.endsWith(suffix)), 0);
   if (engine === 'llama.cpp') {
-    const i = loaded('.gguf');
+    const i = engineFileIndex(files, '.gguf');
     const field = `files.${i}.sha256`;
     const model = llamaShapeOf(await ggufMetadata(storage, files[i], field));
     if (!model) throw invalid(field, 'the GGUF metadata lacks the block count, embedding length or head count');
@@ -80,7 +79,7 @@ export async function versionMemoryBytes(
     return Math.max(declared ?? 0, computed);
   }
   if (engine === 'onnxruntime') {
-    return Math.max(declared ?? 0, Math.ceil(files[loaded('.onnx')].size * ONNX_MEMORY_FACTOR));
+    return Math.max(declared ?? 0, Math.ceil(files[engineFileIndex(files, '.onnx')].size * ONNX_MEMORY_FACTOR));
   }
   // The echo fixture loads nothing: what it declares, or its files plus a fifth.
   return declared ?? Math.ceil(files.reduce((n, f) => n + f.size, 0) * 1.2) + 64 * 2 ** 20;
