@@ -11,14 +11,15 @@ install_npm() {
   # npm install, not npm ci: npm 11's ci refuses a lock file that lists only this platform's
   # optional binaries (CUDA builds, swc, ...), while install honours the lock as it is.
   # What was installed is recorded by the lock file's content, not its date: a fresh checkout
-  # (a clone, a git worktree) has a newer lock file without any change to install.
+  # (a clone, a git worktree) has a newer lock file without any change to install. The patches
+  # count too: npm install's postinstall applies them (patch-package).
   local want stamp=node_modules/.kiln-package-lock.sha256
-  want=$(sha256sum package-lock.json | cut -d' ' -f1)
+  want=$(cat package-lock.json patches/*.patch | sha256sum | cut -d' ' -f1)
   if [ ! -d node_modules ]; then
     log "installing npm packages (first run: about two minutes)"
     npm install --no-audit --no-fund --loglevel=error
   elif [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    log "package-lock.json changed: updating npm packages"
+    log "package-lock.json or patches/ changed: updating npm packages"
     npm install --no-audit --no-fund --loglevel=error
   fi
   # A new file, not a write through the old one: a checkout whose node_modules is a hard-linked

@@ -97,8 +97,18 @@ test('greedy output is the same with a Q8_0 draft, with input lookup and without
     accepted += m.draft_tokens_accepted;
     rejected += m.draft_tokens_rejected;
   }
-  // Some drafted tokens were kept (a third of them in the runs so far; the rate is reported, not promised).
+  // Some drafted tokens were kept (the rate is reported, not promised).
   expect(accepted).toBeGreaterThan(0);
+
+  // The target as its own draft agrees with itself: a check keeps every drafted token, not just the
+  // first (node-llama-cpp 3.22.1 kept one of each four here until patches/ fixed its draft check).
+  const self = await pushModel('self-draft', files.target, { speculative: { type: 'draft', model: `${owner}/plain`, minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } });
+  expect(self.id).toBeDefined();
+  const prompt = 'the river and the old house near the garden';
+  const selfDrafted = await greedy('self-draft', prompt);
+  expect(selfDrafted.text).toBe((await greedy('plain', prompt)).text);
+  expect(selfDrafted.metrics.draft_tokens_accepted).toBeGreaterThan(30);
+  expect(selfDrafted.metrics.draft_acceptance_rate).toBeGreaterThan(0.75);
   const model = `${owner}/with-draft`;
   await poll(
     async () => [await draftCounter(model, 'accepted'), await draftCounter(model, 'rejected')],
