@@ -17,9 +17,11 @@ export async function closeOf(temporal: Client, workflowId: string): Promise<voi
     if (err instanceof WorkflowNotFoundError) return;
     throw err;
   }
+  // One signal ends both: the timer, and the result's long poll, which would otherwise hold a
+  // gRPC call open for up to a minute after the race is decided.
   const waited = new AbortController();
   await Promise.race([
-    handle.result().catch(() => undefined),
+    temporal.withAbortSignal(waited.signal, () => handle.result()).catch(() => undefined),
     sleep(CLOSE_WAIT_MS, undefined, { signal: waited.signal }).catch(() => undefined),
   ]);
   waited.abort();
