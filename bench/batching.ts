@@ -100,7 +100,7 @@ export async function batching(o: BatchingOptions) {
     `model ${o.model}: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ` +
       `${spec.type}; ${o.tokens} tokens per stream after a ~${o.promptTokens}-token prompt; ${o.threads} thread(s); greedy`,
   );
-  console.log(`floor: ${bin}`);
+  console.log(`floor: ${bin}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 
   const engine = new LlamaEngine({ gpu: 'auto', contextSize, sequences: maxN, threads: o.threads });
   await engine.load('direct', file, { sequences: maxN, contextSize });
