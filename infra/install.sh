@@ -92,4 +92,7 @@ wait $minio_pid || die "building MinIO failed"
 bash "$KILN_ROOT/infra/gpu-install.sh"
 # CPU hosts that opt in (KILN_LLAMA_SOURCE_BUILD=true): llama.cpp built for this CPU, once, into the
 # per-user cache (about half an hour on two cores); the engine uses the prebuilt until it is there.
-case "${KILN_LLAMA_SOURCE_BUILD:-}" in true | 1) bash "$KILN_ROOT/infra/llama-addon-build.sh" >/dev/null ;; esac
+# GPU hosts have the build above instead.
+case "${KILN_LLAMA_SOURCE_BUILD:-}" in
+  true | 1) command -v "${KILN_NVIDIA_SMI:-nvidia-smi}" >/dev/null || bash "$KILN_ROOT/infra/llama-addon-build.sh" >/dev/null ;;
+esac
