@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import { textGenerationInput } from '../tasks/text-generation';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../workers/engines/llama-engine';
+import { sourceBuildRequested } from '../workers/engines/llama-backend';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
 /** issue: the 226M-parameter F16 model of issue 19; small: a 4-layer one for a loaded machine. */
@@ -37,6 +38,16 @@ function batchedBenchBinary(): string {
   if (process.env.KILN_LLAMA_BATCHED_BENCH) return process.env.KILN_LLAMA_BATCHED_BENCH;
   const script = path.resolve(__dirname, '../infra/llama-batched-bench.sh');
   return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
+
+/**
+ * KILN_LLAMA_SOURCE_BUILD=true: the engine's llama.cpp built from the same source with the same CPU
+ * options as the floor (infra/llama-addon-build.sh, once); the engine worker of the API finds it too.
+ */
+function ensureSourceBuild(): void {
+  if (!sourceBuildRequested()) return;
+  const script = path.resolve(__dirname, '../infra/llama-addon-build.sh');
+  execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
 }
 
 /** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */
@@ -74,6 +85,7 @@ async function timed(n: number, tokens: number, one: () => Promise<unknown>): Pr
 
 export async function batching(o: BatchingOptions) {
   const bin = batchedBenchBinary();
+  ensureSourceBuild();
   const spec = BATCHING_MODELS[o.model];
   const dir = path.join(DATA_DIR, 'bench', 'models');
   await mkdir(dir, { recursive: true });
@@ -88,11 +100,11 @@ export async function batching(o: BatchingOptions) {
     `model ${o.model}: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ` +
       `${spec.type}; ${o.tokens} tokens per stream after a ~${o.promptTokens}-token prompt; ${o.threads} thread(s); greedy`,
   );
-  console.log(`floor: ${bin}`);
+  console.log(`floor: ${bin}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 
   const engine = new LlamaEngine({ gpu: 'auto', contextSize, sequences: maxN, threads: o.threads });
   await engine.load('direct', file, { sequences: maxN, contextSize });
-  console.log(`engine backend: ${(await engine.gpu()) ?? 'cpu'}`);
+  console.log(`engine backend: ${(await engine.gpu()) ?? 'cpu'}, ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${process.env.KILN_LLAMA_SOURCE_BUILD ?? ''})`);
   const direct = () => engine.generate('direct', textGenerationInput.parse(input));
   const check = await direct();
   console.log(`direct: ${check.inputTokens} prompt tokens, ${check.outputTokens} generated`);
@@ -122,6 +134,7 @@ export async function batching(o: BatchingOptions) {
       console.log(`round ${r + 1}, ${n} streams: llama.cpp ${f(at.floor)}, direct ${f(at.direct)}, API ${f(at.api)} tokens/s`);
     }
   }
+  const binary = engine.binary;
   await engine.dispose();
 
   const ratio = (a: number, b: number) => (Number.isFinite(a) ? `${(a / b).toFixed(2)}×` : '-');
@@ -139,5 +152,7 @@ export async function batching(o: BatchingOptions) {
     };
   });
   table(`Batching: aggregate generated tokens/s at N streams (model ${o.model}, ${o.tokens} tokens each, p50 of rounds)`, rows);
-  console.log(`saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), rows, rounds: [...rounds] })}`);
+  const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  console.log(`load average at the end: ${load}`);
+  console.log(`saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds] })}`);
 }

@@ -9,6 +9,7 @@
  * host's cards, once.
  */
 import type { Gpu } from './gpu-host';
+import { cpuBuildPlan, cpuinfoFlags } from '../lib/llama-cpu-build';
 
 export interface PrebuiltCuda {
   /** The package, e.g. '@node-llama-cpp/linux-x64-cuda'. */
@@ -54,47 +55,21 @@ export interface GpuBuildPlan {
 const sm = (n: number) => `sm_${n}`;
 const list = (xs: number[]) => xs.map(sm).join(', ');
 
-/** ggml's x86 options and the /proc/cpuinfo flags each needs (AVX512 turns on F, CD, VL, DQ and BW). */
-const GGML_X86_OPTIONS: [string, string[]][] = [
-  ['GGML_SSE42', ['sse4_2']],
-  ['GGML_AVX', ['avx']],
-  ['GGML_AVX2', ['avx2']],
-  ['GGML_FMA', ['fma']],
-  ['GGML_F16C', ['f16c']],
-  ['GGML_BMI2', ['bmi2']],
-  ['GGML_AVX_VNNI', ['avx_vnni']],
-  ['GGML_AVX512', ['avx512f', 'avx512cd', 'avx512vl', 'avx512dq', 'avx512bw']],
-  ['GGML_AVX512_VBMI', ['avx512vbmi']],
-  ['GGML_AVX512_VNNI', ['avx512_vnni']],
-  ['GGML_AVX512_BF16', ['avx512_bf16']],
-];
-
 /**
  * The CMake options of the source build (node-llama-cpp reads NODE_LLAMA_CPP_CMAKE_OPTION_<NAME>),
  * from the host's cards and its CPU's flags (/proc/cpuinfo).
  */
 export function sourceBuildCmakeOptions(gpus: Pick<Gpu, 'sm'>[], cpuFlags: string[]): Record<string, string> {
-  const has = new Set(cpuFlags);
-  // The CPU still samples and runs what is not offloaded, so it gets this host's instruction sets,
-  // named one by one and never -march=native: native turns on ggml's AMX kernels where the CPU
-  // reports AMX, and those die with SIGILL on Q8_0 models on the hosts measured (issue 19). The
-  // C/C++ flags cannot carry -mno-amx-* instead: cmake-js sets CMAKE_CXX_FLAGS after ours.
-  const cpu = Object.fromEntries(GGML_X86_OPTIONS.map(([option, flags]) => [option, flags.every((f) => has.has(f)) ? 'ON' : 'OFF']));
+  // The CPU still samples and runs what is not offloaded, so it gets this host's instruction sets
+  // as the CPU builds do (lib/llama-cpu-build.ts: named one by one, AMX off, issue 19).
   return {
-    GGML_NATIVE: 'OFF',
-    ...cpu,
-    GGML_AMX_TILE: 'OFF',
-    GGML_AMX_INT8: 'OFF',
-    GGML_AMX_BF16: 'OFF',
+    ...Object.fromEntries(cpuBuildPlan(cpuFlags).options),
     // Machine code (and PTX) for exactly the host's cards: a build for every architecture takes far longer.
     CMAKE_CUDA_ARCHITECTURES: [...new Set(gpus.map((g) => g.sm))].sort((a, b) => a - b).join(';'),
   };
 }
 
-/** The flags of /proc/cpuinfo's first processor. */
-export function cpuinfoFlags(cpuinfo: string): string[] {
-  return /^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1].trim().split(/\s+/) ?? [];
-}
+export { cpuinfoFlags };
 
 export function planGpuBuild(input: GpuBuildPlanInput): GpuBuildPlan {
   const { gpus, prebuilts, sourceBuild } = input;

@@ -91,3 +91,9 @@ wait $temporal_pid || die "building the Temporal CLI failed"
 wait $minio_pid || die "building MinIO failed"
 # GPU hosts: the llama.cpp build for their cards, checked (and built) after the npm packages.
 bash "$KILN_ROOT/infra/gpu-install.sh"
+# CPU hosts that opt in (KILN_LLAMA_SOURCE_BUILD=true): llama.cpp built for this CPU, once, into the
+# per-user cache (about half an hour on two cores); the engine uses the prebuilt until it is there.
+# GPU hosts have the build above instead.
+case "${KILN_LLAMA_SOURCE_BUILD:-}" in
+  true | 1) command -v "${KILN_NVIDIA_SMI:-nvidia-smi}" >/dev/null || bash "$KILN_ROOT/infra/llama-addon-build.sh" >/dev/null ;;
+esac

@@ -23,28 +23,19 @@ if [ "$cuda" = on ]; then
   cpu_flags+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=${arch:-native}")
   variant="cuda-sm${arch}"
 else
-  have() { grep -qw "$1" /proc/cpuinfo; }
-  # The x86 instruction sets ggml can use, from what this CPU has (the prebuilt node-llama-cpp
-  # picks among per-CPU variants of the same kernels at run time). AMX stays off.
-  variant=cpu
-  for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
-    avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
-    if have "${pair%%:*}"; then cpu_flags+=("-DGGML_${pair#*:}=ON"); variant+="-${pair%%:*}"; else cpu_flags+=("-DGGML_${pair#*:}=OFF"); fi
-  done
-  cpu_flags+=(-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+  # The x86 instruction sets ggml can use, from what this CPU has (lib/llama-cpu-build.ts: the
+  # same options node-llama-cpp's addon is built with by infra/llama-addon-build.sh). AMX stays off.
+  mapfile -t plan < <(cd "$KILN_ROOT" && node --import tsx lib/llama-cpu-build.ts options)
+  variant="${plan[0]}"
+  cpu_flags+=("${plan[@]:1}")
 fi
 
 dir="$KILN_CACHE/bin/llama-cpp-$tag-nlc$nlc_version-$(printf %s "$variant" | sha256sum | cut -c1-12)"
 bin="$dir/llama-batched-bench"
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 
-if ! command -v cmake >/dev/null; then
-  command -v apt-get >/dev/null || die "building llama-batched-bench needs CMake (and apt-get is not available to install it)"
-  log "installing CMake with apt (to build llama.cpp's batched bench)"
-  export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -qq cmake >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq cmake >/dev/null; }; } \
-    || die "apt-get install cmake failed"
-fi
+. "$KILN_ROOT/infra/cmake.sh"
+need_cmake llama-batched-bench
 
 log "building llama-batched-bench ($variant) from node-llama-cpp $nlc_version's llama.cpp $tag (first run only: minutes)"
 mkdir -p "$KILN_CACHE/bin"

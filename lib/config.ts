@@ -164,6 +164,12 @@ export const configSchema = z.object({
   /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */
   KILN_ENABLE_FIXTURES: bool.default(false),
   KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),
+  /**
+   * CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (infra/llama-addon-build.sh,
+   * cached per user) instead of the prebuilt, where that build is there (issue 19: about twice the
+   * prompt speed on an AVX-512 host). Opt-in: the build takes half an hour on two cores.
+   */
+  KILN_LLAMA_SOURCE_BUILD: bool.default(false),
 });
 
 export type Config = z.infer<typeof configSchema>;

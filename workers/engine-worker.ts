@@ -29,7 +29,19 @@ async function main() {
   const tracing = startTracing('kiln-engine-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
-  const llama = new LlamaEngine({ gpu: c.KILN_ENGINE_GPU, contextSize: c.KILN_ENGINE_CONTEXT_SIZE, sequences: c.KILN_ENGINE_SEQUENCES, threads: c.KILN_ENGINE_THREADS, fixtures: c.KILN_ENABLE_FIXTURES }, llamaLoadMetrics);
+  const llama = new LlamaEngine(
+    {
+      gpu: c.KILN_ENGINE_GPU,
+      contextSize: c.KILN_ENGINE_CONTEXT_SIZE,
+      sequences: c.KILN_ENGINE_SEQUENCES,
+      threads: c.KILN_ENGINE_THREADS,
+      fixtures: c.KILN_ENABLE_FIXTURES,
+      sourceBuild: c.KILN_LLAMA_SOURCE_BUILD,
+      onBackend: ({ binary, fallback, gpu }) =>
+        fallback ? logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt') : logger.info({ binary, gpu }, 'llama.cpp loaded'),
+    },
+    llamaLoadMetrics,
+  );
   const storage = Storage.fromConfig(c);
   // Engines parse untrusted model files: they hold only the file-URL and file-reference keys.
   const signer = urlSignerFromConfig(c, ['file', 'ref']);

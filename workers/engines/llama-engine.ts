@@ -1,7 +1,7 @@
 /**
  * llama.cpp through node-llama-cpp. One context per loaded version with N sequences, so N
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
- * has it; llama.cpp is never built or downloaded at run time.
+ * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
 import { open } from 'node:fs/promises';
 import type {
@@ -21,6 +21,7 @@ import { cleanText, contextLimits } from './llama-text';
 import { DecodeGatherer } from './decode-gatherer';
 import { draftCounts, SpeculativeDecoding, type DraftCounts, type SpeculativeSettings } from './llama-speculative';
 import { SequencePool } from './sequence-pool';
+import { loadLlamaBackend } from './llama-backend';
 import { cachedPromptTokens, promptProbe } from './prefix-reuse';
 import type { GpuState } from '../../lib/hardware';
 
@@ -146,6 +147,10 @@ export interface LlamaEngineOptions {
    * for that long, so tests pace generation themselves instead of depending on the machine's speed.
    */
   fixtures?: boolean;
+  /** KILN_LLAMA_SOURCE_BUILD: run the CPU build from source where it is cached (./llama-backend.ts). */
+  sourceBuild?: boolean;
+  /** Told which llama.cpp binary runs, once it is loaded (the engine worker logs it). */
+  onBackend?: (backend: { binary: string; fallback?: string; gpu: string | false }) => void;
 }
 
 /** Engine settings a version may carry (from its manifest). */
@@ -173,19 +178,18 @@ export class LlamaEngine {
   ) {}
 
   backend(): Promise<Llama> {
-    this.llama ??= loadNodeLlamaCpp().then(({ getLlama }) =>
-      getLlama({
-        gpu: this.opts.gpu === 'false' ? false : this.opts.gpu,
-        build: 'never',
-        skipDownload: true,
-        usePrebuiltBinaries: true,
-        progressLogs: false,
-        maxThreads: this.opts.threads,
-        logLevel: 'error' as never,
-      }),
-    );
+    this.llama ??= loadNodeLlamaCpp()
+      .then((nlc) => loadLlamaBackend(nlc, { gpu: this.opts.gpu, threads: this.opts.threads, sourceBuild: this.opts.sourceBuild }))
+      .then(({ llama, binary, fallback }) => {
+        this.binary = binary;
+        this.opts.onBackend?.({ binary, fallback, gpu: llama.gpu });
+        return llama;
+      });
     return this.llama;
   }
+
+  /** Which llama.cpp binary runs ('prebuilt' or 'source build <folder>'), once backend() resolved. */
+  binary?: string;
 
   /** The GPU llama.cpp runs on, or null on CPU. */
   async gpu(): Promise<string | null> {

@@ -1,0 +1,112 @@
+/**
+ * Which llama.cpp the engine runs. By default node-llama-cpp's prebuilt (its CPU backend picks one
+ * of several per-CPU-generation libraries at run time). With KILN_LLAMA_SOURCE_BUILD=true on a host
+ * that runs on the CPU, the addon infra/llama-addon-build.sh built from the same llama.cpp source
+ * with this CPU's instruction sets (the options of llama.cpp's own batched bench), when it is in
+ * the per-user cache: issue 19 measured node-llama-cpp's prebuilt at about half that build's
+ * prompt speed. Nothing is built here; without the build, or if it fails to load, the prebuilt.
+ *
+ * node-llama-cpp looks for local builds only under its own package folder, so the cached build is
+ * handed to its Llama class directly, as its getLlama does with a local build it found.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Llama } from 'node-llama-cpp';
+import { cpuBuildPlan, cpuinfoFlags, hostCpuBuildDir, nodeLlamaCppRoot, nodeLlamaCppSource } from '../../lib/llama-cpu-build';
+
+type NodeLlamaCpp = typeof import('node-llama-cpp');
+
+export interface LlamaBackendOptions {
+  gpu: 'auto' | 'false' | 'cuda' | 'vulkan' | 'metal';
+  threads?: number;
+  /** KILN_LLAMA_SOURCE_BUILD (read from the environment where not given). */
+  sourceBuild?: boolean;
+}
+
+export interface LlamaBackend {
+  llama: Llama;
+  /** What runs, for the logs: 'prebuilt', or 'source build <folder>'. */
+  binary: string;
+  /** Why the source build was asked for and not used, where it was. */
+  fallback?: string;
+}
+
+/** The env switch: only "true"/"1" opt in. */
+export function sourceBuildRequested(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env.KILN_LLAMA_SOURCE_BUILD === 'true' || env.KILN_LLAMA_SOURCE_BUILD === '1';
+}
+
+/**
+ * A CPU-only source build serves only hosts llama.cpp runs on the CPU: asked for no GPU, or
+ * "auto" without an NVIDIA device (GPU hosts have their own build, infra/gpu-install.sh).
+ */
+export function cpuHost(gpu: LlamaBackendOptions['gpu']): boolean {
+  return gpu === 'false' || (gpu === 'auto' && process.platform === 'linux' && process.arch === 'x64' && !existsSync('/dev/nvidiactl'));
+}
+
+async function loadSourceBuild(nlc: NodeLlamaCpp, dir: string, bindings: unknown, threads?: number): Promise<Llama> {
+  // Llama and its defaults are not among the package's exports; their files are, by path. The
+  // same files the package's index imports, so the same module instances.
+  const dist = path.join(nodeLlamaCppRoot(), 'dist', 'bindings');
+  const { Llama: LlamaClass } = (await import(pathToFileURL(path.join(dist, 'Llama.js')).href)) as {
+    Llama: { _create(options: Record<string, unknown>): Promise<Llama>; defaultConsoleLogger: unknown };
+  };
+  const { defaultLlamaVramPadding, defaultLlamaRamPadding } = (await import(pathToFileURL(path.join(dist, 'getLlama.js')).href)) as Record<string, unknown>;
+  if (typeof LlamaClass?._create !== 'function') throw new Error(`node-llama-cpp ${nodeLlamaCppSource().nlcVersion} has no Llama._create`);
+  const bindingPath = path.join(dir, 'llama-addon.node');
+  const { tag } = nodeLlamaCppSource();
+  const plan = cpuBuildPlan(cpuinfoFlags(readFileSync('/proc/cpuinfo', 'utf8')));
+  return LlamaClass._create({
+    bindings,
+    bindingPath,
+    buildType: 'localBuild',
+    buildMetadata: {
+      buildOptions: {
+        customCmakeOptions: Object.fromEntries(plan.options),
+        platform: 'linux',
+        arch: 'x64',
+        gpu: false,
+        llamaCpp: { repo: 'ggml-org/llama.cpp', release: tag },
+      },
+    },
+    logLevel: nlc.LlamaLogLevel.error,
+    logger: LlamaClass.defaultConsoleLogger,
+    maxThreads: threads,
+    vramPadding: defaultLlamaVramPadding,
+    ramPadding: defaultLlamaRamPadding,
+    debug: false,
+    numa: false,
+    tempDir: false,
+  });
+}
+
+export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions): Promise<LlamaBackend> {
+  const prebuilt = () =>
+    nlc.getLlama({
+      gpu: o.gpu === 'false' ? false : o.gpu,
+      build: 'never',
+      skipDownload: true,
+      usePrebuiltBinaries: true,
+      progressLogs: false,
+      maxThreads: o.threads,
+      logLevel: nlc.LlamaLogLevel.error,
+    });
+  if (!(o.sourceBuild ?? sourceBuildRequested())) return { llama: await prebuilt(), binary: 'prebuilt' };
+  if (!cpuHost(o.gpu)) return { llama: await prebuilt(), binary: 'prebuilt', fallback: 'a GPU host: the CPU source build is for CPU hosts' };
+  const dir = hostCpuBuildDir('addon');
+  if (!existsSync(path.join(dir, 'llama-addon.node'))) {
+    return { llama: await prebuilt(), binary: 'prebuilt', fallback: `no source build at ${dir} (bash infra/llama-addon-build.sh builds it)` };
+  }
+  let bindings: unknown;
+  try {
+    bindings = createRequire(__filename)(path.join(dir, 'llama-addon.node'));
+  } catch (err) {
+    // dlopen failed as a whole (a missing library, a CPU it was not built for): nothing of it stays loaded.
+    return { llama: await prebuilt(), binary: 'prebuilt', fallback: `the source build at ${dir} does not load: ${(err as Error).message}` };
+  }
+  // Past this point its libraries are in the process, and the prebuilt's share their names: an
+  // error is reported, not hidden behind a fallback that would mix the two.
+  return { llama: await loadSourceBuild(nlc, dir, bindings, o.threads), binary: `source build ${dir}` };
+}
