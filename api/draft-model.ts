@@ -14,7 +14,7 @@ import { ggufMetadata, versionMemoryBytes, type ResourceLimits, type VersionSett
 import { engineFileIndex } from '../lib/engine-file';
 import { resolveVersionRef } from './resolve-version';
 
-const maxDraftTokens = z.number().int().min(1).max(64).optional().describe('Most tokens predicted ahead at a time');
+const maxDraftTokens = z.number().int().min(1).max(64).optional().describe('Most tokens predicted ahead at a time (default 8 for a draft model, 3 for input lookup)');
 
 export const speculativeSetting = z
   .discriminatedUnion('type', [
@@ -25,7 +25,7 @@ export const speculativeSetting = z
         .regex(/^[^/\s]+\/[^/\s]+$/, 'owner/name')
         .describe("The draft model, owner/name: a smaller llama.cpp model with the same tokenizer (its latest version is used)"),
       maxDraftTokens,
-      minDraftTokens: z.number().int().min(0).max(64).optional().describe('Tokens the target waits for before it checks a draft (default 0: whatever is drafted by then)'),
+      minDraftTokens: z.number().int().min(0).max(64).optional().describe('Tokens the target waits for before it checks a draft (default: maxDraftTokens; 0: whatever is drafted by then)'),
       minConfidence: z.number().min(0).max(1).optional().describe("The draft stops at a token it gives less probability than this (default 0.6; 0: never)"),
     }),
     z.strictObject({ type: z.literal('input_lookup'), maxDraftTokens }),

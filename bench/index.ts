@@ -7,6 +7,7 @@ import { historySize } from './history-size';
 import { floorScenario } from './floor';
 import { overhead } from './overhead';
 import { speculative } from './speculative';
+import { DEFAULT_DRAFT_TOKENS } from '../workers/engines/llama-speculative';
 import { defaultThreads, prefixCache } from './prefix-cache';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
@@ -89,12 +90,11 @@ program
   .description('greedy tokens/s of an F32 model with and without its own weights in Q8_0 as draft, next to node-llama-cpp direct without a draft (no running stack needed)')
   .option('-t, --tokens <n>', 'tokens generated per run', int, 128)
   .option('-r, --runs <n>', 'runs of each (the table shows the median)', int, 3)
-  // 1 and 1: node-llama-cpp 3.22 keeps at most one drafted token per check (see the README), so
-  // more only adds tokens to each check, and without waiting the target never gets one.
-  .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, 1)
-  .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft', int, 1)
+  // The engine's defaults (a draft of 8, waited for); without waiting the target outruns the draft.
+  .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, DEFAULT_DRAFT_TOKENS)
+  .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft (default: --draft-tokens)', int)
   .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
-  .action((o) => speculative({ tokens: o.tokens, runs: o.runs, threads: o.threads, draftTokens: o.draftTokens, minDraftTokens: o.minDraftTokens }));
+  .action((o) => speculative({ tokens: o.tokens, runs: o.runs, threads: o.threads, draftTokens: o.draftTokens, minDraftTokens: o.minDraftTokens ?? o.draftTokens }));
 
 program
   .command('prefix-cache')

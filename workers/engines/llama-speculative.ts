@@ -31,6 +31,9 @@ export interface DraftCounts {
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
+/** Tokens a draft model predicts ahead of each check (bench -- speculative: 4 and 8 both ~1.6×). */
+export const DEFAULT_DRAFT_TOKENS = 8;
+
 /** Why the draft cannot draft for the target (a different vocabulary), or undefined when it can. */
 export function tokenizerMismatch(target: LlamaModel, draft: LlamaModel): string | undefined {
   const vocab = (m: LlamaModel) => (m.fileInfo.metadata as { tokenizer?: { ggml?: Record<string, unknown> } }).tokenizer?.ggml ?? {};
@@ -92,11 +95,11 @@ export class SpeculativeDecoding {
     }
     return {
       tokenPredictor: new this.lib.DraftSequenceTokenPredictor(this.draft!.context.getSequence(), {
-        // node-llama-cpp 3.22.1 keeps at most the first token of a checked draft (its speculative
-        // evaluation compares against a list it never fills), so a longer draft only costs: one
-        // drafted token, waited for, is the default until that is fixed upstream.
-        maxTokens: s.maxDraftTokens ?? 1,
-        minTokens: s.minDraftTokens ?? 1,
+        // Drafted ahead and waited for, as llama.cpp's server drafts: on a few CPU cores a draft
+        // that runs beside the target only takes its threads (node-llama-cpp's default, 0, lets the
+        // target outrun the draft). A draft stops early at a token it is unsure of (minConfidence).
+        maxTokens: s.maxDraftTokens ?? DEFAULT_DRAFT_TOKENS,
+        minTokens: s.minDraftTokens ?? s.maxDraftTokens ?? DEFAULT_DRAFT_TOKENS,
         minConfidence: s.minConfidence,
         // The draft takes the target's sampling options, but a TokenBias belongs to one model
         // (node-llama-cpp throws, out of band, where another uses it): the draft drafts unbiased,
