@@ -66,30 +66,22 @@ async function lastAttemptEvent(tx: Db | Tx, predictionId: string) {
  * One output chunk of attempt `attempt`, in the stream only while no later attempt has begun:
  * a failed attempt that still runs (its heartbeats were lost, not its node) cannot add to the
  * text that the next attempt continues.
+ *
+ * One round trip (the function of migration 0012 takes the lock, checks the attempt and inserts):
+ * a chunk goes out every few milliseconds while a model generates, and the five round trips of a
+ * transaction (begin, lock, insert, notify, commit) held the engine's event loop, which also runs
+ * the token loop, and Postgres's share of two cores, long enough to slow generation down.
  */
 export async function appendOutput(db: Db, predictionId: string, data: string, attempt: number, tokens?: number): Promise<number> {
-  return db.transaction(async (tx) => {
-    await lockStream(tx, predictionId);
-    // The check and the insert in one statement: a chunk costs no more round trips than before attempts were fenced.
-    const current = tx
-      .select({ attempt: predictionEvents.attempt })
-      .from(predictionEvents)
-      .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])))
-      .orderBy(desc(predictionEvents.id))
-      .limit(1);
-    const rows = await tx.execute<{ id: number }>(sql`
-      insert into ${predictionEvents} (prediction_id, event, data, attempt, tokens)
-      select ${predictionId}, 'output', ${withoutNul(data)}, ${attempt}, ${tokens ?? null}
-      where coalesce((${current}), 0) <= ${attempt}
-      returning id`);
-    const id = rows[0]?.id;
-    if (id === undefined) {
-      const last = await lastAttemptEvent(tx, predictionId);
-      throw new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
-    }
-    await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
-    return Number(id);
-  });
+  const rows = await db.execute<{ id: string | null }>(
+    sql`select kiln_append_output(${predictionId}, ${withoutNul(data)}, ${attempt}::integer, ${tokens ?? null}::integer) as id`,
+  );
+  const id = rows[0]?.id;
+  if (id === null || id === undefined) {
+    const last = await lastAttemptEvent(db, predictionId);
+    throw new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
+  }
+  return Number(id);
 }
 
 /**
