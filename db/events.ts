@@ -99,19 +99,12 @@ export async function appendFirstOutput(
   attempt?: number,
   tokens?: number,
 ): Promise<{ id: number; attempt: number }> {
-  return db.transaction(async (tx) => {
-    await lockStream(tx, predictionId);
-    const last = await lastAttemptEvent(tx, predictionId);
-    const mine = attempt ?? (last ? last.attempt + (last.event === 'attempt' ? 0 : 1) : 1);
-    if (last && last.attempt > mine) throw new StaleAttemptError(predictionId, mine, last.attempt);
-    const continued = last?.event === 'attempt' && last.attempt === mine;
-    const voids = last !== undefined && last.attempt < mine && !continued;
-    const events = [
-      ...(voids ? [{ event: 'reset' as const, data: JSON.stringify({ attempt: mine }), attempt: mine }] : []),
-      { event: 'output' as const, data, attempt: mine, tokens },
-    ];
-    return { id: (await appendEvents(tx, predictionId, events))!, attempt: mine };
-  });
+  // One round trip, like appendOutput: the first token's write is what time to first token waits for.
+  const [row] = await db.execute<{ id: string | null; attempt: number; current: number }>(
+    sql`select * from kiln_append_first_output(${predictionId}, ${withoutNul(data)}, ${attempt ?? null}::integer, ${tokens ?? null}::integer)`,
+  );
+  if (row.id === null) throw new StaleAttemptError(predictionId, row.attempt, row.current);
+  return { id: Number(row.id), attempt: row.attempt };
 }
 
 /**
