@@ -3,6 +3,7 @@ import type { Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents, type StreamEvent } from './schema';
 
+/** Also named in migration 0012's functions, which notify on it. */
 export const EVENTS_CHANNEL = 'kiln_prediction_events';
 
 export type PredictionEventRow = typeof predictionEvents.$inferSelect;
@@ -41,7 +42,7 @@ export async function appendEvents(
 
 const lockStream = (tx: Db | Tx, predictionId: string) => tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
 
-/** The events engine attempts write: their output, and what separates one attempt from the next. */
+/** The events engine attempts write: their output, and what separates one attempt from the next (also listed in migration 0012's functions). */
 const ATTEMPT_EVENTS = ['output', 'reset', 'attempt'] as const;
 
 /** A write of an attempt that a later attempt has replaced (its node was given up for lost, yet it still runs). */
