@@ -6,6 +6,16 @@ import { predictionEvents, type StreamEvent } from './schema';
 /** Also named in migration 0012's functions, which notify on it. */
 export const EVENTS_CHANNEL = 'kiln_prediction_events';
 
+/**
+ * A notification's payload: the prediction's id, then ` output` where only output chunks came (the
+ * functions of migration 0012 send those): a stream reads them, a wait for the prediction's end
+ * need not read its row for each batch of tokens.
+ */
+export function parseNotice(payload: string): { predictionId: string; outputOnly: boolean } {
+  const [predictionId, kind] = payload.split(' ');
+  return { predictionId, outputOnly: kind === 'output' };
+}
+
 export type PredictionEventRow = typeof predictionEvents.$inferSelect;
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 

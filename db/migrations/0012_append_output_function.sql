@@ -1,6 +1,7 @@
 -- One output chunk of an engine attempt in one round trip (db/events.ts appendOutput): the stream's lock, the attempt
 -- fence and the insert, each statement with a snapshot taken after the lock (a volatile function's statements take
--- their own), as the separate statements of a transaction did. NULL: a later attempt writes the stream now.
+-- their own), as the separate statements of a transaction did. NULL: a later attempt writes the stream now. The
+-- notification says that only output came (db/events.ts parseNotice): a wait for the end need not look.
 CREATE OR REPLACE FUNCTION kiln_append_output(p_prediction_id text, p_data text, p_attempt integer, p_tokens integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -19,7 +20,7 @@ BEGIN
   INSERT INTO prediction_events (prediction_id, event, data, attempt, tokens)
     VALUES (p_prediction_id, 'output', p_data, p_attempt, p_tokens)
     RETURNING id INTO v_id;
-  PERFORM pg_notify('kiln_prediction_events', p_prediction_id);
+  PERFORM pg_notify('kiln_prediction_events', p_prediction_id || ' output');
   RETURN v_id;
 END
 $$;
@@ -51,6 +52,6 @@ BEGIN
   INSERT INTO prediction_events AS e (prediction_id, event, data, attempt, tokens)
     VALUES (p_prediction_id, 'output', p_data, attempt, p_tokens)
     RETURNING e.id INTO id;
-  PERFORM pg_notify('kiln_prediction_events', p_prediction_id);
+  PERFORM pg_notify('kiln_prediction_events', p_prediction_id || ' output');
 END
 $$;
