@@ -1,7 +1,9 @@
 /**
  * Publishes an engine's output chunks to the prediction's stream as they come. The first chunk
  * goes out at once (time to first token); later ones are batched for a few milliseconds so a
- * fast model does not turn every token into a database round trip.
+ * fast model does not turn every token into a database round trip, and chunks that come while a
+ * write is in flight join the next write instead of queueing writes of their own: a slow
+ * database (a busy host) then means bigger writes, never a backlog that the stream falls behind by.
  */
 import type { Db } from '../db/client';
 import { appendFirstOutput, appendOutput, landedOutput, StaleAttemptError } from '../db/events';
@@ -22,6 +24,8 @@ export class OutputStream {
   private tokens?: number;
   private timer?: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
+  /** A write is under way: what comes meanwhile waits for it, then goes out in one. */
+  private inFlight = false;
   private sentAny = false;
   /** The id of the last event this stream wrote. */
   private lastId?: number;
@@ -60,16 +64,22 @@ export class OutputStream {
   private flush(first = false): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.pending.length === 0) return;
+    if (this.pending.length === 0 || this.inFlight) return;
     const data = this.pending.join('');
     const tokens = this.tokens;
     this.pending = [];
+    this.inFlight = true;
     // Writes stay in order; one that still fails after the retries loses stream chunks, never the prediction's output.
-    this.writing = this.writing
-      .then(() => (this.replaced ? undefined : this.write(data, tokens, first)))
+    this.writing = (this.replaced ? Promise.resolve() : this.write(data, tokens, first))
       .catch((err: Error) => {
         if (err instanceof StaleAttemptError) this.replaced = true;
         this.onError(err);
+      })
+      .finally(() => {
+        this.inFlight = false;
+        if (this.replaced) this.pending = [];
+        // What came during the write goes now if its batch time is up (or nothing else will send it).
+        else if (this.pending.length > 0 && this.timer === undefined) this.flush();
       });
   }
 
@@ -103,7 +113,13 @@ export class OutputStream {
 
   /** Sends what is left and waits until every chunk is written. */
   async close(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
     this.flush();
-    await this.writing;
+    // Each write, once done, starts the next with what came meanwhile.
+    while (this.inFlight) {
+      await this.writing;
+      this.flush();
+    }
   }
 }

@@ -27,7 +27,8 @@ export async function awaitPrediction(
           void read().then((latest) => {
             if (isTerminalStatus(latest.status)) resolve(latest);
           }, reject);
-        cleanups.push(deps.hub.subscribe(row.id, check));
+        // Output chunks come every few milliseconds while a model generates; the end never comes with them alone.
+        cleanups.push(deps.hub.subscribe(row.id, (outputOnly) => outputOnly || check()));
         const timer = setInterval(check, RECHECK_MS);
         cleanups.push(() => clearInterval(timer));
         // It may have finished between the caller's read and the subscription.

@@ -3,11 +3,11 @@
  * "prediction X has new events"; each stream reads them from the table itself.
  */
 import type postgres from 'postgres';
-import { EVENTS_CHANNEL } from '../db/events';
+import { EVENTS_CHANNEL, parseNotice } from '../db/events';
 import type { Logger } from '../lib/logger';
 
 export class EventHub {
-  private subscribers = new Map<string, Set<() => void>>();
+  private subscribers = new Map<string, Set<(outputOnly: boolean) => void>>();
   private listener?: { unlisten: () => Promise<void> };
 
   constructor(
@@ -18,12 +18,16 @@ export class EventHub {
   async start(): Promise<void> {
     this.listener = await this.sql.listen(
       EVENTS_CHANNEL,
-      (predictionId) => this.subscribers.get(predictionId)?.forEach((wake) => wake()),
+      (payload) => {
+        const { predictionId, outputOnly } = parseNotice(payload);
+        this.subscribers.get(predictionId)?.forEach((wake) => wake(outputOnly));
+      },
       () => this.logger.debug('listening for prediction events'),
     );
   }
 
-  subscribe(predictionId: string, wake: () => void): () => void {
+  /** `wake(outputOnly)`: true where the new events are output chunks only. */
+  subscribe(predictionId: string, wake: (outputOnly: boolean) => void): () => void {
     let set = this.subscribers.get(predictionId);
     if (!set) this.subscribers.set(predictionId, (set = new Set()));
     set.add(wake);

@@ -29,6 +29,12 @@ export function followPrediction(
   let closed = false;
   let running = false;
   let again = false;
+  /**
+   * Whether the next pump also asks if the prediction ended without a `done` event: the first
+   * pump and the fallback poll do; a notification means an event came, so it need not (two
+   * queries less for every batch of tokens).
+   */
+  let checkEnd = true;
 
   const finish = () => {
     if (closed) return;
@@ -38,7 +44,8 @@ export function followPrediction(
     onEnd();
   };
 
-  const pump = async () => {
+  const pump = async (poll = false) => {
+    if (poll) checkEnd = true;
     if (closed) return;
     if (running) {
       again = true;
@@ -61,6 +68,8 @@ export function followPrediction(
           if (rows.length < 1000) break;
         }
       } while (again && !closed);
+      if (!checkEnd) return;
+      checkEnd = false;
       // A prediction that ended without a done event (made before streams existed) still ends.
       const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
       if (row && isTerminalStatus(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
@@ -76,7 +85,7 @@ export function followPrediction(
   };
 
   const unsubscribe = deps.hub.subscribe(predictionId, () => void pump());
-  const poller = setInterval(() => void pump(), FALLBACK_POLL_MS);
-  void pump();
+  const poller = setInterval(() => void pump(true), FALLBACK_POLL_MS);
+  void pump(true);
   return finish;
 }

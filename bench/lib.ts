@@ -94,6 +94,7 @@ export async function pushGguf(
 export async function streamPrediction(token: string, model: string, input: Record<string, unknown>) {
   const t0 = performance.now();
   const p = await call(token, `/v1/models/${model}/predictions`, { input });
+  const created = performance.now() - t0;
   const res = await fetch(p.urls.stream, { headers: { accept: 'text/event-stream' } });
   const { EventSourceParserStream } = await import('eventsource-parser/stream');
   const reader = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
@@ -108,5 +109,5 @@ export async function streamPrediction(token: string, model: string, input: Reco
       last = performance.now();
     }
   }
-  return { id: p.id as string, ttft: first! - t0, total: last - t0 };
+  return { id: p.id as string, created, ttft: first! - t0, total: last - t0 };
 }

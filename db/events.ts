@@ -3,7 +3,18 @@ import type { Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents, type StreamEvent } from './schema';
 
+/** Also named in migration 0012's functions, which notify on it. */
 export const EVENTS_CHANNEL = 'kiln_prediction_events';
+
+/**
+ * A notification's payload: the prediction's id, then ` output` where only output chunks came (the
+ * functions of migration 0012 send those): a stream reads them, a wait for the prediction's end
+ * need not read its row for each batch of tokens.
+ */
+export function parseNotice(payload: string): { predictionId: string; outputOnly: boolean } {
+  const [predictionId, kind] = payload.split(' ');
+  return { predictionId, outputOnly: kind === 'output' };
+}
 
 export type PredictionEventRow = typeof predictionEvents.$inferSelect;
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -41,7 +52,7 @@ export async function appendEvents(
 
 const lockStream = (tx: Db | Tx, predictionId: string) => tx.execute(sql`select pg_advisory_xact_lock(hashtext(${predictionId}))`);
 
-/** The events engine attempts write: their output, and what separates one attempt from the next. */
+/** The events engine attempts write: their output, and what separates one attempt from the next (also listed in migration 0012's functions). */
 const ATTEMPT_EVENTS = ['output', 'reset', 'attempt'] as const;
 
 /** A write of an attempt that a later attempt has replaced (its node was given up for lost, yet it still runs). */
@@ -66,30 +77,22 @@ async function lastAttemptEvent(tx: Db | Tx, predictionId: string) {
  * One output chunk of attempt `attempt`, in the stream only while no later attempt has begun:
  * a failed attempt that still runs (its heartbeats were lost, not its node) cannot add to the
  * text that the next attempt continues.
+ *
+ * One round trip (the function of migration 0012 takes the lock, checks the attempt and inserts):
+ * a chunk goes out every few milliseconds while a model generates, and the five round trips of a
+ * transaction (begin, lock, insert, notify, commit) held the engine's event loop, which also runs
+ * the token loop, and Postgres's share of two cores, long enough to slow generation down.
  */
 export async function appendOutput(db: Db, predictionId: string, data: string, attempt: number, tokens?: number): Promise<number> {
-  return db.transaction(async (tx) => {
-    await lockStream(tx, predictionId);
-    // The check and the insert in one statement: a chunk costs no more round trips than before attempts were fenced.
-    const current = tx
-      .select({ attempt: predictionEvents.attempt })
-      .from(predictionEvents)
-      .where(and(eq(predictionEvents.predictionId, predictionId), inArray(predictionEvents.event, [...ATTEMPT_EVENTS])))
-      .orderBy(desc(predictionEvents.id))
-      .limit(1);
-    const rows = await tx.execute<{ id: number }>(sql`
-      insert into ${predictionEvents} (prediction_id, event, data, attempt, tokens)
-      select ${predictionId}, 'output', ${withoutNul(data)}, ${attempt}, ${tokens ?? null}
-      where coalesce((${current}), 0) <= ${attempt}
-      returning id`);
-    const id = rows[0]?.id;
-    if (id === undefined) {
-      const last = await lastAttemptEvent(tx, predictionId);
-      throw new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
-    }
-    await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
-    return Number(id);
-  });
+  const rows = await db.execute<{ id: string | null }>(
+    sql`select kiln_append_output(${predictionId}, ${withoutNul(data)}, ${attempt}::integer, ${tokens ?? null}::integer) as id`,
+  );
+  const id = rows[0]?.id;
+  if (id === null || id === undefined) {
+    const last = await lastAttemptEvent(db, predictionId);
+    throw new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
+  }
+  return Number(id);
 }
 
 /**
@@ -107,19 +110,12 @@ export async function appendFirstOutput(
   attempt?: number,
   tokens?: number,
 ): Promise<{ id: number; attempt: number }> {
-  return db.transaction(async (tx) => {
-    await lockStream(tx, predictionId);
-    const last = await lastAttemptEvent(tx, predictionId);
-    const mine = attempt ?? (last ? last.attempt + (last.event === 'attempt' ? 0 : 1) : 1);
-    if (last && last.attempt > mine) throw new StaleAttemptError(predictionId, mine, last.attempt);
-    const continued = last?.event === 'attempt' && last.attempt === mine;
-    const voids = last !== undefined && last.attempt < mine && !continued;
-    const events = [
-      ...(voids ? [{ event: 'reset' as const, data: JSON.stringify({ attempt: mine }), attempt: mine }] : []),
-      { event: 'output' as const, data, attempt: mine, tokens },
-    ];
-    return { id: (await appendEvents(tx, predictionId, events))!, attempt: mine };
-  });
+  // One round trip, like appendOutput: the first token's write is what time to first token waits for.
+  const [row] = await db.execute<{ id: string | null; attempt: number; current: number }>(
+    sql`select * from kiln_append_first_output(${predictionId}, ${withoutNul(data)}, ${attempt ?? null}::integer, ${tokens ?? null}::integer)`,
+  );
+  if (row.id === null) throw new StaleAttemptError(predictionId, row.attempt, row.current);
+  return { id: Number(row.id), attempt: row.attempt };
 }
 
 /**

@@ -27,16 +27,17 @@ async function streamOf(predictionId: string) {
 }
 
 /**
- * The database as an engine sees it when Postgres dies at the wrong moment: the transactions
- * chosen by `lose` commit, then their caller gets an error instead of the answer.
+ * The database as an engine sees it when Postgres dies at the wrong moment: the writes chosen by
+ * `lose` (transactions, and the one-statement chunk appends) commit, then their caller gets an
+ * error instead of the answer.
  */
 function losingAnswers(lose: (n: number) => boolean): Db {
   let n = 0;
   return new Proxy(db, {
     get(target, prop, receiver) {
-      if (prop !== 'transaction') return Reflect.get(target, prop, receiver);
-      return async (...args: Parameters<Db['transaction']>) => {
-        const result = await target.transaction(...args);
+      if (prop !== 'transaction' && prop !== 'execute') return Reflect.get(target, prop, receiver);
+      return async (...args: unknown[]) => {
+        const result = await (Reflect.get(target, prop, receiver) as (...a: unknown[]) => Promise<unknown>).apply(target, args);
         n += 1;
         if (lose(n)) throw Object.assign(new Error('write CONNECTION_CLOSED 127.0.0.1:5432'), { code: 'CONNECTION_CLOSED' });
         return result;
@@ -126,4 +127,44 @@ test('a new attempt continues the output so far; the failed attempt cannot write
     ['output', 2],
   ]);
   expect((await outputChunks(db, id)).join('')).toBe('Once upon a time');
+});
+
+test('chunks that come while a write is in flight go out together in the next write, in order, and none is lost', async () => {
+  const id = `test-${newId()}`;
+  const errors: Error[] = [];
+  // A database that holds the chunk appends after the first (one-statement writes) until told to go on: a busy host.
+  let go!: () => void;
+  const gate = new Promise<void>((resolve) => (go = resolve));
+  let calls = 0;
+  let held = 0;
+  const slow = new Proxy(db, {
+    get(target, prop, receiver) {
+      if (prop !== 'execute') return Reflect.get(target, prop, receiver);
+      return async (...args: unknown[]) => {
+        calls += 1;
+        if (calls > 1) {
+          held += 1;
+          await gate;
+        }
+        return (Reflect.get(target, prop, receiver) as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+      };
+    },
+  });
+  const stream = new OutputStream(slow, id, (err) => errors.push(err), 1);
+  stream.push('a', 1);
+  await poll(() => streamOf(id), (events) => events.length === 1, { intervalMs: 5 });
+  stream.push(' b', 2);
+  await poll(async () => held, (n) => n === 1, { intervalMs: 5 });
+  const rest = Array.from({ length: 48 }, (_, i) => ` w${i + 3}`);
+  for (const [i, c] of rest.entries()) stream.push(c, i + 3);
+  go();
+  await stream.close();
+  expect(errors).toEqual([]);
+  expect((await streamOf(id)).map((e) => [e.event, e.data])).toEqual([
+    ['output', 'a'],
+    ['output', ' b'],
+    ['output', rest.join('')],
+  ]);
+  expect(held).toBe(2);
+  expect(calls).toBe(3);
 });
