@@ -190,7 +190,7 @@ export async function batching(o: BatchingOptions) {
 
   // Time to first token, cold: a fresh prompt each time (see coldPrompt); one unmeasured warm-up each
   // side first, as llama-batched-bench warms up before it times.
-  const ttft = { floor: [] as number[], direct: [] as number[], api: [] as number[], cached: [] as number[] };
+  const ttft = { floor: [] as number[], direct: [] as number[], api: [] as number[], cached: [] as number[], apiCached: [] as number[] };
   if (o.ttftPromptTokens > 0) {
     const ttftInput = (prompt: string) => ({ prompt, max_tokens: TTFT_TOKENS, temperature: 0 });
     const directTtft = async () => {
@@ -204,10 +204,19 @@ export async function batching(o: BatchingOptions) {
       if (res.cachedTokens >= MIN_REUSED_TOKENS) throw new Error(`TTFT prompt found ${res.cachedTokens} tokens cached: not a cold prompt`);
       return first! - t0;
     };
-    const apiTtft = async () => (await streamPrediction(token!, model!, ttftInput(coldPrompt(engine, 'direct', o.ttftPromptTokens)))).ttft;
+    const apiTtft = async () => {
+      const p = await streamPrediction(token!, model!, ttftInput(coldPrompt(engine, 'direct', o.ttftPromptTokens)));
+      // The node's figures, read after the timing: the same prompt length, and nothing reused.
+      const { metrics } = await call(token!, `/v1/predictions/${p.id}`);
+      if (metrics?.input_token_count !== o.ttftPromptTokens) throw new Error(`API TTFT prompt of ${metrics?.input_token_count} tokens, not ${o.ttftPromptTokens}`);
+      ttft.apiCached.push(metrics.cached_tokens);
+      if (metrics.cached_tokens >= MIN_REUSED_TOKENS) throw new Error(`API TTFT prompt found ${metrics.cached_tokens} tokens cached: not a cold prompt`);
+      return p.ttft;
+    };
     await directTtft();
     if (token && model) await apiTtft();
     ttft.cached.length = 0;
+    ttft.apiCached.length = 0;
     for (let r = 0; r < o.rounds; r++) {
       ttft.floor.push(await promptFloorMs(bin, file, o.ttftPromptTokens, o.threads));
       ttft.direct.push(await directTtft());
@@ -250,7 +259,7 @@ export async function batching(o: BatchingOptions) {
         target: '≤ 1.2×',
       });
     }
-    table(`Time to first token, cold ${o.ttftPromptTokens}-token prompt, 1 stream (p50 of rounds; cached prompt tokens on the engine: ${ttft.cached.join(', ')})`, ttftRows);
+    table(`Time to first token, cold ${o.ttftPromptTokens}-token prompt, 1 stream (p50 of rounds; prompt tokens found cached: direct ${ttft.cached.join(', ')}, API ${ttft.apiCached.join(', ') || '-'})`, ttftRows);
   }
   const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
   console.log(`load average at the end: ${load}`);
