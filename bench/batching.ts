@@ -5,8 +5,12 @@
  * N concurrent SSE streams, on the same generated model with the same thread count. Each figure is
  * generated tokens ÷ total time (prompt included), as llama-batched-bench counts it; for each N the
  * three run one after the other, so they share the machine's load of the moment.
+ *
+ * Beside it, time to first token for a long prompt (issue 19: ≤ 1.2× llama.cpp's prompt time): the
+ * floor is llama-batched-bench's prompt time (t_pp) for the same token count at one sequence.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,8 +18,12 @@ import { promisify } from 'node:util';
 import { textGenerationInput } from '../tasks/text-generation';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../workers/engines/llama-engine';
+import { MIN_REUSED_TOKENS } from '../workers/engines/sequence-pool';
 import { sourceBuildRequested } from '../workers/engines/llama-backend';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
+
+/** Tokens generated after the time-to-first-token prompt: the first is what is timed. */
+const TTFT_TOKENS = 4;
 
 /** issue: the 226M-parameter F16 model of issue 19; small: a 4-layer one for a loaded machine. */
 export const BATCHING_MODELS = {
@@ -31,6 +39,8 @@ export interface BatchingOptions {
   rounds: number;
   threads: number;
   skipApi: boolean;
+  /** Prompt length of the time-to-first-token table; 0 skips it. */
+  ttftPromptTokens: number;
 }
 
 /** The binary, built once into the per-user cache (bench.sh passes it; built here otherwise). */
@@ -51,22 +61,40 @@ function ensureSourceBuild(): void {
 }
 
 /** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */
-async function floorOnce(bin: string, file: string, n: number, o: BatchingOptions, attempt = 1): Promise<number> {
+interface BatchedBenchResult {
+  pl: number;
+  tg: number;
+  t: number;
+  /** Prompt processing time of all sequences, seconds. */
+  t_pp: number;
+}
+
+async function batchedBench(bin: string, file: string, n: number, prompt: number, tokens: number, threads: number, attempt = 1): Promise<BatchedBenchResult> {
   const { stdout, stderr } = await promisify(execFile)(
     bin,
-    ['-m', file, '-c', String(n * (o.promptTokens + o.tokens)), '-b', '2048', '-ub', '512', '-ngl', '99']
-      .concat(['-npp', String(o.promptTokens), '-ntg', String(o.tokens), '-npl', String(n), '-t', String(o.threads)])
+    ['-m', file, '-c', String(n * (prompt + tokens)), '-b', '2048', '-ub', '512', '-ngl', '99']
+      .concat(['-npp', String(prompt), '-ntg', String(tokens), '-npl', String(n), '-t', String(threads)])
       .concat(['--output-format', 'jsonl']),
     { maxBuffer: 64 * 2 ** 20 },
   );
   const line = `${stdout}\n${stderr}`.split('\n').find((l) => l.startsWith('{') && l.includes('"speed_tg"'));
   if (!line) {
     // Seen once in five runs on the loaded box: a run that exits 0 without its result line.
-    if (attempt < 3) return floorOnce(bin, file, n, o, attempt + 1);
+    if (attempt < 3) return batchedBench(bin, file, n, prompt, tokens, threads, attempt + 1);
     throw new Error(`llama-batched-bench printed no result:\n${stdout.slice(-1000)}\n${stderr.slice(-2000)}`);
   }
-  const r = JSON.parse(line) as { pl: number; tg: number; t: number };
+  return JSON.parse(line) as BatchedBenchResult;
+}
+
+/** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */
+async function floorOnce(bin: string, file: string, n: number, o: BatchingOptions): Promise<number> {
+  const r = await batchedBench(bin, file, n, o.promptTokens, o.tokens, o.threads);
   return (r.pl * r.tg) / r.t;
+}
+
+/** llama.cpp's prompt time in ms for one sequence of `prompt` tokens: the floor of time to first token. */
+async function promptFloorMs(bin: string, file: string, prompt: number, threads: number): Promise<number> {
+  return (await batchedBench(bin, file, 1, prompt, 1, threads)).t_pp * 1000;
 }
 
 /**
@@ -75,6 +103,26 @@ async function floorOnce(bin: string, file: string, n: number, o: BatchingOption
  */
 function promptOf(tokens: number): string {
   return 'the kiln was warm and the model ran on it all night long '.repeat(Math.ceil(tokens / 50)).slice(0, Math.max(1, tokens - 1));
+}
+
+/**
+ * A prompt of exactly `tokens` tokens for the model's tokenizer (counted by the engine, as it counts
+ * a request's input), which begins with a word of its own: the engine reuses a sequence's evaluated
+ * prefix of 16 tokens or more within an account (sequence-pool.ts), and one token a character, a
+ * fresh 8-character first word leaves no two prompts sharing more than 8, so every prompt is timed
+ * cold, as llama.cpp's is.
+ */
+function coldPrompt(engine: LlamaEngine, version: string, tokens: number): string {
+  const head = `q${randomBytes(6).toString('base64url').replace(/[^a-z0-9]/gi, 'x').slice(0, 7)} `;
+  const body = 'the kiln was warm and the model ran on it all night long '.repeat(Math.ceil((tokens * 2) / 50));
+  let chars = tokens;
+  for (let i = 0; i < 20; i++) {
+    const text = head + body.slice(0, Math.max(0, chars - head.length));
+    const count = engine.tokenCount(version, text);
+    if (count === tokens) return text;
+    chars += tokens - count;
+  }
+  throw new Error(`no prompt of ${tokens} tokens found`);
 }
 
 async function timed(n: number, tokens: number, one: () => Promise<unknown>): Promise<number> {
@@ -93,7 +141,12 @@ export async function batching(o: BatchingOptions) {
   const written = await writeLlamaGguf(file, { ...spec, name: `kiln-batching-${o.model}` });
   const maxN = Math.max(...o.sequences);
   // Every sequence holds its prompt and its tokens; the context is per sequence, in 256s.
-  const contextSize = Math.max(256, Math.ceil((o.promptTokens + o.tokens + 8) / 256) * 256);
+  // The time-to-first-token prompt must fit too, with room to spare: node-llama-cpp's completion
+  // keeps a tenth of the context free for its context shift, and cuts a longer prompt's beginning
+  // off (seen here: a 1,000-token prompt in a 1,024 context found 921 tokens cached, its fresh first
+  // word gone).
+  const ttftContext = o.ttftPromptTokens > 0 ? Math.ceil(o.ttftPromptTokens / 0.85) + TTFT_TOKENS : 0;
+  const contextSize = Math.max(256, Math.ceil((Math.max(o.promptTokens + o.tokens, ttftContext) + 8) / 256) * 256);
   const prompt = promptOf(o.promptTokens);
   const input = { prompt, max_tokens: o.tokens, min_tokens: o.tokens, temperature: 0 };
   console.log(
@@ -134,6 +187,44 @@ export async function batching(o: BatchingOptions) {
       console.log(`round ${r + 1}, ${n} streams: llama.cpp ${f(at.floor)}, direct ${f(at.direct)}, API ${f(at.api)} tokens/s`);
     }
   }
+
+  // Time to first token, cold: a fresh prompt each time (see coldPrompt); one unmeasured warm-up each
+  // side first, as llama-batched-bench warms up before it times.
+  const ttft = { floor: [] as number[], direct: [] as number[], api: [] as number[], cached: [] as number[], apiCached: [] as number[] };
+  if (o.ttftPromptTokens > 0) {
+    const ttftInput = (prompt: string) => ({ prompt, max_tokens: TTFT_TOKENS, temperature: 0 });
+    const directTtft = async () => {
+      const t0 = performance.now();
+      let first: number | undefined;
+      const res = await engine.generate('direct', textGenerationInput.parse(ttftInput(coldPrompt(engine, 'direct', o.ttftPromptTokens))), {
+        onChunk: () => (first ??= performance.now()),
+      });
+      if (res.inputTokens !== o.ttftPromptTokens) throw new Error(`TTFT prompt of ${res.inputTokens} tokens, not ${o.ttftPromptTokens}`);
+      ttft.cached.push(res.cachedTokens);
+      if (res.cachedTokens >= MIN_REUSED_TOKENS) throw new Error(`TTFT prompt found ${res.cachedTokens} tokens cached: not a cold prompt`);
+      return first! - t0;
+    };
+    const apiTtft = async () => {
+      const p = await streamPrediction(token!, model!, ttftInput(coldPrompt(engine, 'direct', o.ttftPromptTokens)));
+      // The node's figures, read after the timing: the same prompt length, and nothing reused.
+      const { metrics } = await call(token!, `/v1/predictions/${p.id}`);
+      if (metrics?.input_token_count !== o.ttftPromptTokens) throw new Error(`API TTFT prompt of ${metrics?.input_token_count} tokens, not ${o.ttftPromptTokens}`);
+      ttft.apiCached.push(metrics.cached_tokens);
+      if (metrics.cached_tokens >= MIN_REUSED_TOKENS) throw new Error(`API TTFT prompt found ${metrics.cached_tokens} tokens cached: not a cold prompt`);
+      return p.ttft;
+    };
+    await directTtft();
+    if (token && model) await apiTtft();
+    ttft.cached.length = 0;
+    ttft.apiCached.length = 0;
+    for (let r = 0; r < o.rounds; r++) {
+      ttft.floor.push(await promptFloorMs(bin, file, o.ttftPromptTokens, o.threads));
+      ttft.direct.push(await directTtft());
+      if (token && model) ttft.api.push(await apiTtft());
+      const f = (xs: number[]) => (xs.length ? `${xs.at(-1)!.toFixed(0)} ms` : '-');
+      console.log(`round ${r + 1}, TTFT of ${o.ttftPromptTokens} tokens: llama.cpp prompt ${f(ttft.floor)}, direct ${f(ttft.direct)}, API ${f(ttft.api)}`);
+    }
+  }
   const binary = engine.binary;
   await engine.dispose();
 
@@ -152,7 +243,25 @@ export async function batching(o: BatchingOptions) {
     };
   });
   table(`Batching: aggregate generated tokens/s at N streams (model ${o.model}, ${o.tokens} tokens each, p50 of rounds)`, rows);
+  const ttftRows: Array<Record<string, string | number>> = [];
+  if (o.ttftPromptTokens > 0) {
+    const floor = percentile(ttft.floor, 50);
+    for (const [via, xs] of [['engine direct', ttft.direct], ['API (SSE)', ttft.api]] as const) {
+      const v = percentile(xs, 50);
+      if (!Number.isFinite(v)) continue;
+      ttftRows.push({
+        path: via,
+        rounds: xs.length,
+        'prompt tokens': o.ttftPromptTokens,
+        'TTFT ms': Number(v.toFixed(1)),
+        'llama.cpp prompt ms (floor)': Number(floor.toFixed(1)),
+        'TTFT ÷ floor': `${(v / floor).toFixed(2)}×`,
+        target: '≤ 1.2×',
+      });
+    }
+    table(`Time to first token, cold ${o.ttftPromptTokens}-token prompt, 1 stream (p50 of rounds; prompt tokens found cached: direct ${ttft.cached.join(', ')}, API ${ttft.apiCached.join(', ') || '-'})`, ttftRows);
+  }
   const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
   console.log(`load average at the end: ${load}`);
-  console.log(`saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds] })}`);
+  console.log(`saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds], ttft: { promptTokens: o.ttftPromptTokens, rows: ttftRows, ...ttft } })}`);
 }

@@ -83,7 +83,10 @@ program
   .option('-r, --rounds <n>', 'rounds (the table shows the median)', int, 1)
   .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
-  .action((o) => batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi }));
+  .option('--ttft-prompt-tokens <n>', "time to first token for a cold prompt of n tokens beside llama.cpp's prompt time (0 skips it)", int, 1000)
+  .action((o) =>
+    batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi, ttftPromptTokens: o.ttftPromptTokens }),
+  );
 
 program
   .command('speculative')

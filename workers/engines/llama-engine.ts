@@ -302,6 +302,13 @@ export class LlamaEngine {
     if (!entry.base) await entry.model.dispose();
   }
 
+  /** A prompt's length in tokens for a loaded version's tokenizer, as generate() counts its inputTokens. */
+  tokenCount(versionId: string, text: string): number {
+    const entry = this.loaded.get(versionId);
+    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
+    return entry.model.tokenizer(text).length;
+  }
+
   async generate(
     versionId: string,
     request: TextGenerationInput,
