@@ -239,6 +239,20 @@ describe('context limits', () => {
     });
   });
 
+  test('a prompt that fills most of the context is evaluated whole, not cut at the front to leave room', async () => {
+    // Two prompts that differ only in their first word: cut at the front (node-llama-cpp's
+    // LlamaCompletion leaves a tenth of the context free), they would be the same tokens, and the
+    // second would find the first's all in its sequence.
+    let n = 300;
+    while (engine.tokenCount('v1', words(n + 10)) < 1900) n += 10;
+    const tail = words(n);
+    const first = await engine.generate('v1', input({ prompt: `alpha ${tail}`, max_tokens: 8, seed: 1 }));
+    expect(first.inputTokens).toBeGreaterThan(0.9 * 2048);
+    expect(first.inputTokens).toBeLessThan(2048 - 8);
+    const second = await engine.generate('v1', input({ prompt: `omega ${tail}`, max_tokens: 8, seed: 1 }));
+    expect(second.cachedTokens).toBeLessThan(16);
+  });
+
   test('a prompt that fits with less room than max_tokens generates up to the end of the context, with no context shift', async () => {
     const prompt = words(330);
     const r = await engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'user', content: prompt }], max_tokens: 500, min_tokens: 500, seed: 1 }));
