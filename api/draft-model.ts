@@ -14,7 +14,7 @@ import { ggufMetadata, versionMemoryBytes, type ResourceLimits, type VersionSett
 import { engineFileIndex } from '../lib/engine-file';
 import { resolveVersionRef } from './resolve-version';
 
-const maxDraftTokens = z.number().int().min(1).max(64).optional().describe('Most tokens predicted ahead at a time (default 8 for a draft model, 3 for input lookup)');
+const maxDraftTokens = z.number().int().min(1).max(64).optional().describe('Most tokens predicted ahead at a time (default 16 for a draft model, 3 for input lookup)');
 
 export const speculativeSetting = z
   .discriminatedUnion('type', [

@@ -93,7 +93,7 @@ program
   .description('greedy tokens/s of an F32 model with and without its own weights in Q8_0 as draft, next to node-llama-cpp direct without a draft (no running stack needed)')
   .option('-t, --tokens <n>', 'tokens generated per run', int, 128)
   .option('-r, --runs <n>', 'runs of each (the table shows the median)', int, 3)
-  // The engine's defaults (a draft of 8, waited for); without waiting the target outruns the draft.
+  // The engine's defaults (a draft of 16, waited for); without waiting the target outruns the draft.
   .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, DEFAULT_DRAFT_TOKENS)
   .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft (default: --draft-tokens)', int)
   .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())

@@ -31,8 +31,11 @@ export interface DraftCounts {
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
-/** Tokens a draft model predicts ahead of each check (bench -- speculative: 4 and 8 both ~1.6×). */
-export const DEFAULT_DRAFT_TOKENS = 8;
+/**
+ * Tokens a draft model predicts ahead of each check: llama.cpp's server default, and the best of
+ * 4 / 8 / 16 / 24 in `bench -- speculative` (README, Benchmarks).
+ */
+export const DEFAULT_DRAFT_TOKENS = 16;
 
 /** Why the draft cannot draft for the target (a different vocabulary), or undefined when it can. */
 export function tokenizerMismatch(target: LlamaModel, draft: LlamaModel): string | undefined {
