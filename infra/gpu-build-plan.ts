@@ -9,7 +9,7 @@
  * host's cards, once.
  */
 import type { Gpu } from './gpu-host';
-import { cpuBuildPlan, cpuinfoFlags } from '../lib/llama-cpu-build';
+import { cpuBuildPlan } from '../lib/llama-cpu-build';
 
 export interface PrebuiltCuda {
   /** The package, e.g. '@node-llama-cpp/linux-x64-cuda'. */
@@ -68,8 +68,6 @@ export function sourceBuildCmakeOptions(gpus: Pick<Gpu, 'sm'>[], cpuFlags: strin
     CMAKE_CUDA_ARCHITECTURES: [...new Set(gpus.map((g) => g.sm))].sort((a, b) => a - b).join(';'),
   };
 }
-
-export { cpuinfoFlags };
 
 export function planGpuBuild(input: GpuBuildPlanInput): GpuBuildPlan {
   const { gpus, prebuilts, sourceBuild } = input;

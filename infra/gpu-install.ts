@@ -19,7 +19,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { KILN_ROOT } from './checkout';
 import { readCudaBinary } from './cuda-binary';
-import { cpuinfoFlags, cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type GpuBuildPlan, type PrebuiltCuda, type SourceBuildState } from './gpu-build-plan';
+import { cpuinfoFlags } from '../lib/llama-cpu-build';
+import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type GpuBuildPlan, type PrebuiltCuda, type SourceBuildState } from './gpu-build-plan';
 import { describeGpu, enginePrograms, listGpus, type Gpu } from './gpu-host';
 
 /** What STATE/gpu-build.json holds. */

@@ -5,7 +5,8 @@
  */
 import path from 'node:path';
 import { readCudaBinary } from '../../infra/cuda-binary';
-import { cpuinfoFlags, cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type PrebuiltCuda } from '../../infra/gpu-build-plan';
+import { cpuinfoFlags } from '../../lib/llama-cpu-build';
+import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type PrebuiltCuda } from '../../infra/gpu-build-plan';
 
 const h100 = { index: 0, sm: 90 };
 const rtx4090 = { index: 0, sm: 89 };

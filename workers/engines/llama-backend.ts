@@ -54,9 +54,9 @@ async function loadSourceBuild(nlc: NodeLlamaCpp, dir: string, bindings: unknown
     Llama: { _create(options: Record<string, unknown>): Promise<Llama>; defaultConsoleLogger: unknown };
   };
   const { defaultLlamaVramPadding, defaultLlamaRamPadding } = (await import(pathToFileURL(path.join(dist, 'getLlama.js')).href)) as Record<string, unknown>;
-  if (typeof LlamaClass?._create !== 'function') throw new Error(`node-llama-cpp ${nodeLlamaCppSource().nlcVersion} has no Llama._create`);
+  const { nlcVersion, tag } = nodeLlamaCppSource();
+  if (typeof LlamaClass?._create !== 'function') throw new Error(`node-llama-cpp ${nlcVersion} has no Llama._create`);
   const bindingPath = path.join(dir, 'llama-addon.node');
-  const { tag } = nodeLlamaCppSource();
   const plan = cpuBuildPlan(cpuinfoFlags(readFileSync('/proc/cpuinfo', 'utf8')));
   return LlamaClass._create({
     bindings,

@@ -444,8 +444,10 @@ export class LlamaEngine {
         // shift is that room, so the prompt is evaluated whole (max_tokens is clamped to the room).
         const contextSize = entry.context.contextSize;
         const shiftFor = (promptTokens: number) => Math.max(1, Math.min(Math.floor(contextSize / 10), contextSize - promptTokens));
-        const completionOptions = { ...options, contextShiftSize: shiftFor(inputTokens + continuedTokens) };
-        ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + continues, completionOptions));
+        ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + continues, {
+          ...options,
+          contextShiftSize: shiftFor(inputTokens + continuedTokens),
+        }));
         // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban: the nucleus
         // (top_p) is taken before the ban, so where it holds only end tokens nothing else can be
         // drawn. Carry on from the text so far (the prefix is still in the context); after a call
@@ -456,7 +458,7 @@ export class LlamaEngine {
           const before = outputTokens;
           const prompt = (input.prompt ?? '') + text;
           if (stalled) {
-            await completion.generateCompletionWithMeta(prompt, { ...completionOptions, contextShiftSize: shiftFor(inputTokens + outputTokens), topP: 1, maxTokens: input.min_tokens - outputTokens });
+            await completion.generateCompletionWithMeta(prompt, { ...options, contextShiftSize: shiftFor(inputTokens + outputTokens), topP: 1, maxTokens: input.min_tokens - outputTokens });
             // Nothing can be drawn at all: end short rather than spin.
             if (outputTokens === before) break;
             stalled = false;
@@ -465,7 +467,7 @@ export class LlamaEngine {
             continue;
           }
           ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(prompt, {
-            ...completionOptions,
+            ...options,
             contextShiftSize: shiftFor(inputTokens + outputTokens),
             maxTokens: input.max_tokens - outputTokens,
           }));
