@@ -22,6 +22,9 @@ import { MIN_REUSED_TOKENS } from '../workers/engines/sequence-pool';
 import { sourceBuildRequested } from '../workers/engines/llama-backend';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
+/** The prompts' text: the generated vocabulary's words, which tokenize one token a character. */
+const FILLER = 'the kiln was warm and the model ran on it all night long ';
+
 /** Tokens generated after the time-to-first-token prompt: the first is what is timed. */
 const TTFT_TOKENS = 4;
 
@@ -102,7 +105,7 @@ async function promptFloorMs(bin: string, file: string, prompt: number, threads:
  * whole words but not the pieces that build up to them, so text tokenizes one token a character.
  */
 function promptOf(tokens: number): string {
-  return 'the kiln was warm and the model ran on it all night long '.repeat(Math.ceil(tokens / 50)).slice(0, Math.max(1, tokens - 1));
+  return FILLER.repeat(Math.ceil(tokens / 50)).slice(0, Math.max(1, tokens - 1));
 }
 
 /**
@@ -114,7 +117,7 @@ function promptOf(tokens: number): string {
  */
 function coldPrompt(engine: LlamaEngine, version: string, tokens: number): string {
   const head = `q${randomBytes(6).toString('base64url').replace(/[^a-z0-9]/gi, 'x').slice(0, 7)} `;
-  const body = 'the kiln was warm and the model ran on it all night long '.repeat(Math.ceil((tokens * 2) / 50));
+  const body = FILLER.repeat(Math.ceil((tokens * 2) / 50));
   let chars = tokens;
   for (let i = 0; i < 20; i++) {
     const text = head + body.slice(0, Math.max(0, chars - head.length));
@@ -141,10 +144,9 @@ export async function batching(o: BatchingOptions) {
   const written = await writeLlamaGguf(file, { ...spec, name: `kiln-batching-${o.model}` });
   const maxN = Math.max(...o.sequences);
   // Every sequence holds its prompt and its tokens; the context is per sequence, in 256s.
-  // The time-to-first-token prompt must fit too, with room to spare: node-llama-cpp's completion
-  // keeps a tenth of the context free for its context shift, and cuts a longer prompt's beginning
-  // off (seen here: a 1,000-token prompt in a 1,024 context found 921 tokens cached, its fresh first
-  // word gone).
+  // The time-to-first-token prompt must fit too, with room to spare. (Before b1d9392 the engine's
+  // completion cut the beginning off a prompt over nine tenths of the context: a 1,000-token prompt
+  // in a 1,024 context found 921 tokens cached, its fresh first word gone.)
   const ttftContext = o.ttftPromptTokens > 0 ? Math.ceil(o.ttftPromptTokens / 0.85) + TTFT_TOKENS : 0;
   const contextSize = Math.max(256, Math.ceil((Math.max(o.promptTokens + o.tokens, ttftContext) + 8) / 256) * 256);
   const prompt = promptOf(o.promptTokens);

@@ -7,9 +7,10 @@ import { predictionEvents, type StreamEvent } from './schema';
 export const EVENTS_CHANNEL = 'kiln_prediction_events';
 
 /**
- * A notification's payload: the prediction's id, then ` output` where only output chunks came (the
- * functions of migration 0012 send those): a stream reads them, a wait for the prediction's end
- * need not read its row for each batch of tokens.
+ * A notification's payload: the prediction's id, then ` output` where the new events are an
+ * attempt's output (chunks, and the `reset` ahead of an attempt's first; the functions of migration
+ * 0012 send those): a stream reads them, a wait for the prediction's end need not read its row for
+ * each batch of tokens, since none of them ends it.
  */
 export function parseNotice(payload: string): { predictionId: string; outputOnly: boolean } {
   const [predictionId, kind] = payload.split(' ');
