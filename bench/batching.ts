@@ -19,7 +19,7 @@ import { textGenerationInput } from '../tasks/text-generation';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { MIN_REUSED_TOKENS } from '../workers/engines/sequence-pool';
-import { sourceBuildRequested } from '../workers/engines/llama-backend';
+import { cpuHost, sourceBuildSetting } from '../workers/engines/llama-backend';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
 /** The prompts' text: the generated vocabulary's words, which tokenize one token a character. */
@@ -54,11 +54,13 @@ function batchedBenchBinary(): string {
 }
 
 /**
- * KILN_LLAMA_SOURCE_BUILD=true: the engine's llama.cpp built from the same source with the same CPU
- * options as the floor (infra/llama-addon-build.sh, once); the engine worker of the API finds it too.
+ * The engine's llama.cpp built from the same source with the same CPU options as the floor
+ * (infra/llama-addon-build.sh, once), so the two differ only in how they drive it; the engine
+ * worker of the API finds it too. KILN_LLAMA_SOURCE_BUILD=false measures the prebuilt instead; a GPU
+ * host runs its own build (infra/gpu-install.sh).
  */
 function ensureSourceBuild(): void {
-  if (!sourceBuildRequested()) return;
+  if (sourceBuildSetting() === 'false' || !cpuHost('auto')) return;
   const script = path.resolve(__dirname, '../infra/llama-addon-build.sh');
   execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
 }
@@ -159,7 +161,7 @@ export async function batching(o: BatchingOptions) {
 
   const engine = new LlamaEngine({ gpu: 'auto', contextSize, sequences: maxN, threads: o.threads });
   await engine.load('direct', file, { sequences: maxN, contextSize });
-  console.log(`engine backend: ${(await engine.gpu()) ?? 'cpu'}, ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${process.env.KILN_LLAMA_SOURCE_BUILD ?? ''})`);
+  console.log(`engine backend: ${(await engine.gpu()) ?? 'cpu'}, ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${sourceBuildSetting()})`);
   const direct = () => engine.generate('direct', textGenerationInput.parse(input));
   const check = await direct();
   console.log(`direct: ${check.inputTokens} prompt tokens, ${check.outputTokens} generated`);

@@ -9,6 +9,7 @@ import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { textGenerationInput } from '../tasks/text-generation';
 import { loadNodeLlamaCpp, LlamaEngine } from '../workers/engines/llama-engine';
+import { sourceBuildSetting } from '../workers/engines/llama-backend';
 import { writeLlamaGguf, type LlamaSpecInput, type TensorType } from '../tools/gguf/gguf-writer';
 import { DATA_DIR, percentile, saveResult, table } from './lib';
 
@@ -106,7 +107,7 @@ export async function speculative(opts: { tokens: number; runs: number; threads:
     row(`Kiln engine, Q8_0 copy as draft (${(await stat(draft)).size >> 20} MiB)`, runs.draft, acceptance(runs.draft)),
     row(`Kiln engine, ${DRAFT_LAYERS}-block Q8_0 draft (${(await stat(small)).size >> 20} MiB)`, runs.small, acceptance(runs.small)),
   ];
-  console.log(`llama.cpp: ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${process.env.KILN_LLAMA_SOURCE_BUILD ?? ''})`);
+  console.log(`llama.cpp: ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${sourceBuildSetting()})`);
   table(`Speculative decoding: ${opts.tokens} greedy tokens, ${(await stat(target)).size >> 20} MiB F32 target (${SHAPE.layers} blocks), draft tokens ${opts.draftTokens} (min ${opts.minDraftTokens}), ${opts.threads} thread(s), median of ${opts.runs}`, rows);
   const speedup = tps(runs.draft) / tps(runs.plain);
   const smallSpeedup = tps(runs.small) / tps(runs.plain);

@@ -16,6 +16,18 @@ start_kiln
 token=$(cat "$DATA/api-token")
 temporal_line="Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows"
 [ "$KILN_TEMPORAL" = server ] && temporal_line="Temporal UI  $KILN_TEMPORAL_UI_URL/namespaces/default/workflows   (full server on Postgres, $TEMPORAL_ADDRESS)"
+# CPU hosts: which llama.cpp the engine runs (workers/engines/llama-backend.ts decides the same way;
+# GPU hosts had theirs printed by gpu-install.sh).
+llama_line=""
+if ! command -v "${KILN_NVIDIA_SMI:-nvidia-smi}" >/dev/null; then
+  addon=$(cd "$KILN_ROOT" && node --import tsx lib/llama-cpu-build.ts dir addon 2>/dev/null || true)
+  case "${KILN_LLAMA_SOURCE_BUILD:-auto}" in false | 0) addon="" ;; esac
+  if [ -n "$addon" ] && [ -f "$addon/llama-addon.node" ]; then
+    llama_line="llama.cpp    built for this CPU ($addon)"
+  else
+    llama_line="llama.cpp    prebuilt (KILN_LLAMA_SOURCE_BUILD=true npm start builds one for this CPU, ~30 min once: about twice the prompt speed)"
+  fi
+fi
 cat <<INFO
 
   Kiln is running ($((SECONDS - started)) s).
@@ -24,6 +36,7 @@ cat <<INFO
   Playground   http://127.0.0.1:$PORT/#token=$token
   $temporal_line
   API token    $token   (also in .data/api-token)
+  ${llama_line}
 
   Try it:
     curl -s -X POST http://127.0.0.1:$PORT/v1/models/kiln/tiny-llama/predictions \\

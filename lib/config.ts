@@ -11,6 +11,11 @@ const bool = z
   .enum(['true', 'false', '1', '0'])
   .transform((v) => v === 'true' || v === '1');
 
+/** KILN_LLAMA_SOURCE_BUILD: auto, or the bool spellings (workers/engines/llama-backend.ts reads it too). */
+export const llamaSourceBuild = z
+  .enum(['auto', 'true', 'false', '1', '0'])
+  .transform((v): 'auto' | 'true' | 'false' => (v === '1' ? 'true' : v === '0' ? 'false' : v));
+
 const hexKey = z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes as 64 hex digits');
 
 export const configSchema = z.object({
@@ -165,11 +170,13 @@ export const configSchema = z.object({
   KILN_ENABLE_FIXTURES: bool.default(false),
   KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto'),
   /**
-   * CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (infra/llama-addon-build.sh,
-   * cached per user) instead of the prebuilt, where that build is there (issue 19: about twice the
-   * prompt speed on an AVX-512 host). Opt-in: the build takes half an hour on two cores.
+   * CPU hosts: llama.cpp built from node-llama-cpp's source for this CPU (infra/llama-addon-build.sh,
+   * cached per user) instead of the prebuilt (issue 19: about twice the prompt speed on an AVX-512
+   * host). auto: run it where it is cached (built by `KILN_LLAMA_SOURCE_BUILD=true npm start` or by
+   * the benchmarks that compare with llama.cpp), else the prebuilt; true: also build it at install
+   * (half an hour on two cores, once); false: always the prebuilt.
    */
-  KILN_LLAMA_SOURCE_BUILD: bool.default(false),
+  KILN_LLAMA_SOURCE_BUILD: llamaSourceBuild.default('auto'),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -37,8 +37,10 @@ async function main() {
       threads: c.KILN_ENGINE_THREADS,
       fixtures: c.KILN_ENABLE_FIXTURES,
       sourceBuild: c.KILN_LLAMA_SOURCE_BUILD,
-      onBackend: ({ binary, fallback, gpu }) =>
-        fallback ? logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt') : logger.info({ binary, gpu }, 'llama.cpp loaded'),
+      onBackend: ({ binary, fallback, hint, gpu }) =>
+        fallback
+          ? logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt')
+          : logger.info({ binary, gpu, ...(hint && { hint }) }, 'llama.cpp loaded'),
     },
     llamaLoadMetrics,
   );

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { buildDir, cpuBuildPlan, cpuinfoFlags, kilnCache } from '../../lib/llama-cpu-build';
 import { sourceBuildCmakeOptions } from '../../infra/gpu-build-plan';
-import { sourceBuildRequested } from '../../workers/engines/llama-backend';
+import { sourceBuildSetting } from '../../workers/engines/llama-backend';
 
 // The issue-19 host: AVX-512 with VBMI, VNNI and BF16, and AMX, which must stay off.
 const avx512Host = 'sse4_2 avx avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16'.split(' ');
@@ -50,9 +50,12 @@ test('cache folders: keyed by llama.cpp tag, node-llama-cpp version and variant;
   expect(kilnCache({ XDG_CACHE_HOME: '/x' })).toBe(path.join('/x', 'kiln'));
 });
 
-test('KILN_LLAMA_SOURCE_BUILD: only true or 1 opt in', () => {
-  expect(sourceBuildRequested({ KILN_LLAMA_SOURCE_BUILD: 'true' })).toBe(true);
-  expect(sourceBuildRequested({ KILN_LLAMA_SOURCE_BUILD: '1' })).toBe(true);
-  expect(sourceBuildRequested({ KILN_LLAMA_SOURCE_BUILD: 'false' })).toBe(false);
-  expect(sourceBuildRequested({})).toBe(false);
+test('KILN_LLAMA_SOURCE_BUILD: auto unless set, the bool spellings, anything else named', () => {
+  expect(sourceBuildSetting({})).toBe('auto');
+  expect(sourceBuildSetting({ KILN_LLAMA_SOURCE_BUILD: 'auto' })).toBe('auto');
+  expect(sourceBuildSetting({ KILN_LLAMA_SOURCE_BUILD: 'true' })).toBe('true');
+  expect(sourceBuildSetting({ KILN_LLAMA_SOURCE_BUILD: '1' })).toBe('true');
+  expect(sourceBuildSetting({ KILN_LLAMA_SOURCE_BUILD: 'false' })).toBe('false');
+  expect(sourceBuildSetting({ KILN_LLAMA_SOURCE_BUILD: '0' })).toBe('false');
+  expect(() => sourceBuildSetting({ KILN_LLAMA_SOURCE_BUILD: 'yes' })).toThrow(/KILN_LLAMA_SOURCE_BUILD/);
 });

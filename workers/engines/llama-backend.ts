@@ -1,10 +1,11 @@
 /**
- * Which llama.cpp the engine runs. By default node-llama-cpp's prebuilt (its CPU backend picks one
- * of several per-CPU-generation libraries at run time). With KILN_LLAMA_SOURCE_BUILD=true on a host
- * that runs on the CPU, the addon infra/llama-addon-build.sh built from the same llama.cpp source
- * with this CPU's instruction sets (the options of llama.cpp's own batched bench), when it is in
- * the per-user cache: issue 19 measured node-llama-cpp's prebuilt at about half that build's
- * prompt speed. Nothing is built here; without the build, or if it fails to load, the prebuilt.
+ * Which llama.cpp the engine runs. On a host that runs on the CPU, the addon
+ * infra/llama-addon-build.sh built from node-llama-cpp's own llama.cpp source with this CPU's
+ * instruction sets (the options of llama.cpp's own batched bench), when it is in the per-user
+ * cache: issue 19 measured node-llama-cpp's prebuilt at about half that build's prompt speed.
+ * Otherwise node-llama-cpp's prebuilt (its CPU backend picks one of several per-CPU-generation
+ * libraries at run time). KILN_LLAMA_SOURCE_BUILD=false always takes the prebuilt. Nothing is built
+ * here; a build that fails to load falls back to the prebuilt.
  *
  * node-llama-cpp looks for local builds only under its own package folder, so the cached build is
  * handed to its Llama class directly, as its getLlama does with a local build it found.
@@ -14,6 +15,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Llama } from 'node-llama-cpp';
+import { llamaSourceBuild } from '../../lib/config';
 import { cpuBuildPlan, cpuinfoFlags, hostCpuBuildDir, nodeLlamaCppRoot, nodeLlamaCppSource } from '../../lib/llama-cpu-build';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -22,20 +24,29 @@ export interface LlamaBackendOptions {
   gpu: 'auto' | 'false' | 'cuda' | 'vulkan' | 'metal';
   threads?: number;
   /** KILN_LLAMA_SOURCE_BUILD (read from the environment where not given). */
-  sourceBuild?: boolean;
+  sourceBuild?: SourceBuildSetting;
 }
 
 export interface LlamaBackend {
   llama: Llama;
   /** What runs, for the logs: 'prebuilt', or 'source build <folder>'. */
   binary: string;
-  /** Why the source build was asked for and not used, where it was. */
+  /** Why the source build was asked for (KILN_LLAMA_SOURCE_BUILD=true) and not used, where it was. */
   fallback?: string;
+  /** Where the prebuilt runs on a CPU host only because nothing was built: how to build it. */
+  hint?: string;
 }
 
-/** The env switch: only "true"/"1" opt in. */
-export function sourceBuildRequested(env: NodeJS.ProcessEnv = process.env): boolean {
-  return env.KILN_LLAMA_SOURCE_BUILD === 'true' || env.KILN_LLAMA_SOURCE_BUILD === '1';
+export type SourceBuildSetting = 'auto' | 'true' | 'false';
+
+/**
+ * The setting as the config parses it, for the benches (which construct LlamaEngine without the
+ * config). A malformed value throws, naming the variable.
+ */
+export function sourceBuildSetting(env: NodeJS.ProcessEnv = process.env): SourceBuildSetting {
+  const parsed = llamaSourceBuild.default('auto').safeParse(env.KILN_LLAMA_SOURCE_BUILD);
+  if (!parsed.success) throw new Error(`KILN_LLAMA_SOURCE_BUILD: ${parsed.error.issues[0]?.message ?? 'invalid'} (auto, true or false)`);
+  return parsed.data;
 }
 
 /**
@@ -93,11 +104,15 @@ export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions
       maxThreads: o.threads,
       logLevel: nlc.LlamaLogLevel.error,
     });
-  if (!(o.sourceBuild ?? sourceBuildRequested())) return { llama: await prebuilt(), binary: 'prebuilt' };
-  if (!cpuHost(o.gpu)) return { llama: await prebuilt(), binary: 'prebuilt', fallback: 'a GPU host: the CPU source build is for CPU hosts' };
+  const setting = o.sourceBuild ?? sourceBuildSetting();
+  if (setting === 'false') return { llama: await prebuilt(), binary: 'prebuilt' };
+  // Only an explicit request hears why it was not honoured; auto just takes what there is.
+  const asked = (why: string) => (setting === 'true' ? { fallback: why } : {});
+  if (!cpuHost(o.gpu)) return { llama: await prebuilt(), binary: 'prebuilt', ...asked('a GPU host: the CPU source build is for CPU hosts') };
   const dir = hostCpuBuildDir('addon');
   if (!existsSync(path.join(dir, 'llama-addon.node'))) {
-    return { llama: await prebuilt(), binary: 'prebuilt', fallback: `no source build at ${dir} (bash infra/llama-addon-build.sh builds it)` };
+    const build = `no source build at ${dir} (bash infra/llama-addon-build.sh, or KILN_LLAMA_SOURCE_BUILD=true npm start, builds it)`;
+    return { llama: await prebuilt(), binary: 'prebuilt', ...(setting === 'true' ? { fallback: build } : { hint: build }) };
   }
   let bindings: unknown;
   try {

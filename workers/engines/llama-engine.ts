@@ -21,7 +21,7 @@ import { cleanText, contextLimits } from './llama-text';
 import { DecodeGatherer } from './decode-gatherer';
 import { draftCounts, SpeculativeDecoding, type DraftCounts, type SpeculativeSettings } from './llama-speculative';
 import { SequencePool } from './sequence-pool';
-import { loadLlamaBackend } from './llama-backend';
+import { loadLlamaBackend, type SourceBuildSetting } from './llama-backend';
 import { cachedPromptTokens, promptProbe } from './prefix-reuse';
 import type { GpuState } from '../../lib/hardware';
 
@@ -147,10 +147,10 @@ export interface LlamaEngineOptions {
    * for that long, so tests pace generation themselves instead of depending on the machine's speed.
    */
   fixtures?: boolean;
-  /** KILN_LLAMA_SOURCE_BUILD: run the CPU build from source where it is cached (./llama-backend.ts). */
-  sourceBuild?: boolean;
+  /** KILN_LLAMA_SOURCE_BUILD: when to run the CPU build from source (./llama-backend.ts). */
+  sourceBuild?: SourceBuildSetting;
   /** Told which llama.cpp binary runs, once it is loaded (the engine worker logs it). */
-  onBackend?: (backend: { binary: string; fallback?: string; gpu: string | false }) => void;
+  onBackend?: (backend: { binary: string; fallback?: string; hint?: string; gpu: string | false }) => void;
 }
 
 /** Engine settings a version may carry (from its manifest). */
@@ -180,9 +180,9 @@ export class LlamaEngine {
   backend(): Promise<Llama> {
     this.llama ??= loadNodeLlamaCpp()
       .then((nlc) => loadLlamaBackend(nlc, { gpu: this.opts.gpu, threads: this.opts.threads, sourceBuild: this.opts.sourceBuild }))
-      .then(({ llama, binary, fallback }) => {
+      .then(({ llama, binary, fallback, hint }) => {
         this.binary = binary;
-        this.opts.onBackend?.({ binary, fallback, gpu: llama.gpu });
+        this.opts.onBackend?.({ binary, fallback, hint, gpu: llama.gpu });
         return llama;
       });
     return this.llama;
