@@ -9,17 +9,17 @@
  * Beside it, time to first token for a long prompt (issue 19: ≤ 1.2× llama.cpp's prompt time): the
  * floor is llama-batched-bench's prompt time (t_pp) for the same token count at one sequence.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { textGenerationInput } from '../tasks/text-generation';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { MIN_REUSED_TOKENS } from '../workers/engines/sequence-pool';
 import { cpuHost, sourceBuildSetting } from '../workers/engines/llama-backend';
+import { batchedBench, batchedBenchBinary } from './llama-floor';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
 /** The prompts' text: the generated vocabulary's words, which tokenize one token a character. */
@@ -46,13 +46,6 @@ export interface BatchingOptions {
   ttftPromptTokens: number;
 }
 
-/** The binary, built once into the per-user cache (bench.sh passes it; built here otherwise). */
-function batchedBenchBinary(): string {
-  if (process.env.KILN_LLAMA_BATCHED_BENCH) return process.env.KILN_LLAMA_BATCHED_BENCH;
-  const script = path.resolve(__dirname, '../infra/llama-batched-bench.sh');
-  return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
-
 /**
  * The engine's llama.cpp built from the same source with the same CPU options as the floor
  * (infra/llama-addon-build.sh, once), so the two differ only in how they drive it; the engine
@@ -63,32 +56,6 @@ function ensureSourceBuild(): void {
   if (sourceBuildSetting() === 'false' || !cpuHost('auto')) return;
   const script = path.resolve(__dirname, '../infra/llama-addon-build.sh');
   execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-}
-
-/** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */
-interface BatchedBenchResult {
-  pl: number;
-  tg: number;
-  t: number;
-  /** Prompt processing time of all sequences, seconds. */
-  t_pp: number;
-}
-
-async function batchedBench(bin: string, file: string, n: number, prompt: number, tokens: number, threads: number, attempt = 1): Promise<BatchedBenchResult> {
-  const { stdout, stderr } = await promisify(execFile)(
-    bin,
-    ['-m', file, '-c', String(n * (prompt + tokens)), '-b', '2048', '-ub', '512', '-ngl', '99']
-      .concat(['-npp', String(prompt), '-ntg', String(tokens), '-npl', String(n), '-t', String(threads)])
-      .concat(['--output-format', 'jsonl']),
-    { maxBuffer: 64 * 2 ** 20 },
-  );
-  const line = `${stdout}\n${stderr}`.split('\n').find((l) => l.startsWith('{') && l.includes('"speed_tg"'));
-  if (!line) {
-    // Seen once in five runs on the loaded box: a run that exits 0 without its result line.
-    if (attempt < 3) return batchedBench(bin, file, n, prompt, tokens, threads, attempt + 1);
-    throw new Error(`llama-batched-bench printed no result:\n${stdout.slice(-1000)}\n${stderr.slice(-2000)}`);
-  }
-  return JSON.parse(line) as BatchedBenchResult;
 }
 
 /** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */

@@ -12,6 +12,7 @@ import { loadNodeLlamaCpp, LlamaEngine } from '../workers/engines/llama-engine';
 import { sourceBuildSetting } from '../workers/engines/llama-backend';
 import { writeLlamaGguf, type LlamaSpecInput, type TensorType } from '../tools/gguf/gguf-writer';
 import { DATA_DIR, percentile, saveResult, table } from './lib';
+import { batchedBench, batchedBenchBinary } from './llama-floor';
 
 /**
  * ~330 MiB in F32: big enough that a decode is mostly spent reading the weights. Calm blocks (a
@@ -35,6 +36,32 @@ async function model(type: TensorType, layers = SHAPE.layers!): Promise<string> 
     await rename(`${file}.partial`, file);
   }
   return file;
+}
+
+/**
+ * What the hardware allows, from llama.cpp's own timings of the same files in this run (its
+ * batched bench, one sequence): at full acceptance a cycle drafts K tokens one decode each and
+ * checks K + 1 in one target batch, for K + 1 tokens, where plain decoding takes K + 1 target
+ * decodes. So speculative decoding gives at most (K + 1) · target ÷ (K · draft + check(K + 1)),
+ * whatever drives llama.cpp.
+ */
+async function llamaCppBound(target: string, draft: string, opts: { draftTokens: number; threads: number; tokens: number }) {
+  const bin = batchedBenchBinary();
+  const k = opts.draftTokens;
+  const median = async (file: string) => {
+    const runs = [];
+    for (let i = 0; i < 3; i++) runs.push(await batchedBench(bin, file, 1, k + 1, opts.tokens, opts.threads));
+    return { decodeMs: percentile(runs.map((r) => (r.t_tg / r.tg) * 1000), 50), checkMs: percentile(runs.map((r) => r.t_pp * 1000), 50) };
+  };
+  const t = await median(target);
+  const d = await median(draft);
+  const bound = ((k + 1) * t.decodeMs) / (k * d.decodeMs + t.checkMs);
+  console.log(
+    `llama.cpp alone (${bin}, median of 3): F32 target ${t.decodeMs.toFixed(2)} ms a token (${(1000 / t.decodeMs).toFixed(1)} tokens/s), ` +
+      `Q8_0 copy ${d.decodeMs.toFixed(2)} ms (${(d.decodeMs / t.decodeMs).toFixed(2)} of the target's), the target's check of ${k + 1} tokens ${t.checkMs.toFixed(1)} ms: ` +
+      `the Q8_0 copy can give at most ${bound.toFixed(2)}× at ${k} draft tokens`,
+  );
+  return { targetDecodeMs: t.decodeMs, draftDecodeMs: d.decodeMs, checkMs: t.checkMs, bound };
 }
 
 interface Run {
@@ -112,7 +139,8 @@ export async function speculative(opts: { tokens: number; runs: number; threads:
   const speedup = tps(runs.draft) / tps(runs.plain);
   const smallSpeedup = tps(runs.small) / tps(runs.plain);
   console.log(`with draft / without: Q8_0 copy ${speedup.toFixed(2)}×, ${DRAFT_LAYERS}-block draft ${smallSpeedup.toFixed(2)}× (target ≥ 1.5×); greedy output identical in all ${4 * opts.runs} runs: ${texts.size === 1 ? 'yes' : `NO (${texts.size} different texts)`}`);
-  const file = await saveResult('speculative', { opts, shape: SHAPE, rows, speedup, smallSpeedup, identical: texts.size === 1 });
+  const bound = await llamaCppBound(target, draft, opts);
+  const file = await saveResult('speculative', { opts, shape: SHAPE, rows, speedup, smallSpeedup, identical: texts.size === 1, bound });
   console.log(`saved ${file}`);
   await floorContext.dispose();
   await floorModel.dispose();
