@@ -93,7 +93,23 @@ async function loadSourceBuild(nlc: NodeLlamaCpp, dir: string, bindings: unknown
   });
 }
 
+/**
+ * How llama.cpp's OpenMP threads wait (the source builds use OpenMP; the prebuilt does not): set
+ * before its libraries load, where the operator has not. node-llama-cpp decodes on whichever libuv
+ * pool thread is free, and each leads an OpenMP team of its own, so libgomp soon manages more
+ * threads than there are CPUs; it then spins only 100 times at each of a decode's barriers before
+ * sleeping, and on two cores a token took ~20 % longer than in llama.cpp's own tools (issue 16/19:
+ * 46.5 against 56.3 tokens/s on the speculative bench's F32 model). ACTIVE raises that spin to
+ * 1,000; GOMP_SPINCOUNT keeps an idle team's wait at libgomp's default (~3 ms, where not
+ * oversubscribed) instead of ACTIVE's minutes of spinning on an idle engine.
+ */
+export function openMpWaitDefaults(env: NodeJS.ProcessEnv = process.env): void {
+  env.OMP_WAIT_POLICY ??= 'ACTIVE';
+  env.GOMP_SPINCOUNT ??= '300000';
+}
+
 export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions): Promise<LlamaBackend> {
+  openMpWaitDefaults();
   const prebuilt = () =>
     nlc.getLlama({
       gpu: o.gpu === 'false' ? false : o.gpu,

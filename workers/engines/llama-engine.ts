@@ -19,6 +19,7 @@ import { kilnFailure } from '../../workflows/failures';
 import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './llama-grammar';
 import { cleanText, contextLimits } from './llama-text';
 import { DecodeGatherer } from './decode-gatherer';
+import { releaseThreadsAtOnce } from './thread-release';
 import { draftCounts, SpeculativeDecoding, type DraftCounts, type SpeculativeSettings } from './llama-speculative';
 import { SequencePool } from './sequence-pool';
 import { loadLlamaBackend, type SourceBuildSetting } from './llama-backend';
@@ -282,6 +283,7 @@ export class LlamaEngine {
       await context.dispose();
       throw err;
     }
+    releaseThreadsAtOnce(context);
     const gatherer = new DecodeGatherer(GATHER_WAIT_MS);
     gatherer.install(context);
     const pool = new SequencePool(context, sequences, speculative && (() => speculative.sequenceOptions()));

@@ -6,6 +6,7 @@
  */
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, TokenPredictor } from 'node-llama-cpp';
 import { kilnFailure } from '../../workflows/failures';
+import { releaseThreadsAtOnce } from './thread-release';
 
 /** How a version predicts tokens (its manifest's `settings.speculative`, as the API stored it). */
 export type SpeculativeSettings =
@@ -87,6 +88,7 @@ export class SpeculativeDecoding {
       throw kilnFailure('DraftTokenizerMismatch', `the draft model ${settings.model} does not share the target's tokenizer: ${mismatch}`);
     }
     const context = await model.createContext({ contextSize: opts.contextSize, sequences: opts.sequences, threads: opts.threads });
+    releaseThreadsAtOnce(context);
     return new SpeculativeDecoding(settings, lib, { model, context });
   }
 
