@@ -85,3 +85,29 @@ test("one account's evaluated tokens are never reused for another's request", as
   expect(theirs.cachedTokens).toBe(0);
   expect(theirs.chunks.join('')).toBe(mine.chunks.join(''));
 });
+
+test('a speculatively decoded version reuses a shared prefix too, its draft following, and answers as a plain cold run does', async () => {
+  // Calm blocks: batched and one-token evaluation pick the same greedy tokens (test/e2e/speculative.test.ts).
+  const calm = path.join(dir, 'calm.gguf');
+  await writeLlamaGguf(calm, { embedding: 128, layers: 2, heads: 4, feedForward: 256, residualScale: 0.05, seed: 1616, type: 'F32' });
+  const prompt = (tail: string) => textGenerationInput.parse({ prompt: `${'the river and the old house near the garden '.repeat(12)}${tail}`, max_tokens: 24, temperature: 0, top_k: 1 });
+  const plain = new LlamaEngine({ gpu: 'false', contextSize: 1024, sequences: 2, threads: 1 });
+  await plain.load('plain', calm);
+  const fresh = await plain.generate('plain', prompt('the garden'));
+  await plain.dispose();
+
+  const drafted = new LlamaEngine({ gpu: 'false', contextSize: 1024, sequences: 2, threads: 1 });
+  try {
+    await drafted.load('drafted', calm, { speculative: { type: 'draft', model: 'kiln/calm', version: 'v1', minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } }, calm);
+    const first = await drafted.generate('drafted', prompt('the house'), { owner: 'alice' });
+    expect(first.cachedTokens).toBe(0);
+    const second = await drafted.generate('drafted', prompt('the garden'), { owner: 'alice' });
+    expect(second.cachedTokens).toBeGreaterThan(100);
+    expect(second.cachedTokens).toBeLessThan(second.inputTokens);
+    // The draft drafted on the reused sequence (its own state caught up with the target's).
+    expect((second.draft?.accepted ?? 0) + (second.draft?.rejected ?? 0)).toBeGreaterThan(0);
+    expect(second.chunks.join('')).toBe(fresh.chunks.join(''));
+  } finally {
+    await drafted.dispose();
+  }
+});
