@@ -41,4 +41,3 @@ export async function batchedBench(bin: string, file: string, n: number, prompt:
   }
   return JSON.parse(line) as BatchedBenchResult;
 }
-

@@ -123,8 +123,7 @@ export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions
   const setting = o.sourceBuild ?? sourceBuildSetting();
   if (setting === 'false') return { llama: await prebuilt(), binary: 'prebuilt' };
   // Only an explicit request hears why it was not honoured; auto just takes what there is.
-  const asked = (why: string) => (setting === 'true' ? { fallback: why } : {});
-  if (!cpuHost(o.gpu)) return { llama: await prebuilt(), binary: 'prebuilt', ...asked('a GPU host: the CPU source build is for CPU hosts') };
+  if (!cpuHost(o.gpu)) return { llama: await prebuilt(), binary: 'prebuilt', ...(setting === 'true' && { fallback: 'a GPU host: the CPU source build is for CPU hosts' }) };
   const dir = hostCpuBuildDir('addon');
   if (!existsSync(path.join(dir, 'llama-addon.node'))) {
     const build = `no source build at ${dir} (bash infra/llama-addon-build.sh, or KILN_LLAMA_SOURCE_BUILD=true npm start, builds it)`;
