@@ -450,10 +450,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     try {
       const applied = await writePredictionSnapshot(db, final, writer, {
         existing: true,
-        also: async (tx) => {
-          await releaseIn(tx, req.predictionId);
-          await recordUsage(tx, usageOf(final, req.task, result.hardware));
-        },
+        also: (tx) => Promise.all([releaseIn(tx, req.predictionId), recordUsage(tx, usageOf(final, req.task, result.hardware))]),
       });
       if (!applied) return result;
       observePrediction(final);

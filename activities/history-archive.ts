@@ -12,6 +12,7 @@ import type { Client } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
 import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { LRUCache } from 'lru-cache';
 import type { Storage } from '../lib/storage';
 
 export const archivedHistoryKey = (workflowId: string, runId: string): string => `histories/${workflowId}/${runId}.json`;
@@ -29,28 +30,52 @@ async function readText(storage: Storage, key: string): Promise<string | undefin
 }
 
 /**
+ * What one process has archived: each look lists the runs closed since a minute before the mark,
+ * so without it every run would be asked for again (a HEAD each) by the dozen looks of that
+ * minute. Another process may archive the same run; the copy is the same bytes either way.
+ */
+export class ArchiveMemory {
+  readonly archived = new LRUCache<string, true>({ max: 100_000 });
+  /** The mark as this process last wrote or read it. */
+  mark: string | undefined;
+}
+
+/**
  * Copies the histories of prediction and batch runs closed since the mark that are not in the
  * bucket yet, for at most `budgetMs`. The mark moves only after a pass that saw everything, so a
  * pass cut short (a first one, with a long past to copy) is carried on by the next.
  */
-export async function archiveClosedHistories(client: Client, storage: Storage, budgetMs: number): Promise<{ archived: number; complete: boolean }> {
+export async function archiveClosedHistories(
+  client: Client,
+  storage: Storage,
+  budgetMs: number,
+  memory = new ArchiveMemory(),
+): Promise<{ archived: number; complete: boolean }> {
   const started = Date.now();
-  const mark = await readText(storage, WATERMARK_KEY);
+  const mark = (memory.mark ??= await readText(storage, WATERMARK_KEY));
   const from = new Date((mark ? Date.parse(mark) : 0) - OVERLAP_MS);
   const query = `WorkflowType IN ('predictionWorkflow', 'batchWorkflow') AND ExecutionStatus != 'Running' AND CloseTime > '${from.toISOString()}'`;
-  let newest = mark ? Date.parse(mark) : 0;
+  const markMs = mark ? Date.parse(mark) : 0;
+  let newest = markMs;
   let archived = 0;
   for await (const wf of client.workflow.list({ query })) {
     if (Date.now() - started > budgetMs) return { archived, complete: false };
     const key = archivedHistoryKey(wf.workflowId, wf.runId);
-    if ((await storage.size(key)) === undefined) {
+    // A run closed after the mark was in no complete pass: only the overlap's runs may be there.
+    const closedAfterMark = (wf.closeTime?.getTime() ?? 0) > markMs;
+    if (!memory.archived.has(key) && (closedAfterMark || (await storage.size(key)) === undefined)) {
       const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
       await storage.putBytes(key, historyToJSON(history));
       archived += 1;
     }
+    memory.archived.set(key, true);
     newest = Math.max(newest, wf.closeTime?.getTime() ?? 0);
   }
-  if (newest > 0) await storage.putBytes(WATERMARK_KEY, new Date(newest).toISOString(), 'text/plain');
+  const newMark = newest > 0 ? new Date(newest).toISOString() : undefined;
+  if (newMark && newMark !== mark) {
+    await storage.putBytes(WATERMARK_KEY, newMark, 'text/plain');
+    memory.mark = newMark;
+  }
   return { archived, complete: true };
 }
 

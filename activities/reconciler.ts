@@ -20,7 +20,7 @@ import { rowToSnapshot } from '../db/predictions';
 import { recordUsage, usageOf } from '../db/usage';
 import { batchWorkflowId } from '../workflows/batch-types';
 import type { Storage } from '../lib/storage';
-import { archiveClosedHistories } from './history-archive';
+import { ArchiveMemory, archiveClosedHistories } from './history-archive';
 import { runWriterOf } from './run-writer';
 import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../workflows/types';
 
@@ -112,6 +112,7 @@ export function outcomeOf(run: ClosedRun): { status: 'failed' | 'canceled'; erro
 const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
 
 export function createReconcilerActivities({ db, temporal, controlQueue, minAgeMs = 5_000, pageSize = 100, storage }: ReconcilerDeps) {
+  const archiveMemory = new ArchiveMemory();
   /** The closed run's state, replayed from its history by a query; undefined when it cannot be read. */
   async function stateOf<T>(workflowId: string, runId: string, query: string): Promise<T | undefined> {
     try {
@@ -253,7 +254,7 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
       if (storage) {
         // Copying histories never holds up the finishing above: a failed copy is the next look's.
         try {
-          done.archived = (await archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS)).archived;
+          done.archived = (await archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS, archiveMemory)).archived;
         } catch (err) {
           log.warn('archiving closed histories failed', { error: (err as Error).message });
         }

@@ -11,7 +11,7 @@ import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { Tx } from '../db/events';
 import type { ResolvedVersion } from '../db/models';
-import { admitIn } from '../db/admissions';
+import { lockAdmissions, takeSlot } from '../db/admissions';
 import { liveNodes } from '../db/nodes';
 import { sessionNode, type SessionKey } from '../db/session-affinity';
 import { forgetUnstartedPrediction, getPrediction, insertFirstRow, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
@@ -151,9 +151,10 @@ export async function admitAndStart(
 ): Promise<{ row: PredictionRow | undefined; runId?: string }> {
   const [{ row, admitted }, placement] = await Promise.all([
     deps.db.transaction(async (tx) => {
-      const written = await run.writeRow(tx);
+      // The row and the account's lock go to the server together; the slot is taken under the lock.
+      const [written] = await Promise.all([run.writeRow(tx), lockAdmissions(tx, account.id)]);
       if (!written) return { row: undefined, admitted: false };
-      return { row: written, admitted: (await admitIn(tx, args.id, account.id, account.maxRunning)).admitted };
+      return { row: written, admitted: (await takeSlot(tx, args.id, account.id, account.maxRunning)).admitted };
     }),
     servingNode(deps.db, args.versionId, args.session !== undefined ? { accountId: account.id, session: args.session, versionId: args.versionId } : undefined),
   ]);

@@ -14,16 +14,32 @@ export async function admit(db: Db, predictionId: string, accountId: string, cap
 
 /** `admit` inside a transaction of the caller's (the API's create writes the first row in the same one). */
 export async function admitIn(tx: Tx, predictionId: string, accountId: string, cap: number): Promise<{ admitted: boolean; held: number }> {
+  await lockAdmissions(tx, accountId);
+  return takeSlot(tx, predictionId, accountId, cap);
+}
+
+/** The account's admission lock, held to the transaction's end: counts and inserts of slots are one step under it. */
+export async function lockAdmissions(tx: Tx, accountId: string): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`admission:${accountId}`}))`);
-  const [mine] = await tx.select().from(admissions).where(eq(admissions.predictionId, predictionId));
-  const [{ held }] = await tx
-    .select({ held: sql<number>`count(*)::int` })
-    .from(admissions)
-    .where(eq(admissions.accountId, accountId));
-  if (mine) return { admitted: true, held };
-  if (held >= cap) return { admitted: false, held };
-  await tx.insert(admissions).values({ predictionId, accountId });
-  return { admitted: true, held: held + 1 };
+}
+
+/**
+ * Under the account's lock (taken by an earlier statement, so this one's snapshot sees every slot
+ * taken before it): the prediction's own slot, the account's count, and the insert when there is
+ * room, in one round trip.
+ */
+export async function takeSlot(tx: Tx, predictionId: string, accountId: string, cap: number): Promise<{ admitted: boolean; held: number }> {
+  const [row] = await tx.execute<{ mine: boolean; held: number; taken: boolean }>(sql`
+    with mine as (select 1 from ${admissions} where ${admissions.predictionId} = ${predictionId}),
+    held as (select count(*)::int as n from ${admissions} where ${admissions.accountId} = ${accountId}),
+    taken as (
+      insert into ${admissions} (prediction_id, account_id)
+      select ${predictionId}, ${accountId} where not exists (select 1 from mine) and (select n from held) < ${cap}
+      returning 1
+    )
+    select exists (select 1 from mine) as mine, (select n from held) as held, exists (select 1 from taken) as taken`);
+  if (row.mine) return { admitted: true, held: row.held };
+  return row.taken ? { admitted: true, held: row.held + 1 } : { admitted: false, held: row.held };
 }
 
 /** Releases the slot inside the caller's transaction (the engine's last write of a prediction). */

@@ -32,7 +32,8 @@ export async function appendEvents(
 ): Promise<number | undefined> {
   if (events.length === 0) return undefined;
   const write = async (tx: Db | Tx) => {
-    await lockStream(tx, predictionId);
+    // The notification goes out at commit whenever it is asked for: it travels with the lock.
+    await Promise.all([lockStream(tx, predictionId), tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`)]);
     const rows = await tx
       .insert(predictionEvents)
       .values(
@@ -45,7 +46,6 @@ export async function appendEvents(
         })),
       )
       .returning({ id: predictionEvents.id });
-    await tx.execute(sql`select pg_notify(${EVENTS_CHANNEL}, ${predictionId})`);
     return Math.max(...rows.map((r) => r.id));
   };
   return 'rollback' in db ? write(db) : db.transaction(write);

@@ -74,16 +74,14 @@ export async function resolveModelVersion(
   accountId: string,
   ref: { owner: string; name: string; versionId?: string },
 ): Promise<ResolvedVersion | undefined> {
-  const model = await db.query.models.findFirst({
-    where: and(eq(models.owner, ref.owner), eq(models.name, ref.name), visibleTo(accountId)),
-  });
-  if (!model) return undefined;
-  const versionId = ref.versionId ?? model.latestVersionId;
-  if (!versionId) return undefined;
-  const version = await db.query.modelVersions.findFirst({
-    where: and(eq(modelVersions.id, versionId), eq(modelVersions.modelId, model.id)),
-  });
-  return version ? { model, version } : undefined;
+  // One query: the model, and the version asked for (else its latest), joined.
+  const rows = await db
+    .select({ model: models, version: modelVersions })
+    .from(models)
+    .innerJoin(modelVersions, and(eq(modelVersions.modelId, models.id), eq(modelVersions.id, ref.versionId ?? models.latestVersionId)))
+    .where(and(eq(models.owner, ref.owner), eq(models.name, ref.name), visibleTo(accountId)))
+    .limit(1);
+  return rows[0];
 }
 
 /** A bare version id, as Replicate's `version` field takes it. */

@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent, type Tx } from './events';
@@ -124,7 +124,13 @@ export async function writePredictionSnapshot(
   const s = withoutNul(snapshot);
   return db.transaction(async (tx) => {
     const [before] = await tx
-      .select({ logs: predictions.logs, revision: predictions.revision, runId: predictions.runId })
+      .select({
+        logs: predictions.logs,
+        revision: predictions.revision,
+        runId: predictions.runId,
+        // Read with the row, not after it: one round trip fewer for the final write.
+        hasOutput: sql<boolean>`exists (select 1 from ${predictionEvents} where ${predictionEvents.predictionId} = ${s.id} and ${predictionEvents.event} = 'output')`,
+      })
       .from(predictions)
       .where(eq(predictions.id, s.id))
       .for('update');
@@ -135,41 +141,46 @@ export async function writePredictionSnapshot(
       if (!(await writer!.isCurrent())) return false;
     } else if (before && before.revision > s.revision) return false;
     const runId = writer?.runId ?? before?.runId ?? null;
+    // The writes below touch different rows and tables: they go to the server together (one
+    // round trip, not one each), the stream's events after their lock.
+    const writes: Array<Promise<unknown>> = [];
     if (opts.existing) {
       if (!before) return false;
-      await tx.update(predictions).set({ ...transitionOf(s), runId }).where(eq(predictions.id, s.id));
+      writes.push(tx.update(predictions).set({ ...transitionOf(s), runId }).where(eq(predictions.id, s.id)).execute());
     } else {
       const { source: _source, ...row } = snapshotToRow(s);
       const values = { ...row, runId };
       const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
-      await tx
-        .insert(predictions)
-        .values(values)
-        .onConflictDoUpdate({ target: predictions.id, set: changes });
+      writes.push(tx.insert(predictions).values(values).onConflictDoUpdate({ target: predictions.id, set: changes }).execute());
     }
-    await opts.also?.(tx);
+    if (opts.also) writes.push(opts.also(tx));
     // The same revision again: the workflow task that wrote it failed after its local activities
     // ran (a signal arrived as it completed, say) and ran once more, with its own clock. History
     // keeps the last run, so its values win; the stream already has this transition's events.
-    if (!otherRun && before && before.revision === s.revision) return true;
+    if (!otherRun && before && before.revision === s.revision) {
+      await Promise.all(writes);
+      return true;
+    }
     const events: Array<{ event: StreamEvent; data: string }> = [];
     if (otherRun) {
       // The new run starts the stream again: the old run's end goes (followers would stop
-      // there), and a reset tells clients to drop the old run's output.
-      await tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, s.id), inArray(predictionEvents.event, ['done', 'error'])));
+      // there), and a reset tells clients to drop the old run's output. Sent ahead of the events.
+      writes.push(tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, s.id), inArray(predictionEvents.event, ['done', 'error']))).execute());
       events.push({ event: 'reset', data: '{}' });
     }
     const oldLogs = before?.logs ?? '';
     const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
     if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
     if (isTerminalStatus(s.status)) {
-      if (s.status === 'succeeded' && s.output != null && !(otherRun || (await hasEvent(tx, s.id, 'output')))) {
+      const hasOutput = otherRun || (before ? before.hasOutput : await hasEvent(tx, s.id, 'output'));
+      if (s.status === 'succeeded' && s.output != null && !hasOutput) {
         events.push({ event: 'output', data: typeof s.output === 'string' ? s.output : JSON.stringify(s.output) });
       }
       if (s.status === 'failed') events.push({ event: 'error', data: s.error ?? 'prediction failed' });
       events.push({ event: 'done', data: s.status === 'succeeded' ? '{}' : JSON.stringify({ reason: s.status }) });
     }
-    await appendEvents(tx, s.id, events);
+    writes.push(appendEvents(tx, s.id, events));
+    await Promise.all(writes);
     return true;
   });
 }

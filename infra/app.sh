@@ -25,13 +25,15 @@ engine_programs() {
 KILN_PROGRAMS=(api control-worker $(engine_programs))
 
 # node_command ENTRY: the command line that runs ENTRY (a .ts path from the root) in this mode.
+# KILN_NODE_FLAGS goes to every Kiln process's node, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
+# to profile a benchmark's stack (flags NODE_OPTIONS refuses).
 node_command() {
   if [ "$KILN_CODE" = dist ]; then
     local compiled="$KILN_ROOT/dist/${1%.ts}.js"
     [ -f "$compiled" ] || die "no $compiled: run npm run build (or KILN_CODE=tsx)"
-    echo node --enable-source-maps "$compiled"
+    echo node ${KILN_NODE_FLAGS:-} --enable-source-maps "$compiled"
   else
-    echo node --import tsx "$KILN_ROOT/$1"
+    echo node ${KILN_NODE_FLAGS:-} --import tsx "$KILN_ROOT/$1"
   fi
 }
 
