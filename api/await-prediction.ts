@@ -15,7 +15,12 @@ const RECHECK_MS = 1_000;
 export async function awaitPrediction(
   deps: { db: Db; hub: EventHub },
   row: PredictionRow,
-  opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+  opts: {
+    timeoutMs?: number;
+    signal?: AbortSignal;
+    /** When `row` was read or written (performance.now()): unless the hub heard of new events since, the row is current. */
+    readAt?: number;
+  } = {},
 ): Promise<PredictionRow> {
   if (isTerminalStatus(row.status)) return row;
   const read = async () => (await getPrediction(deps.db, row.accountId, row.id)) ?? row;
@@ -31,8 +36,9 @@ export async function awaitPrediction(
         cleanups.push(deps.hub.subscribe(row.id, (outputOnly) => outputOnly || check()));
         const timer = setInterval(check, RECHECK_MS);
         cleanups.push(() => clearInterval(timer));
-        // It may have finished between the caller's read and the subscription.
-        check();
+        // It may have finished between the caller's read and the subscription (a create's own
+        // row, just written, has not unless the hub heard so: one read fewer per create).
+        if (opts.readAt === undefined || deps.hub.noticedSince(row.id, opts.readAt)) check();
       }),
     ];
     if (opts.timeoutMs !== undefined) {

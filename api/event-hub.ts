@@ -2,6 +2,7 @@
  * One LISTEN per API process, fanned out to the streams open on it. A notification only says
  * "prediction X has new events"; each stream reads them from the table itself.
  */
+import { LRUCache } from 'lru-cache';
 import type postgres from 'postgres';
 import { EVENTS_CHANNEL, parseNotice } from '../db/events';
 import type { Logger } from '../lib/logger';
@@ -9,6 +10,8 @@ import type { Logger } from '../lib/logger';
 export class EventHub {
   private subscribers = new Map<string, Set<(outputOnly: boolean) => void>>();
   private listener?: { unlisten: () => Promise<void> };
+  /** When each prediction last had events other than output (performance.now()), for waits that begin after. */
+  private lastNotice = new LRUCache<string, number>({ max: 50_000 });
 
   constructor(
     private sql: postgres.Sql,
@@ -20,6 +23,7 @@ export class EventHub {
       EVENTS_CHANNEL,
       (payload) => {
         const { predictionId, outputOnly } = parseNotice(payload);
+        if (!outputOnly) this.lastNotice.set(predictionId, performance.now());
         this.subscribers.get(predictionId)?.forEach((wake) => wake(outputOnly));
       },
       () => this.logger.debug('listening for prediction events'),
@@ -35,6 +39,11 @@ export class EventHub {
       set.delete(wake);
       if (set.size === 0) this.subscribers.delete(predictionId);
     };
+  }
+
+  /** Whether events other than output came for the prediction at or after `at` (performance.now()). */
+  noticedSince(predictionId: string, at: number): boolean {
+    return (this.lastNotice.get(predictionId) ?? -Infinity) >= at;
   }
 
   async stop(): Promise<void> {

@@ -49,13 +49,14 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   const resolveVersionField = (account: Account, version: string) => resolveVersionRef(db, account.id, version);
 
   /** Holds the answer until the prediction finishes or `Prefer: wait` runs out. */
-  async function waitFor(row: PredictionRow, req: Request): Promise<PredictionRow> {
+  async function waitFor(row: PredictionRow, req: Request, readAt?: number): Promise<PredictionRow> {
     const seconds = preferWaitSeconds(req.get('prefer'));
-    return seconds === 0 ? row : awaitPrediction(deps, row, { timeoutMs: seconds * 1000 });
+    return seconds === 0 ? row : awaitPrediction(deps, row, { timeoutMs: seconds * 1000, readAt });
   }
 
-  async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow) {
-    const final = await withOutputSoFar(db, await waitFor(row, req));
+  /** `readAt`: when the create began (performance.now()); the row it gave is no older. */
+  async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow, readAt?: number) {
+    const final = await withOutputSoFar(db, await waitFor(row, req, readAt));
     notePrediction(res, final.id);
     throwIfContextLengthExceeded(final);
     res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.urls(req)));
@@ -82,9 +83,10 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const account = currentAccount(res);
     const body = parseOr422(createBody, req.body ?? {});
     const resolved = await resolveVersionField(account, body.version);
+    const readAt = performance.now();
     const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
     setRateLimitHeaders(res, rateLimit);
-    await respondCreated(req, res, row);
+    await respondCreated(req, res, row, readAt);
   });
 
   router.post('/models/:owner/:name/predictions', async (req, res) => {
@@ -92,9 +94,10 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const body = parseOr422(modelCreateBody, req.body ?? {});
     const resolved = await resolveModelVersion(db, account.id, { owner: req.params.owner, name: req.params.name });
     if (!resolved) throw new NotFoundError(`Model ${req.params.owner}/${req.params.name} not found`);
+    const readAt = performance.now();
     const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
     setRateLimitHeaders(res, rateLimit);
-    await respondCreated(req, res, row);
+    await respondCreated(req, res, row, readAt);
   });
 
   router.get('/predictions', async (req, res) => {
