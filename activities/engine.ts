@@ -17,10 +17,9 @@ import { fileRef } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { fileKey, outputFileId, recordOutputFile } from '../db/files';
-import { releaseIn } from '../db/admissions';
-import { writePredictionSnapshot, type RunWriter } from '../db/predictions';
+import { finishSucceededPrediction, writePredictionSnapshot, type RunWriter } from '../db/predictions';
 import { currentRunWriter } from './run-writer';
-import { recordUsage, usageOf } from '../db/usage';
+import { usageOf } from '../db/usage';
 import { draftMetrics, observePrediction } from '../lib/metrics';
 import { processingSnapshot, succeededSnapshot } from '../workflows/engine-projection';
 import { newId } from '../lib/ids';
@@ -448,10 +447,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
     const completedAt = new Date().toISOString();
     const final = succeededSnapshot(req.snapshot, result, completedAt);
     try {
-      const applied = await writePredictionSnapshot(db, final, writer, {
-        existing: true,
-        also: (tx) => Promise.all([releaseIn(tx, req.predictionId), recordUsage(tx, usageOf(final, req.task, result.hardware))]),
-      });
+      const applied = await finishSucceededPrediction(db, final, usageOf(final, req.task, result.hardware), writer);
       if (!applied) return result;
       observePrediction(final);
       return { ...result, completedAt };

@@ -42,11 +42,6 @@ export async function takeSlot(tx: Tx, predictionId: string, accountId: string, 
   return row.taken ? { admitted: true, held: row.held + 1 } : { admitted: false, held: row.held };
 }
 
-/** Releases the slot inside the caller's transaction (the engine's last write of a prediction). */
-export async function releaseIn(tx: Tx, predictionId: string): Promise<void> {
-  await tx.delete(admissions).where(eq(admissions.predictionId, predictionId));
-}
-
 export async function release(db: Db, predictionId: string): Promise<void> {
   await db.delete(admissions).where(eq(admissions.predictionId, predictionId));
 }

@@ -3,6 +3,7 @@ import type { Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent, type Tx } from './events';
 import { withoutNul } from './sanitize';
+import { recordUsage, type UsageRecord } from './usage';
 import { admissions, isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
 export type PredictionRow = typeof predictions.$inferSelect;
@@ -182,6 +183,45 @@ export async function writePredictionSnapshot(
     writes.push(appendEvents(tx, s.id, events));
     await Promise.all(writes);
     return true;
+  });
+}
+
+/**
+ * The hot path's final write of a succeeded prediction in one round trip (migration 0013's
+ * kiln_finish_prediction): what writePredictionSnapshot does with `existing`, plus the account's
+ * admission slot released and usage recorded. A row that a reset's run wrote goes
+ * writePredictionSnapshot's way, which asks Temporal which run is current.
+ */
+export async function finishSucceededPrediction(db: Db, snapshot: PredictionSnapshot, usage: UsageRecord, writer?: RunWriter): Promise<boolean> {
+  const s = withoutNul(snapshot);
+  const row = transitionOf(s);
+  const [{ outcome }] = await db.execute<{ outcome: 'written' | 'stale' | 'missing' | 'other-run' }>(sql`
+    select kiln_finish_prediction(${s.id}, ${writer?.runId ?? null}::text, ${JSON.stringify({
+      output: row.output,
+      logs: row.logs,
+      error: row.error,
+      status: row.status,
+      metrics: row.metrics,
+      started_at: s.startedAt,
+      completed_at: s.completedAt,
+      revision: row.revision,
+    })}::jsonb, ${JSON.stringify({
+      account_id: usage.accountId,
+      model: usage.model,
+      version_id: usage.versionId,
+      task: usage.task,
+      status: usage.status,
+      hardware: usage.hardware,
+      predict_seconds: usage.predictSeconds ?? 0,
+      input_tokens: usage.inputTokens ?? 0,
+      cached_tokens: usage.cachedTokens ?? 0,
+      output_tokens: usage.outputTokens ?? 0,
+      images: usage.images ?? 0,
+    })}::jsonb, ${s.output == null ? null : typeof s.output === 'string' ? s.output : JSON.stringify(s.output)}::text) as outcome`);
+  if (outcome !== 'other-run') return outcome === 'written';
+  return writePredictionSnapshot(db, snapshot, writer, {
+    existing: true,
+    also: (tx) => Promise.all([tx.delete(admissions).where(eq(admissions.predictionId, s.id)), recordUsage(tx, usage)]),
   });
 }
 

@@ -22,7 +22,7 @@ const ENGINE_GRANTS = [
   'GRANT SELECT (version_id, min_instances, max_instances, owner_id) ON deployments TO kiln_engine',
   // Ids, event names and attempts, never `data`: RETURNING id, which attempt writes the stream now
   // (a failed attempt's late write is refused; a reset goes first where needed), whether a write landed.
-  // kiln_append_output and kiln_append_first_output (migration 0012) run with the caller's rights: these grants are all they use.
+  // kiln_append_output and kiln_append_first_output (migration 0012) and kiln_finish_prediction (0013) run with the caller's rights: these grants are all they use.
   'GRANT INSERT, SELECT (id, prediction_id, event, attempt) ON prediction_events TO kiln_engine',
   'GRANT USAGE ON SEQUENCE prediction_events_id_seq TO kiln_engine',
   'GRANT INSERT ON files TO kiln_engine',

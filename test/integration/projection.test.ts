@@ -1,7 +1,11 @@
 /** The projection repository against the real Postgres: ordering, events, and hostile output. */
 import { closeDb, type Db } from '../../db/client';
-import { eventsAfter } from '../../db/events';
-import { getPrediction, writePredictionSnapshot, type PredictionSnapshot } from '../../db/predictions';
+import { eq } from 'drizzle-orm';
+import { admit } from '../../db/admissions';
+import { appendEvents, eventsAfter } from '../../db/events';
+import { finishSucceededPrediction, getPrediction, writePredictionSnapshot, type PredictionSnapshot } from '../../db/predictions';
+import { admissions, usageRecords } from '../../db/schema';
+import { usageOf } from '../../db/usage';
 import { newId } from '../../lib/ids';
 import { newAccount, testDb } from '../helpers';
 
@@ -81,4 +85,55 @@ test('output holding U+0000 (a byte token) is stored, not retried forever', asyn
   const row = await getPrediction(db, accountId, s.id);
   expect(row!.output).toEqual(['a\uFFFDb']);
   expect(row!.logs).toBe('x\uFFFD\n');
+});
+
+describe('the hot path’s final write in one round trip (finishSucceededPrediction)', () => {
+  const usageFor = (s: PredictionSnapshot) => usageOf(s, 'text-generation', 'cpu');
+  const heldSlots = async (id: string) => (await db.select().from(admissions).where(eq(admissions.predictionId, id))).length;
+  const usageRows = async (id: string) => db.select().from(usageRecords).where(eq(usageRecords.predictionId, id));
+
+  test('writes what writePredictionSnapshot would, releases the slot and records usage once', async () => {
+    const s = snapshot({ logs: 'one\n', status: 'processing', revision: 1 });
+    await writePredictionSnapshot(db, s);
+    await admit(db, s.id, accountId, 100);
+    const final = { ...s, logs: 'one\ntwo\n', status: 'succeeded' as const, output: ['hi', '\u0000!'], metrics: { predict_time: 0.5, output_token_count: 3 }, completedAt: new Date().toISOString(), revision: 4 };
+    expect(await finishSucceededPrediction(db, final, usageFor(final))).toBe(true);
+    // Again, as a retried activity would: no second event, no second usage record.
+    expect(await finishSucceededPrediction(db, final, usageFor(final))).toBe(true);
+    const row = (await getPrediction(db, accountId, s.id))!;
+    expect([row.status, row.output, row.logs, row.revision, row.metrics]).toEqual(['succeeded', ['hi', '\uFFFD!'], 'one\ntwo\n', 4, { predict_time: 0.5, output_token_count: 3 }]);
+    expect(row.completedAt!.toISOString()).toBe(final.completedAt);
+    expect((await eventsAfter(db, s.id, 0)).map((e) => [e.event, e.data])).toEqual([
+      ['logs', 'one'],
+      ['logs', 'two'],
+      ['output', '["hi","\uFFFD!"]'],
+      ['done', '{}'],
+    ]);
+    expect(await heldSlots(s.id)).toBe(0);
+    const usage = await usageRows(s.id);
+    expect(usage.map((u) => [u.status, u.hardware, u.predictSeconds, u.outputTokens, u.retries])).toEqual([['succeeded', 'cpu', 0.5, 3, 0]]);
+  });
+
+  test('a streamed output is not repeated, a newer revision is never overwritten, and a missing row is not created', async () => {
+    const s = snapshot({ status: 'processing', revision: 1 });
+    await writePredictionSnapshot(db, s);
+    await appendEvents(db, s.id, [{ event: 'output', data: 'streamed' }]);
+    const final = { ...s, status: 'succeeded' as const, output: 'streamed', completedAt: new Date().toISOString(), revision: 3 };
+    expect(await finishSucceededPrediction(db, { ...final, revision: 0 }, usageFor(final))).toBe(false);
+    expect(await finishSucceededPrediction(db, final, usageFor(final))).toBe(true);
+    expect((await eventsAfter(db, s.id, 0)).map((e) => e.event)).toEqual(['output', 'done']);
+    const missing = snapshot({ status: 'succeeded', output: 'x', revision: 2 });
+    expect(await finishSucceededPrediction(db, missing, usageFor(missing))).toBe(false);
+    expect(await getPrediction(db, accountId, missing.id)).toBeUndefined();
+  });
+
+  test('a row another run wrote goes the way that asks which run is current', async () => {
+    const s = snapshot({ status: 'processing', revision: 5 });
+    await writePredictionSnapshot(db, s, { runId: 'run-new', isCurrent: async () => true });
+    const final = { ...s, status: 'succeeded' as const, output: 'old', completedAt: new Date().toISOString(), revision: 9 };
+    // The old run's engine, after an operator's reset: the new run is current, so its write loses.
+    expect(await finishSucceededPrediction(db, final, usageFor(final), { runId: 'run-old', isCurrent: async () => false })).toBe(false);
+    expect((await getPrediction(db, accountId, s.id))!.status).toBe('processing');
+    expect(await usageRows(s.id)).toEqual([]);
+  });
 });
