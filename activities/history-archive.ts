@@ -61,15 +61,15 @@ export async function archiveClosedHistories(
   for await (const wf of client.workflow.list({ query })) {
     if (Date.now() - started > budgetMs) return { archived, complete: false };
     const key = archivedHistoryKey(wf.workflowId, wf.runId);
+    const closedAt = wf.closeTime?.getTime() ?? 0;
     // A run closed after the mark was in no complete pass: only the overlap's runs may be there.
-    const closedAfterMark = (wf.closeTime?.getTime() ?? 0) > markMs;
-    if (!memory.archived.has(key) && (closedAfterMark || (await storage.size(key)) === undefined)) {
+    if (!memory.archived.has(key) && (closedAt > markMs || (await storage.size(key)) === undefined)) {
       const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
       await storage.putBytes(key, historyToJSON(history));
       archived += 1;
     }
     memory.archived.set(key, true);
-    newest = Math.max(newest, wf.closeTime?.getTime() ?? 0);
+    newest = Math.max(newest, closedAt);
   }
   const newMark = newest > 0 ? new Date(newest).toISOString() : undefined;
   if (newMark && newMark !== mark) {

@@ -42,7 +42,8 @@ export async function takeSlot(tx: Tx, predictionId: string, accountId: string, 
   return row.taken ? { admitted: true, held: row.held + 1 } : { admitted: false, held: row.held };
 }
 
-export async function release(db: Db, predictionId: string): Promise<void> {
+/** Gives the prediction's slot back (in the caller's transaction, where one is given). */
+export async function release(db: Db | Tx, predictionId: string): Promise<void> {
   await db.delete(admissions).where(eq(admissions.predictionId, predictionId));
 }
 

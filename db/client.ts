@@ -21,7 +21,6 @@ export function createDb(url: string, options: { max?: number } = {}): Db {
  */
 export function preparedQueries(sql: postgres.Sql): postgres.Sql {
   type Unsafe = (query: string, args?: unknown[], options?: Record<string, unknown>) => unknown;
-  type Scoped = (fn: (tx: postgres.Sql) => unknown) => unknown;
   return new Proxy(sql, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver) as unknown;
@@ -33,7 +32,7 @@ export function preparedQueries(sql: postgres.Sql): postgres.Sql {
       if (prop === 'begin' || prop === 'savepoint') {
         const scoped = value as (...args: unknown[]) => unknown;
         return (...args: unknown[]) => {
-          const fn = args.pop() as Parameters<Scoped>[0];
+          const fn = args.pop() as (tx: postgres.Sql) => unknown;
           return scoped(...args, (tx: postgres.Sql) => fn(preparedQueries(tx)));
         };
       }

@@ -2,9 +2,10 @@ import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent, type Tx } from './events';
+import { release } from './admissions';
 import { withoutNul } from './sanitize';
 import { recordUsage, type UsageRecord } from './usage';
-import { admissions, isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
+import { isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
 
 export type PredictionRow = typeof predictions.$inferSelect;
 
@@ -175,7 +176,7 @@ export async function writePredictionSnapshot(
     if (isTerminalStatus(s.status)) {
       const hasOutput = otherRun || (before ? before.hasOutput : await hasEvent(tx, s.id, 'output'));
       if (s.status === 'succeeded' && s.output != null && !hasOutput) {
-        events.push({ event: 'output', data: typeof s.output === 'string' ? s.output : JSON.stringify(s.output) });
+        events.push({ event: 'output', data: outputEventData(s.output) });
       }
       if (s.status === 'failed') events.push({ event: 'error', data: s.error ?? 'prediction failed' });
       events.push({ event: 'done', data: s.status === 'succeeded' ? '{}' : JSON.stringify({ reason: s.status }) });
@@ -185,6 +186,9 @@ export async function writePredictionSnapshot(
     return true;
   });
 }
+
+/** A succeeded prediction's `output` event: the text itself, or the JSON of any other output. */
+const outputEventData = (output: unknown): string => (typeof output === 'string' ? output : JSON.stringify(output));
 
 /**
  * The hot path's final write of a succeeded prediction in one round trip (migration 0013's
@@ -202,8 +206,8 @@ export async function finishSucceededPrediction(db: Db, snapshot: PredictionSnap
       error: row.error,
       status: row.status,
       metrics: row.metrics,
-      started_at: s.startedAt,
-      completed_at: s.completedAt,
+      started_at: row.startedAt,
+      completed_at: row.completedAt,
       revision: row.revision,
     })}::jsonb, ${JSON.stringify({
       account_id: usage.accountId,
@@ -217,11 +221,11 @@ export async function finishSucceededPrediction(db: Db, snapshot: PredictionSnap
       cached_tokens: usage.cachedTokens ?? 0,
       output_tokens: usage.outputTokens ?? 0,
       images: usage.images ?? 0,
-    })}::jsonb, ${s.output == null ? null : typeof s.output === 'string' ? s.output : JSON.stringify(s.output)}::text) as outcome`);
+    })}::jsonb, ${s.output == null ? null : outputEventData(s.output)}::text) as outcome`);
   if (outcome !== 'other-run') return outcome === 'written';
   return writePredictionSnapshot(db, snapshot, writer, {
     existing: true,
-    also: (tx) => Promise.all([tx.delete(admissions).where(eq(admissions.predictionId, s.id)), recordUsage(tx, usage)]),
+    also: (tx) => Promise.all([release(tx, s.id), recordUsage(tx, usage)]),
   });
 }
 
@@ -238,7 +242,7 @@ export async function insertFirstRow(tx: Tx, snapshot: PredictionSnapshot): Prom
 /** Undoes a create whose workflow never started: its first row and its admission slot. */
 export async function forgetUnstartedPrediction(db: Db, id: string): Promise<void> {
   await db.transaction(async (tx) => {
-    await tx.delete(admissions).where(eq(admissions.predictionId, id));
+    await release(tx, id);
     await tx.delete(predictions).where(eq(predictions.id, id));
   });
 }
@@ -293,7 +297,7 @@ export async function reopenForRetry(
 /** Undoes a retry whose run never started: the row as it was, and no slot. */
 export async function restoreAfterFailedRetry(db: Db, before: PredictionRow): Promise<void> {
   await db.transaction(async (tx) => {
-    await tx.delete(admissions).where(eq(admissions.predictionId, before.id));
+    await release(tx, before.id);
     const { id: _id, accountId: _a, createdAt: _c, ...columns } = before;
     await tx.update(predictions).set(columns).where(eq(predictions.id, before.id));
     // The stream ends as it did before the retry took its end away.

@@ -33,5 +33,5 @@ export function contextLimits(
  */
 export function cleanText(text: string): string {
   // U+0000 too (a 0x00 byte token): Postgres cannot hold it, and the projection would show it as U+FFFD.
-  return /[\uFFFD\u0000]/.test(text) ? text.replace(/[\uFFFD\u0000]/g, '') : text;
+  return text.replace(/[\uFFFD\u0000]/g, '');
 }
