@@ -9,6 +9,7 @@ import { TINY_LLAMA } from '../infra/seed';
 import { textGenerationInput } from '../tasks/text-generation';
 import { LlamaEngine } from '../workers/engines/llama-engine';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
+import { cpuBetween, cpuByProcess } from './cpu';
 import { apiToken, call, DATA_DIR, ms, percentile, saveResult, streamPrediction, table } from './lib';
 
 async function sseOnce(token: string, tokens: number): Promise<Run> {
@@ -53,9 +54,17 @@ export async function streaming(opts: { runs: number; tokens: number; concurrenc
   await engine.load('direct', file);
   const api: Run[] = [];
   const direct: Run[] = [];
+  // CPU seconds by process while each path ran: what the API's stream costs beside the engine's own work.
+  const cpu = { api: {} as Record<string, number>, direct: {} as Record<string, number> };
+  const timed = async <T>(into: Record<string, number>, run: () => Promise<T>): Promise<T> => {
+    const before = cpuByProcess();
+    const out = await run();
+    for (const [k, v] of Object.entries(cpuBetween(before, cpuByProcess()))) into[k] = (into[k] ?? 0) + v;
+    return out;
+  };
   for (let i = 0; i < opts.runs; i++) {
-    api.push(await sseOnce(token, opts.tokens));
-    direct.push(await directOnce(engine, opts.tokens));
+    api.push(await timed(cpu.api, () => sseOnce(token, opts.tokens)));
+    direct.push(await timed(cpu.direct, () => directOnce(engine, opts.tokens)));
   }
   const row = (name: string, s: Run[]) => ({
     path: name,
@@ -69,6 +78,12 @@ export async function streaming(opts: { runs: number; tokens: number; concurrenc
   });
   const rows = [row('API: create + SSE (end to end)', api), row('node-llama-cpp direct', direct)];
   table(`Streaming: ${opts.tokens} tokens from kiln/tiny-llama`, rows);
+  const perStream = (c: Record<string, number>) =>
+    Object.fromEntries(Object.entries(c).filter(([, v]) => v > 0).map(([k, v]) => [k, ms((v * 1000) / opts.runs)]));
+  table('CPU per stream by process (the direct runs are the load generator’s)', [
+    { path: 'API: create + SSE', ...perStream(cpu.api) },
+    { path: 'node-llama-cpp direct', ...perStream(cpu.direct) },
+  ]);
   const tps = (runs: Run[]) => percentile(runs.map((x) => x.tokensPerSecond), 50);
   const sseRatio = tps(api) / tps(direct);
   console.log(`SSE tokens/s / direct: ${sseRatio.toFixed(2)}×`);

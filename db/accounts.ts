@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import { accounts, apiTokens } from './schema';
 
 export type Account = typeof accounts.$inferSelect;
@@ -27,13 +27,19 @@ export async function createApiToken(db: Db, accountId: string, name = 'default'
   return { id, token };
 }
 
-export async function accountForToken(db: Db, token: string): Promise<Account | undefined> {
-  const rows = await db
+// Every request looks its token up (revocation is at once): the query is built once.
+const tokenAccount = builtOnce((db) =>
+  db
     .select({ account: accounts })
     .from(apiTokens)
     .innerJoin(accounts, eq(accounts.id, apiTokens.accountId))
-    .where(and(eq(apiTokens.tokenHash, sha256Hex(token)), isNull(apiTokens.revokedAt)))
-    .limit(1);
+    .where(and(eq(apiTokens.tokenHash, sql.placeholder('hash')), isNull(apiTokens.revokedAt)))
+    .limit(1)
+    .prepare('account_for_token'),
+);
+
+export async function accountForToken(db: Db, token: string): Promise<Account | undefined> {
+  const rows = await tokenAccount(db).execute({ hash: sha256Hex(token) });
   return rows[0]?.account;
 }
 

@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import type { Tx } from './events';
 import { admissions, predictions } from './schema';
 
@@ -53,10 +53,16 @@ export async function heldAdmissions(db: Db, accountId: string): Promise<number>
 }
 
 /** Predictions of the account that have not started running yet. */
-export async function queuedPredictions(db: Db, accountId: string): Promise<number> {
-  const [row] = await db
+// Every create counts them (max_queued): built once.
+const queued = builtOnce((db) =>
+  db
     .select({ n: sql<number>`count(*)::int` })
     .from(predictions)
-    .where(and(eq(predictions.accountId, accountId), eq(predictions.status, 'starting')));
+    .where(and(eq(predictions.accountId, sql.placeholder('account')), eq(predictions.status, 'starting')))
+    .prepare('queued_predictions'),
+);
+
+export async function queuedPredictions(db: Db, accountId: string): Promise<number> {
+  const [row] = await queued(db).execute({ account: accountId });
   return row.n;
 }

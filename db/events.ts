@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents, type StreamEvent } from './schema';
 
@@ -214,13 +214,19 @@ export async function lastResetAfter(db: Db, predictionId: string, afterId: numb
   return row?.id ?? 0;
 }
 
-export async function eventsAfter(db: Db, predictionId: string, afterId: number, limit = 1000): Promise<PredictionEventRow[]> {
-  return db
+// A stream reads the events after its last once for each batch of tokens: built once.
+const after = builtOnce((db) =>
+  db
     .select()
     .from(predictionEvents)
-    .where(and(eq(predictionEvents.predictionId, predictionId), gt(predictionEvents.id, afterId)))
+    .where(and(eq(predictionEvents.predictionId, sql.placeholder('prediction')), gt(predictionEvents.id, sql.placeholder('after'))))
     .orderBy(asc(predictionEvents.id))
-    .limit(limit);
+    .limit(sql.placeholder('limit'))
+    .prepare('events_after'),
+);
+
+export async function eventsAfter(db: Db, predictionId: string, afterId: number, limit = 1000): Promise<PredictionEventRow[]> {
+  return after(db).execute({ prediction: predictionId, after: afterId, limit });
 }
 
 export async function hasEvent(db: Db | Tx, predictionId: string, event: StreamEvent): Promise<boolean> {

@@ -1,6 +1,6 @@
-import { and, desc, eq, or, sql } from 'drizzle-orm';
+import { and, desc, eq, or, sql, type Placeholder } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import { modelVersions, models, type EngineName, type VersionFile, type VersionRetryPolicy } from './schema';
 
 export type Model = typeof models.$inferSelect;
@@ -65,8 +65,25 @@ export interface ResolvedVersion {
 }
 
 /** Public, owned, or shared with the account through allowed_accounts. */
-export const visibleTo = (accountId: string) =>
+export const visibleTo = (accountId: string | Placeholder) =>
   or(eq(models.visibility, 'public'), eq(models.ownerId, accountId), sql`${accountId} = any(${models.allowedAccounts})`);
+
+/** One query: the model, and the version asked for (`version`: else its latest), joined. Every create makes it. */
+const modelVersionOf = (version: 'named' | 'latest') =>
+  builtOnce((db) =>
+    db
+      .select({ model: models, version: modelVersions })
+      .from(models)
+      .innerJoin(
+        modelVersions,
+        and(eq(modelVersions.modelId, models.id), eq(modelVersions.id, version === 'named' ? sql.placeholder('version') : models.latestVersionId)),
+      )
+      .where(and(eq(models.owner, sql.placeholder('owner')), eq(models.name, sql.placeholder('name')), visibleTo(sql.placeholder('account'))))
+      .limit(1)
+      .prepare(`model_version_${version}`),
+  );
+const namedVersion = modelVersionOf('named');
+const latestVersion = modelVersionOf('latest');
 
 /** The model `owner/name` if the account may call it, with the given or the latest version. */
 export async function resolveModelVersion(
@@ -74,13 +91,8 @@ export async function resolveModelVersion(
   accountId: string,
   ref: { owner: string; name: string; versionId?: string },
 ): Promise<ResolvedVersion | undefined> {
-  // One query: the model, and the version asked for (else its latest), joined.
-  const rows = await db
-    .select({ model: models, version: modelVersions })
-    .from(models)
-    .innerJoin(modelVersions, and(eq(modelVersions.modelId, models.id), eq(modelVersions.id, ref.versionId ?? models.latestVersionId)))
-    .where(and(eq(models.owner, ref.owner), eq(models.name, ref.name), visibleTo(accountId)))
-    .limit(1);
+  const values = { owner: ref.owner, name: ref.name, account: accountId };
+  const rows = ref.versionId ? await namedVersion(db).execute({ ...values, version: ref.versionId }) : await latestVersion(db).execute(values);
   return rows[0];
 }
 

@@ -1,5 +1,5 @@
 import { eq, gt, sql } from 'drizzle-orm';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import { nodes, type LoadedVersion } from './schema';
 
 export type NodeRow = typeof nodes.$inferSelect;
@@ -25,9 +25,15 @@ export async function removeNode(db: Db, id: string): Promise<void> {
   await db.delete(nodes).where(eq(nodes.id, id));
 }
 
-export async function liveNodes(db: Db): Promise<NodeRow[]> {
-  return db
+// Every create reads the nodes (to know whether its version is warm): built once.
+const live = builtOnce((db) =>
+  db
     .select()
     .from(nodes)
-    .where(gt(nodes.heartbeatAt, sql`now() - ${`${NODE_TTL_MS} milliseconds`}::interval`));
+    .where(gt(nodes.heartbeatAt, sql`now() - ${`${NODE_TTL_MS} milliseconds`}::interval`))
+    .prepare('live_nodes'),
+);
+
+export async function liveNodes(db: Db): Promise<NodeRow[]> {
+  return live(db).execute();
 }

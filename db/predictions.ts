@@ -1,5 +1,5 @@
 import { and, desc, eq, inArray, sql } from 'drizzle-orm';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent, type Tx } from './events';
 import { release } from './admissions';
@@ -247,8 +247,15 @@ export async function forgetUnstartedPrediction(db: Db, id: string): Promise<voi
   });
 }
 
+// Every create (and every read of a prediction) reads its row: built once.
+const ownPrediction = builtOnce((db) =>
+  db.query.predictions
+    .findFirst({ where: and(eq(predictions.id, sql.placeholder('id')), eq(predictions.accountId, sql.placeholder('account'))) })
+    .prepare('get_prediction'),
+);
+
 export async function getPrediction(db: Db, accountId: string, id: string): Promise<PredictionRow | undefined> {
-  return db.query.predictions.findFirst({ where: and(eq(predictions.id, id), eq(predictions.accountId, accountId)) });
+  return ownPrediction(db).execute({ id, account: accountId });
 }
 
 /** Newest first, in cursor pages (db/paging.ts). */

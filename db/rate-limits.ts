@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from './client';
+import { builtOnce, type Db } from './client';
 import { rateLimitCounters } from './schema';
 
 export interface RateLimitResult {
@@ -16,16 +16,23 @@ const WINDOW_MS = 60_000;
  * Counts one request in the account's current one-minute window for `scope` and says whether it
  * is within `limit`. One statement, so concurrent API processes never double-spend a window.
  */
-export async function hitRateLimit(db: Db, accountId: string, scope: string, limit: number, now = Date.now()): Promise<RateLimitResult> {
-  const windowStart = new Date(Math.floor(now / WINDOW_MS) * WINDOW_MS);
-  const [row] = await db
+// Every create counts itself: built once. The placeholders are bare (sql``), so their values go
+// to the driver as given: the window's start as an ISO string, as drizzle would have sent it.
+const hit = builtOnce((db) =>
+  db
     .insert(rateLimitCounters)
-    .values({ accountId, scope, windowStart, count: 1 })
+    .values({ accountId: sql`${sql.placeholder('account')}`, scope: sql`${sql.placeholder('scope')}`, windowStart: sql`${sql.placeholder('window')}`, count: 1 })
     .onConflictDoUpdate({
       target: [rateLimitCounters.accountId, rateLimitCounters.scope, rateLimitCounters.windowStart],
       set: { count: sql`${rateLimitCounters.count} + 1` },
     })
-    .returning({ count: rateLimitCounters.count });
+    .returning({ count: rateLimitCounters.count })
+    .prepare('hit_rate_limit'),
+);
+
+export async function hitRateLimit(db: Db, accountId: string, scope: string, limit: number, now = Date.now()): Promise<RateLimitResult> {
+  const windowStart = new Date(Math.floor(now / WINDOW_MS) * WINDOW_MS);
+  const [row] = await hit(db).execute({ account: accountId, scope, window: windowStart.toISOString() });
   const resetAt = new Date(windowStart.getTime() + WINDOW_MS);
   return { allowed: row.count <= limit, limit, remaining: Math.max(0, limit - row.count), resetAt };
 }
