@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, inArray, sql } from 'drizzle-orm';
 import { builtOnce, type Db } from './client';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { appendEvents, hasEvent, type Tx } from './events';
@@ -234,9 +234,26 @@ export async function finishSucceededPrediction(db: Db, snapshot: PredictionSnap
  * any write from the workflow takes precedence). Returns the row as stored, or undefined when
  * one was there already (a create retried with the same Idempotency-Key).
  */
+const columns = getTableColumns(predictions);
+/** snapshotToRow gives every column but `retries` (its default, 0). */
+const FIRST_ROW_KEYS = (Object.keys(columns) as Array<keyof PredictionRow>).filter((k) => k !== 'retries');
+
+// Every create inserts its first row: built once, with a bare placeholder (sql``) per column,
+// whose value goes to the driver as given, so it is encoded here as drizzle encodes a value.
+const firstRow = builtOnce((db) =>
+  db
+    .insert(predictions)
+    .values(Object.fromEntries(FIRST_ROW_KEYS.map((k) => [k, sql`${sql.placeholder(k)}`])) as unknown as typeof predictions.$inferInsert)
+    .onConflictDoNothing()
+    .returning()
+    .prepare('insert_first_row'),
+);
+
 export async function insertFirstRow(tx: Tx, snapshot: PredictionSnapshot): Promise<PredictionRow | undefined> {
-  const [row] = await tx.insert(predictions).values(snapshotToRow(withoutNul(snapshot))).onConflictDoNothing().returning();
-  return row;
+  const row = snapshotToRow(withoutNul(snapshot));
+  const values = Object.fromEntries(FIRST_ROW_KEYS.map((k) => [k, row[k] === null || row[k] === undefined ? null : columns[k].mapToDriverValue(row[k])]));
+  const [written] = await firstRow(tx).execute(values);
+  return written;
 }
 
 /** Undoes a create whose workflow never started: its first row and its admission slot. */

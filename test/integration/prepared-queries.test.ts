@@ -1,11 +1,13 @@
 /**
  * Drizzle's queries go to Postgres prepared (db/client.ts preparedQueries): one round trip each
  * once prepared on a connection, where unprepared ones cost two (a describe, then the values).
+ * The hot path's queries are built once (builtOnce) and run on the pool or in a transaction.
  */
 import { eq, sql } from 'drizzle-orm';
-import { closeDb, type Db } from '../../db/client';
+import { builtOnce, closeDb, type Db } from '../../db/client';
 import { admit } from '../../db/admissions';
-import { accounts, admissions } from '../../db/schema';
+import { getPrediction, insertFirstRow, type PredictionSnapshot } from '../../db/predictions';
+import { accounts, admissions, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { newAccount, testDb } from '../helpers';
 
@@ -44,4 +46,58 @@ test('admission under the account lock: one slot per prediction, none past the c
   expect(results.filter((r) => r.admitted)).toHaveLength(1);
   const held = await db.select().from(admissions).where(eq(admissions.accountId, account.id));
   expect(held).toHaveLength(2);
+});
+
+test('a query built once runs in the transaction it is given, and its nulls are SQL NULL', async () => {
+  const { account } = await newAccount(db, 'prep-built');
+  const first = (id: string): PredictionSnapshot => ({
+    id,
+    accountId: account.id,
+    model: 'kiln/echo-fixture',
+    versionId: 'v',
+    input: { text: 'x' },
+    output: null,
+    logs: '',
+    error: null,
+    status: 'starting',
+    metrics: {},
+    createdAt: new Date().toISOString(),
+    startedAt: null,
+    completedAt: null,
+    webhook: null,
+    webhookEventsFilter: null,
+    deadline: '2030-01-01T00:00:00.000Z',
+    revision: 0,
+  });
+  const kept = newId();
+  const undone = newId();
+  await db.transaction(async (tx) => {
+    expect((await insertFirstRow(tx, first(kept)))?.deadline?.toISOString()).toBe('2030-01-01T00:00:00.000Z');
+    // A second insert of the same id writes nothing (on conflict do nothing).
+    expect(await insertFirstRow(tx, first(kept))).toBeUndefined();
+  });
+  await expect(
+    db.transaction(async (tx) => {
+      await insertFirstRow(tx, first(undone));
+      throw new Error('roll back');
+    }),
+  ).rejects.toThrow('roll back');
+  expect(await getPrediction(db, account.id, undone)).toBeUndefined();
+  const row = await getPrediction(db, account.id, kept);
+  expect(row).toMatchObject({ id: kept, status: 'starting', input: { text: 'x' }, startedAt: null, retries: 0 });
+  // output null is SQL NULL, not JSON null: `output is null` finds it.
+  const [nulls] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(sql`${predictions.id} = ${kept} and ${predictions.output} is null`);
+  expect(nulls.n).toBe(1);
+});
+
+test('builtOnce builds its query once, whichever handle runs it', async () => {
+  let builds = 0;
+  const byName = builtOnce((d) => {
+    builds += 1;
+    return d.select({ id: accounts.id }).from(accounts).where(eq(accounts.username, sql.placeholder('name'))).prepare('test_account_by_name');
+  });
+  const { account } = await newAccount(db, 'prep-once');
+  expect(await byName(db).execute({ name: account.username })).toEqual([{ id: account.id }]);
+  await db.transaction(async (tx) => expect(await byName(tx).execute({ name: account.username })).toEqual([{ id: account.id }]));
+  expect(builds).toBe(1);
 });
