@@ -7,7 +7,7 @@ import { Floor } from './floor/bare';
 import { echoPrediction, kilnAgainstFloor } from './floor/compare';
 import { apiToken, saveResult } from './lib';
 
-export async function floorScenario(opts: { requests: number; concurrency: number[] }) {
+export async function floorScenario(opts: { requests: number; concurrency: number[]; rounds: number }) {
   const token = await apiToken();
   // Warm: the fixture "model" is placed on a node once, and the API's connections are up.
   for (let i = 0; i < 10; i++) await echoPrediction(token, 'warm', 0);
@@ -15,7 +15,7 @@ export async function floorScenario(opts: { requests: number; concurrency: numbe
   const results = [];
   try {
     for (const concurrency of opts.concurrency) {
-      const { kiln, bare } = await kilnAgainstFloor(token, floor, opts.requests, concurrency);
+      const { kiln, bare } = await kilnAgainstFloor(token, floor, opts.requests, concurrency, opts.rounds);
       results.push({ concurrency, kiln: { ...kiln, latencies: undefined, overheads: undefined }, floor: { ...bare, latencies: undefined } });
     }
   } finally {

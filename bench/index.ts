@@ -21,7 +21,8 @@ program
   .description('kiln/echo-fixture next to a bare one-activity Temporal workflow on the same server: CPU per prediction by process, throughput, latency, ratios')
   .option('-n, --requests <n>', 'predictions (and bare workflows) per concurrency level', int, 200)
   .option('-c, --concurrency <list>', 'concurrency levels', (v) => v.split(',').map(int), [16, 1])
-  .action((o) => floorScenario({ requests: o.requests, concurrency: o.concurrency }));
+  .option('-r, --rounds <n>', 'turns Kiln and the floor take, each with its share of the predictions (the machine drifts alike for both)', int, 4)
+  .action((o) => floorScenario({ requests: o.requests, concurrency: o.concurrency, rounds: o.rounds }));
 
 program
   .command('overhead')
