@@ -9,7 +9,12 @@
  * engine-measured time in the model's task queue (metrics.queue_time). A second table splits the
  * quiet account's wait by stage, read from each prediction's workflow history, next to how busy
  * the machine's CPU was meanwhile: the stages are queues of tasks (fair-ordered) and the processes
- * that run them (shared by every account).
+ * that run them (shared by every account). A third table asks whether the model's queue served the
+ * quiet account in fair order: for each of its predictions, when a slot next came free after its
+ * task entered the queue (no queue that lets work finish can start it sooner) and how many of the
+ * noisy account's tasks started between its arrival and its own start.
+ * `--jitter`: fixture work varies uniformly by ± that share (mean unchanged): with exact work, a
+ * flood that took every slot at once frees them together, a second apart, for as long as it lasts.
  */
 import { createAccount, createApiToken, updateAccount } from '../db/accounts';
 import { closeDb, createDb, type Db } from '../db/client';
@@ -59,12 +64,15 @@ async function finishAll(db: Db, ids: string[]): Promise<Done[]> {
   }
 }
 
-async function burst(token: string, n: number, sleepMs: number): Promise<string[]> {
+/** One prediction's fixture work: `sleepMs`, varied by ± `jitter` of it. */
+const workOf = (sleepMs: number, jitter: number) => Math.round(sleepMs * (1 + jitter * (2 * Math.random() - 1)));
+
+async function burst(token: string, n: number, sleepMs: number, jitter: number): Promise<string[]> {
   const ids: string[] = [];
   // Sent in waves of 20 so the API is not the bottleneck being measured.
   for (let i = 0; i < n; i += 20) {
     const wave = await Promise.all(
-      Array.from({ length: Math.min(20, n - i) }, () => call(token, ECHO, { input: { text: 'x', sleep_ms: sleepMs } })),
+      Array.from({ length: Math.min(20, n - i) }, () => call(token, ECHO, { input: { text: 'x', sleep_ms: workOf(sleepMs, jitter) } })),
     );
     ids.push(...wave.map((p) => p.id));
   }
@@ -72,11 +80,11 @@ async function burst(token: string, n: number, sleepMs: number): Promise<string[
 }
 
 /** The quiet account's calls, and how busy the machine's CPU was while they were made. */
-async function spaced(token: string, n: number, gapMs: number, sleepMs: number): Promise<{ ids: string[]; busy: number }> {
+async function spaced(token: string, n: number, gapMs: number, sleepMs: number, jitter: number): Promise<{ ids: string[]; busy: number }> {
   const ids: string[] = [];
   const cpu0 = machineCpu();
   for (let i = 0; i < n; i++) {
-    ids.push((await call(token, ECHO, { input: { text: 'quiet', sleep_ms: sleepMs } })).id);
+    ids.push((await call(token, ECHO, { input: { text: 'quiet', sleep_ms: workOf(sleepMs, jitter) } })).id);
     await sleep(gapMs);
   }
   return { ids, busy: busyShare(cpu0, machineCpu()) };
@@ -91,6 +99,9 @@ interface Stages {
   firstTask: number;
   /** The predict activity's time in the model's task queue. */
   modelQueue: number;
+  /** When the predict activity entered the model's queue, and when it left it (epoch ms). */
+  queuedAt: number;
+  startedAt: number;
 }
 
 async function stagesOf(client: Client, ids: string[]): Promise<Stages[]> {
@@ -110,12 +121,41 @@ async function stagesOf(client: Client, ids: string[]): Promise<Stages[]> {
         EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
         (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === predict.id,
       );
-      return { controlQueue: started.ms - scheduled.ms, firstTask: completed.ms - started.ms, modelQueue: predictStarted.ms - predict.ms };
+      return {
+        controlQueue: started.ms - scheduled.ms,
+        firstTask: completed.ms - started.ms,
+        modelQueue: predictStarted.ms - predict.ms,
+        queuedAt: predict.ms,
+        startedAt: predictStarted.ms,
+      };
     }),
   );
 }
 
-export async function fairness(opts: { flood: number; quiet: number; sleepMs: number }) {
+/**
+ * The model queue's order, for the quiet account's predictions under a flood: `slot`, how long
+ * after entering the queue a slot next came free (the first start of anyone's prediction after
+ * that moment, its own included); `behind`, the time from then to its own start; `jumped`, how
+ * many of the flood's predictions started between its arrival and its start.
+ */
+function queueOrder(quiet: Stages[], flood: Done[], quietDone: Done[]) {
+  const starts = [...flood.map((d) => d.started), ...quietDone.map((d) => d.started)].sort((a, b) => a - b);
+  return quiet.map((q) => {
+    const firstFree = starts.find((t) => t >= q.queuedAt) ?? q.startedAt;
+    return {
+      slot: firstFree - q.queuedAt,
+      behind: Math.max(0, q.startedAt - firstFree),
+      jumped: flood.filter((d) => d.started > q.queuedAt && d.started < q.startedAt).length,
+    };
+  });
+}
+
+export async function fairness(opts: { flood: number; quiet: number; sleepMs: number; jitter: number; gapMs?: number }) {
+  // Quiet means the same share of the engine in every regime: 200 ms of work every 300 ms asks for
+  // two thirds of one slot of eight, and so does 1 s every 1.5 s. At a fixed 300 ms, 1 s of work
+  // asked for 3.3 slots, 83% of a fair half: the account then queued behind its own work.
+  const gapMs = opts.gapMs ?? Math.max(300, Math.round(opts.sleepMs * 1.5));
+  if (!(opts.jitter >= 0 && opts.jitter < 1)) throw new Error(`--jitter is a share of the work, from 0 up to (not including) 1: got ${opts.jitter}`);
   const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 2 });
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' });
@@ -131,20 +171,19 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     await call(warm, ECHO, { input: { text: 'warm' } }, { prefer: 'wait' });
 
     const quietSolo = await account('quiet-solo');
-    const soloCalls = await spaced(quietSolo, opts.quiet, 300, opts.sleepMs);
+    const soloCalls = await spaced(quietSolo, opts.quiet, gapMs, opts.sleepMs, opts.jitter);
     const solo = { done: await finishAll(db, soloCalls.ids), ids: soloCalls.ids, busy: soloCalls.busy };
 
     const underFlood = async (sameGroup: boolean) => {
       const group = sameGroup ? `bench-fifo-${run}-${newId().slice(0, 4)}` : null;
       const noisy = await account(sameGroup ? 'noisy-fifo' : 'noisy-fair', { fairnessGroup: group });
       const quiet = await account(sameGroup ? 'quiet-fifo' : 'quiet-fair', { fairnessGroup: group });
-      const flood = burst(noisy, opts.flood, opts.sleepMs);
+      const flood = burst(noisy, opts.flood, opts.sleepMs, opts.jitter);
       await sleep(500);
-      const calls = await spaced(quiet, opts.quiet, 300, opts.sleepMs);
+      const calls = await spaced(quiet, opts.quiet, gapMs, opts.sleepMs, opts.jitter);
       const noisyIds = await flood;
       const q = await finishAll(db, calls.ids);
-      await finishAll(db, noisyIds);
-      return { done: q, ids: calls.ids, busy: calls.busy };
+      return { done: q, ids: calls.ids, busy: calls.busy, flood: await finishAll(db, noisyIds) };
     };
     const fair = await underFlood(false);
     const fifo = await underFlood(true);
@@ -161,7 +200,8 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       row(`quiet under a ${opts.flood}-prediction flood, fairness on`, fair),
       row(`quiet under the flood, fairness off (one FIFO)`, fifo),
     ];
-    table(`Quiet account (${opts.quiet} predictions 300 ms apart, each ${opts.sleepMs} ms of fixture work, 8 engine slots)`, quietRows);
+    const work = opts.jitter > 0 ? `${opts.sleepMs} ms ± ${Math.round(opts.jitter * 100)}%` : `${opts.sleepMs} ms`;
+    table(`Quiet account (${opts.quiet} predictions ${gapMs} ms apart, each ${work} of fixture work, 8 engine slots)`, quietRows);
     const ratio = percentile(waits(fair.done), 99) / percentile(waits(solo.done), 99);
     const ratioOff = percentile(waits(fifo.done), 99) / percentile(waits(solo.done), 99);
     console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
@@ -180,11 +220,28 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     const stageRows = [await stageRow('quiet alone', solo), await stageRow('under the flood, fairness on', fair), await stageRow('under the flood, fairness off', fifo)];
     table('Where the quiet account’s wait went (from workflow history), and the CPU while its calls were made', stageRows);
 
+    const orderRow = async (name: string, run: { ids: string[]; done: Done[]; flood: Done[] }) => {
+      const order = queueOrder(await stagesOf(client, run.ids), run.flood, run.done);
+      const both = (pick: (o: (typeof order)[number]) => number) => `${percentile(order.map(pick), 50).toFixed(0)} / ${percentile(order.map(pick), 99).toFixed(0)} ms`;
+      return {
+        scenario: name,
+        'model queue p50 / p99': both((o) => o.slot + o.behind),
+        'until a slot came free': both((o) => o.slot),
+        'then until its start': both((o) => o.behind),
+        'flood started ahead of it (max)': Math.max(...order.map((o) => o.jumped)),
+      };
+    };
+    const orderRows = [await orderRow('fairness on', fair), await orderRow('fairness off', fifo)];
+    table(
+      `The model queue's order for the quiet account under the flood (one slot interval: ${(opts.sleepMs / 8).toFixed(0)} ms)`,
+      orderRows,
+    );
+
     // Shares while every account still has a backlog: count starts up to the moment the first
     // account has had all its predictions started.
     const contention = async (weights: number[], perAccount: number) => {
       const tokens = await Promise.all(weights.map((w, i) => account(`share${i}-w${w}`, { fairnessWeight: w })));
-      const ids = await Promise.all(tokens.map((t) => burst(t, perAccount, opts.sleepMs)));
+      const ids = await Promise.all(tokens.map((t) => burst(t, perAccount, opts.sleepMs, opts.jitter)));
       const done = await Promise.all(ids.map((list) => finishAll(db, list)));
       const cutoff = Math.min(...done.map((d) => Math.max(...d.map((x) => x.started))));
       return done.map((d) => d.filter((x) => x.started <= cutoff).length);
@@ -202,6 +259,9 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       api: API_URL,
       quiet: quietRows,
       stages: stageRows,
+      order: orderRows,
+      jitter: opts.jitter,
+      gapMs,
       p99Ratio: { on: ratio, off: ratioOff },
       jain,
       equalShares: equal,

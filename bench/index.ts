@@ -58,9 +58,11 @@ program
   .command('fairness')
   .description('a quiet account under a noisy flood (fairness on and off), Jain’s index, 2:1 weights; uses kiln/echo-fixture')
   .option('-f, --flood <n>', 'predictions in the flood', int, 200)
-  .option('-q, --quiet <n>', 'quiet predictions, 300 ms apart', int, 10)
+  .option('-q, --quiet <n>', 'quiet predictions, --gap-ms apart', int, 10)
+  .option('-g, --gap-ms <n>', 'between quiet predictions (default: 1.5 × the work, at least 300)', int)
   .option('-s, --sleep-ms <n>', 'fixture work per prediction', int, 200)
-  .action((o) => fairness({ flood: o.flood, quiet: o.quiet, sleepMs: o.sleepMs }));
+  .option('-j, --jitter <share>', 'fixture work varies by ± this share of it (0.5: 50–150%)', Number, 0)
+  .action((o) => fairness({ flood: o.flood, quiet: o.quiet, sleepMs: o.sleepMs, jitter: o.jitter, gapMs: o.gapMs }));
 
 program
   .command('cold-start')
