@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { createAccount, createApiToken, type Account } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
 import { liveNodes } from '../db/nodes';
+import type { PredictionSnapshot } from '../db/predictions';
 import { nodes } from '../db/schema';
 import { newId } from '../lib/ids';
 import { config } from '../lib/config';
@@ -32,6 +33,25 @@ export async function newAccount(db: Db, prefix = 'test'): Promise<{ account: Ac
   const { token } = await createApiToken(db, account.id, 'test');
   return { account, token };
 }
+
+/** A prediction's state as a workflow writes it, revision 1, `starting`, for the repository's tests. */
+export const predictionSnapshot = (accountId: string, over: Partial<PredictionSnapshot> = {}): PredictionSnapshot => ({
+  id: newId(),
+  accountId,
+  model: 'kiln/tiny-llama',
+  versionId: 'v',
+  input: { prompt: 'x' },
+  output: null,
+  logs: '',
+  error: null,
+  status: 'starting',
+  metrics: {},
+  createdAt: new Date().toISOString(),
+  startedAt: null,
+  completedAt: null,
+  revision: 1,
+  ...over,
+});
 
 export interface ApiResponse<T = any> {
   status: number;

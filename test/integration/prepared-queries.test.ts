@@ -9,7 +9,7 @@ import { admit } from '../../db/admissions';
 import { getPrediction, insertFirstRow, type PredictionSnapshot } from '../../db/predictions';
 import { accounts, admissions, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
-import { newAccount, testDb } from '../helpers';
+import { newAccount, predictionSnapshot, testDb } from '../helpers';
 
 let db: Db;
 beforeAll(() => {
@@ -50,25 +50,9 @@ test('admission under the account lock: one slot per prediction, none past the c
 
 test('a query built once runs in the transaction it is given, and its nulls are SQL NULL', async () => {
   const { account } = await newAccount(db, 'prep-built');
-  const first = (id: string): PredictionSnapshot => ({
-    id,
-    accountId: account.id,
-    model: 'kiln/echo-fixture',
-    versionId: 'v',
-    input: { text: 'x' },
-    output: null,
-    logs: '',
-    error: null,
-    status: 'starting',
-    metrics: {},
-    createdAt: new Date().toISOString(),
-    startedAt: null,
-    completedAt: null,
-    webhook: null,
-    webhookEventsFilter: null,
-    deadline: '2030-01-01T00:00:00.000Z',
-    revision: 0,
-  });
+  const first = (id: string): PredictionSnapshot =>
+    predictionSnapshot(account.id, { id, model: 'kiln/echo-fixture', input: { text: 'x' }, webhook: null, webhookEventsFilter: null, deadline: '2030-01-01T00:00:00.000Z', revision: 0 });
+
   const kept = newId();
   const undone = newId();
   await db.transaction(async (tx) => {

@@ -6,8 +6,7 @@ import { appendEvents, eventsAfter } from '../../db/events';
 import { finishSucceededPrediction, getPrediction, writePredictionSnapshot, type PredictionSnapshot } from '../../db/predictions';
 import { admissions, usageRecords } from '../../db/schema';
 import { usageOf } from '../../db/usage';
-import { newId } from '../../lib/ids';
-import { newAccount, testDb } from '../helpers';
+import { newAccount, predictionSnapshot, testDb } from '../helpers';
 
 let db: Db;
 let accountId: string;
@@ -17,23 +16,7 @@ beforeAll(async () => {
 });
 afterAll(() => closeDb(db));
 
-const snapshot = (over: Partial<PredictionSnapshot>): PredictionSnapshot => ({
-  id: newId(),
-  accountId,
-  model: 'kiln/tiny-llama',
-  versionId: 'v',
-  input: { prompt: 'x' },
-  output: null,
-  logs: '',
-  error: null,
-  status: 'starting',
-  metrics: {},
-  createdAt: new Date().toISOString(),
-  startedAt: null,
-  completedAt: null,
-  revision: 1,
-  ...over,
-});
+const snapshot = (over: Partial<PredictionSnapshot>): PredictionSnapshot => predictionSnapshot(accountId, over);
 
 test('an older revision never overwrites a newer one', async () => {
   const s = snapshot({ revision: 2, status: 'processing' });
