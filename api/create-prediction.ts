@@ -14,7 +14,7 @@ import type { ResolvedVersion } from '../db/models';
 import { lockAdmissions, takeSlot } from '../db/admissions';
 import { liveNodes } from '../db/nodes';
 import { sessionNode, type SessionKey } from '../db/session-affinity';
-import { forgetUnstartedPrediction, getPrediction, insertFirstRow, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
+import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
 import { idFromKey, newId } from '../lib/ids';
 import { taskInputSchema } from '../tasks';
 import type { predictionWorkflow } from '../workflows/prediction';
@@ -87,7 +87,7 @@ export async function createPrediction(
   };
   const { row } = await admitAndStart(deps, account, args, {
     // Already there: a create retried with the same Idempotency-Key, whose workflow admits it.
-    writeRow: (tx) => insertFirstRow(tx, first),
+    admit: () => createAdmitted(deps.db, first, account.maxRunning),
     // A retried create with the same Idempotency-Key joins the prediction already running.
     conflictPolicy: opts.idempotencyKey ? 'USE_EXISTING' : 'FAIL',
     reusePolicy: 'REJECT_DUPLICATE',
@@ -129,8 +129,11 @@ export function predictionArgs(
 }
 
 export interface StartRun {
-  /** Writes the projection's row in the admitting transaction; undefined: the workflow admits it. */
-  writeRow: (tx: Tx) => Promise<PredictionRow | undefined>;
+  /**
+   * Writes the projection's row and takes the account's slot when it has room (`admitted`); no row:
+   * it was there already, and the workflow admits it.
+   */
+  admit: () => Promise<{ row: PredictionRow | undefined; admitted: boolean }>;
   /** USE_EXISTING: a run already open is the one wanted (a create retried with its Idempotency-Key). */
   conflictPolicy: 'USE_EXISTING' | 'FAIL';
   reusePolicy: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE';
@@ -150,12 +153,7 @@ export async function admitAndStart(
   run: StartRun,
 ): Promise<{ row: PredictionRow | undefined; runId?: string }> {
   const [{ row, admitted }, placement] = await Promise.all([
-    deps.db.transaction(async (tx) => {
-      // The row and the account's lock go to the server together; the slot is taken under the lock.
-      const [written] = await Promise.all([run.writeRow(tx), lockAdmissions(tx, account.id)]);
-      if (!written) return { row: undefined, admitted: false };
-      return { row: written, admitted: (await takeSlot(tx, args.id, account.id, account.maxRunning)).admitted };
-    }),
+    run.admit(),
     servingNode(deps.db, args.versionId, args.session !== undefined ? { accountId: account.id, session: args.session, versionId: args.versionId } : undefined),
   ]);
   if (admitted) args.admitted = true;
@@ -185,6 +183,19 @@ export async function admitAndStart(
     }
     return { row };
   }
+}
+
+/**
+ * `StartRun.admit` for a row written by the caller's own statement (a retry reopens its row):
+ * the row and the account's lock go to the server together, and the slot is taken under the lock.
+ */
+export function admitWith(db: Db, account: Account, predictionId: string, writeRow: (tx: Tx) => Promise<PredictionRow | undefined>): StartRun['admit'] {
+  return () =>
+    db.transaction(async (tx) => {
+      const [written] = await Promise.all([writeRow(tx), lockAdmissions(tx, account.id)]);
+      if (!written) return { row: undefined, admitted: false };
+      return { row: written, admitted: (await takeSlot(tx, predictionId, account.id, account.maxRunning)).admitted };
+    });
 }
 
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. A session keeps its node. */

@@ -11,7 +11,7 @@ import { getPrediction, reopenForRetry, restoreAfterFailedRetry, retryableStatus
 import type { RateLimitResult } from '../db/rate-limits';
 import { taskInputSchema } from '../tasks';
 import { checkLimits } from './admission-limits';
-import { admitAndStart, predictionArgs, type CreateDeps, type CreateOptions } from './create-prediction';
+import { admitAndStart, admitWith, predictionArgs, type CreateDeps, type CreateOptions } from './create-prediction';
 import { ApiError, NotFoundError } from './errors';
 import { closeOf } from './run-close';
 import { parseOr422 } from './validation';
@@ -49,12 +49,12 @@ export async function retryPrediction(
     before.createdAt,
   );
   const { row, runId } = await admitAndStart(deps, account, args, {
-    writeRow: async (tx) => {
+    admit: admitWith(deps.db, account, before.id, async (tx) => {
       const reopened = await reopenForRetry(tx, before.id, { versionId: args.versionId, model: args.model, deadline: args.deadline ? new Date(args.deadline) : null });
       // Retried twice at once: the other retry reopened it first.
       if (!reopened) throw new NotRetryableError(before.id, (await getPrediction(deps.db, account.id, before.id))?.status ?? 'gone');
       return reopened;
-    },
+    }),
     conflictPolicy: 'FAIL',
     // The status check above is the guard: a closed run of any outcome may be followed by a new one.
     reusePolicy: 'ALLOW_DUPLICATE',

@@ -229,31 +229,27 @@ export async function finishSucceededPrediction(db: Db, snapshot: PredictionSnap
   });
 }
 
-/**
- * A prediction's first row, written by the API in the transaction that admits it (revision 0:
- * any write from the workflow takes precedence). Returns the row as stored, or undefined when
- * one was there already (a create retried with the same Idempotency-Key).
- */
 const columns = getTableColumns(predictions);
-/** snapshotToRow gives every column but `retries` (its default, 0). */
-const FIRST_ROW_KEYS = (Object.keys(columns) as Array<keyof PredictionRow>).filter((k) => k !== 'retries');
 
-// Every create inserts its first row: built once, with a bare placeholder (sql``) per column,
-// whose value goes to the driver as given, so it is encoded here as drizzle encodes a value.
-const firstRow = builtOnce((db) =>
+// Every create makes this call: built once.
+const createCall = builtOnce((db) =>
   db
-    .insert(predictions)
-    .values(Object.fromEntries(FIRST_ROW_KEYS.map((k) => [k, sql`${sql.placeholder(k)}`])) as unknown as typeof predictions.$inferInsert)
-    .onConflictDoNothing()
-    .returning()
-    .prepare('insert_first_row'),
+    .select({ inserted: sql<boolean>`inserted`, admitted: sql<boolean>`admitted` })
+    .from(sql`kiln_create_prediction(${sql.placeholder('row')}::jsonb, ${sql.placeholder('cap')}::integer)`)
+    .prepare('create_prediction'),
 );
 
-export async function insertFirstRow(tx: Tx, snapshot: PredictionSnapshot): Promise<PredictionRow | undefined> {
-  const row = snapshotToRow(withoutNul(snapshot));
-  const values = Object.fromEntries(FIRST_ROW_KEYS.map((k) => [k, row[k] === null || row[k] === undefined ? null : columns[k].mapToDriverValue(row[k])]));
-  const [written] = await firstRow(tx).execute(values);
-  return written;
+/**
+ * A prediction's first row (revision 0: any write from the workflow takes precedence) and, when
+ * the account holds fewer than `cap` slots, its admission slot, in one round trip (migration
+ * 0014's kiln_create_prediction). `row` is the row as written, or undefined when one was there
+ * already (a create retried with the same Idempotency-Key, whose workflow admits it).
+ */
+export async function createAdmitted(db: Db, snapshot: PredictionSnapshot, cap: number): Promise<{ row: PredictionRow | undefined; admitted: boolean }> {
+  const row: PredictionRow = { ...snapshotToRow(withoutNul(snapshot)), retries: 0 };
+  const byColumn = Object.fromEntries(Object.entries(columns).map(([key, column]) => [column.name, row[key as keyof PredictionRow]]));
+  const [result] = await createCall(db).execute({ row: JSON.stringify(byColumn), cap });
+  return result.inserted ? { row, admitted: result.admitted } : { row: undefined, admitted: false };
 }
 
 /** Undoes a create whose workflow never started: its first row and its admission slot. */

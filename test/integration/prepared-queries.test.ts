@@ -6,7 +6,7 @@
 import { eq, sql } from 'drizzle-orm';
 import { builtOnce, closeDb, type Db } from '../../db/client';
 import { admit } from '../../db/admissions';
-import { getPrediction, insertFirstRow, type PredictionSnapshot } from '../../db/predictions';
+import { createAdmitted, getPrediction, type PredictionSnapshot } from '../../db/predictions';
 import { accounts, admissions, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { newAccount, predictionSnapshot, testDb } from '../helpers';
@@ -48,33 +48,30 @@ test('admission under the account lock: one slot per prediction, none past the c
   expect(held).toHaveLength(2);
 });
 
-test('a query built once runs in the transaction it is given, and its nulls are SQL NULL', async () => {
-  const { account } = await newAccount(db, 'prep-built');
+test('a create writes its row and takes a slot in one call: nulls stay SQL NULL, none past the cap', async () => {
+  const { account } = await newAccount(db, 'prep-create');
   const first = (id: string): PredictionSnapshot =>
     predictionSnapshot(account.id, { id, model: 'kiln/echo-fixture', input: { text: 'x' }, webhook: null, webhookEventsFilter: null, deadline: '2030-01-01T00:00:00.000Z', revision: 0 });
-
-  const kept = newId();
-  const undone = newId();
-  await db.transaction(async (tx) => {
-    expect((await insertFirstRow(tx, first(kept)))?.deadline?.toISOString()).toBe('2030-01-01T00:00:00.000Z');
-    // A second insert of the same id writes nothing (on conflict do nothing).
-    expect(await insertFirstRow(tx, first(kept))).toBeUndefined();
-  });
-  await expect(
-    db.transaction(async (tx) => {
-      await insertFirstRow(tx, first(undone));
-      throw new Error('roll back');
-    }),
-  ).rejects.toThrow('roll back');
-  expect(await getPrediction(db, account.id, undone)).toBeUndefined();
-  const row = await getPrediction(db, account.id, kept);
-  expect(row).toMatchObject({ id: kept, status: 'starting', input: { text: 'x' }, startedAt: null, retries: 0 });
+  const [a, b, c, d] = [newId(), newId(), newId(), newId()];
+  const created = await createAdmitted(db, first(a), 2);
+  expect(created.admitted).toBe(true);
+  expect(created.row).toEqual(await getPrediction(db, account.id, a));
+  expect(created.row).toMatchObject({ id: a, status: 'starting', input: { text: 'x' }, output: null, startedAt: null, retries: 0 });
+  expect(created.row?.deadline?.toISOString()).toBe('2030-01-01T00:00:00.000Z');
   // output null is SQL NULL, not JSON null: `output is null` finds it.
-  const [nulls] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(sql`${predictions.id} = ${kept} and ${predictions.output} is null`);
+  const [nulls] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(sql`${predictions.id} = ${a} and ${predictions.output} is null and ${predictions.webhookEventsFilter} is null`);
   expect(nulls.n).toBe(1);
+  // The same id again (a create retried with its Idempotency-Key): nothing written, nothing taken.
+  expect(await createAdmitted(db, first(a), 2)).toEqual({ row: undefined, admitted: false });
+  // Two at once for the last slot: the account's lock lets exactly one have it; both rows are written.
+  const both = await Promise.all([createAdmitted(db, first(b), 2), createAdmitted(db, first(c), 2)]);
+  expect(both.filter((r) => r.admitted)).toHaveLength(1);
+  expect(both.every((r) => r.row !== undefined)).toBe(true);
+  expect(await createAdmitted(db, first(d), 2)).toMatchObject({ admitted: false });
+  expect(await db.select().from(admissions).where(eq(admissions.accountId, account.id))).toHaveLength(2);
 });
 
-test('builtOnce builds its query once, whichever handle runs it', async () => {
+test('builtOnce builds its query once, and runs it in the transaction it is given', async () => {
   let builds = 0;
   const byName = builtOnce((d) => {
     builds += 1;
@@ -84,4 +81,18 @@ test('builtOnce builds its query once, whichever handle runs it', async () => {
   expect(await byName(db).execute({ name: account.username })).toEqual([{ id: account.id }]);
   await db.transaction(async (tx) => expect(await byName(tx).execute({ name: account.username })).toEqual([{ id: account.id }]));
   expect(builds).toBe(1);
+  const slot = builtOnce((d) =>
+    d
+      .insert(admissions)
+      .values({ predictionId: sql`${sql.placeholder('id')}`, accountId: sql`${sql.placeholder('account')}` })
+      .prepare('test_insert_slot'),
+  );
+  const undone = newId();
+  await expect(
+    db.transaction(async (tx) => {
+      await slot(tx).execute({ id: undone, account: account.id });
+      throw new Error('roll back');
+    }),
+  ).rejects.toThrow('roll back');
+  expect(await db.select().from(admissions).where(eq(admissions.predictionId, undone))).toHaveLength(0);
 });
