@@ -5,7 +5,7 @@
  */
 import type { Response } from 'express';
 import type { Account } from '../db/accounts';
-import { heldAdmissions, queuedPredictions } from '../db/admissions';
+import { heldAdmissions } from '../db/admissions';
 import type { Db } from '../db/client';
 import { hitRateLimit, pruneRateLimits, type RateLimitResult } from '../db/rate-limits';
 import { rateLimitFor } from '../tasks';
@@ -27,7 +27,7 @@ let lastPrune = 0;
 
 export async function checkLimits(db: Db, account: Account, task: string): Promise<RateLimitResult> {
   const limit = rateLimitFor(task, account.rateLimits);
-  const rate = await hitRateLimit(db, account.id, `predictions:${task}`, limit);
+  const { queued, ...rate } = await hitRateLimit(db, account.id, `predictions:${task}`, limit);
   if (Date.now() - lastPrune > 60_000) {
     lastPrune = Date.now();
     void pruneRateLimits(db).catch(() => undefined);
@@ -39,7 +39,6 @@ export async function checkLimits(db: Db, account: Account, task: string): Promi
       rateLimitHeaders(rate),
     );
   }
-  const queued = await queuedPredictions(db, account.id);
   if (queued >= account.maxQueued) {
     throw new TooManyRequestsError(
       `${queued} predictions are queued for this account (max_queued ${account.maxQueued}); wait for some to start`,
