@@ -71,6 +71,8 @@ export interface EngineDeps {
   echoFixture?: EchoFixtureEngine;
   /** ONNX Runtime, with what its tasks need: inputs to fetch and output files to store. */
   onnx?: { engine: OnnxEngine; storage: Storage; signer: UrlSigner; fetch: FetchInputDeps };
+  /** How long a stream's chunks are gathered into one write (OutputStream's own default if unset). */
+  streamBatchMs?: number;
 }
 
 /** How one input runs: as a prediction of its own (`live`), or as an item of a batch. */
@@ -105,7 +107,7 @@ const concurrencyOf = (settings: Record<string, unknown> | undefined) =>
 const idleTtlOf = (settings: Record<string, unknown> | undefined) =>
   typeof settings?.idleTtlSeconds === 'number' ? settings.idleTtlSeconds : undefined;
 
-export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture, onnx, storage }: EngineDeps) {
+export function createEngineActivities({ db, cache, llama, node, controlQueue, echoFixture, onnx, storage, streamBatchMs }: EngineDeps) {
   const isLoaded = (versionId: string) =>
     llama.isLoaded(versionId) || echoFixture?.isLoaded(versionId) === true || onnx?.engine.isLoaded(versionId) === true;
 
@@ -276,7 +278,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       const beatDue = heartbeatThrottle();
       const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
       const stream = mode.live
-        ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }), req.attempt)
+        ? new OutputStream(db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }), req.attempt, streamBatchMs)
         : undefined;
       const output: string[] = continues ? [continues] : [];
       const webhooks = mode.live

@@ -1,7 +1,8 @@
 /**
  * Publishes an engine's output chunks to the prediction's stream as they come. The first chunk
- * goes out at once (time to first token); later ones are batched for a few milliseconds so a
- * fast model does not turn every token into a database round trip, and chunks that come while a
+ * goes out at once (time to first token); later ones are batched for `batchMs` (KILN_STREAM_BATCH_MS)
+ * so a fast model does not turn every token into a database round trip (and a read for each SSE
+ * reader), and the last goes as the generation ends (close); chunks that come while a
  * write is in flight join the next write instead of queueing writes of their own: a slow
  * database (a busy host) then means bigger writes, never a backlog that the stream falls behind by.
  */
@@ -41,7 +42,7 @@ export class OutputStream {
     private predictionId: string,
     private onError: (err: Error) => void,
     private attempt?: number,
-    private batchMs = 15,
+    private batchMs = 50,
   ) {}
 
   /** True once a later attempt has taken the stream over. */

@@ -49,6 +49,8 @@ export interface EngineNodeOptions {
   idleTtlMs: number;
   /** The share of this node one account's pinned replicas may hold (KILN_PINNED_NODE_SHARE). */
   pinnedNodeShare: number;
+  /** How long a stream's chunks are gathered into one write (KILN_STREAM_BATCH_MS). */
+  streamBatchMs?: number;
 }
 
 export class EngineNode implements NodeHooks {
@@ -94,6 +96,7 @@ export class EngineNode implements NodeHooks {
       echoFixture: deps.echoFixture,
       onnx: deps.onnx,
       storage: deps.storage,
+      streamBatchMs: opts.streamBatchMs,
     });
   }
 

@@ -52,7 +52,7 @@ async function main() {
     streams: c.KILN_MODEL_DOWNLOAD_STREAMS,
   });
   const node = new EngineNode(
-    { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES, pinnedNodeShare: c.KILN_PINNED_NODE_SHARE },
+    { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES, pinnedNodeShare: c.KILN_PINNED_NODE_SHARE, streamBatchMs: c.KILN_STREAM_BATCH_MS },
     {
       db,
       connection,
