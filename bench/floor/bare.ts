@@ -77,8 +77,9 @@ export class Floor {
   }
 
   /** `requests` bare workflows, `concurrency` at once (closed loop, as the Kiln scenarios call the API). */
-  async run(requests: number, concurrency: number): Promise<LoadRun> {
-    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i));
+  /** `holdMs`: the reading goes on this long after the last workflow (as long as Kiln's waited for its archive), so both count as much idle time. */
+  async run(requests: number, concurrency: number, holdMs = 0): Promise<LoadRun> {
+    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i), () => new Promise((resolve) => setTimeout(resolve, holdMs)));
   }
 
   async stop(): Promise<void> {
@@ -97,18 +98,24 @@ export class Floor {
   }
 }
 
-/** Runs `task` closed-loop and reads the CPU of every process around it. */
+/**
+ * Runs `task` closed-loop and reads the CPU of every process around it. `settle`: work the run
+ * leaves behind that is still its own (Kiln's copy of its histories): the CPU reading waits for
+ * it, the throughput does not.
+ */
 export async function measure(
   requests: number,
   concurrency: number,
   components: string[],
   extra: Map<number, string>,
   task: (i: number) => Promise<number>,
+  settle?: () => Promise<void>,
 ): Promise<LoadRun> {
   const cpu0 = cpuByProcess(extra);
   const t0 = performance.now();
   const latencies = await pool(requests, concurrency, task);
   const seconds = (performance.now() - t0) / 1000;
+  await settle?.();
   const cpu = cpuBetween(cpu0, cpuByProcess(extra));
   const stackCpu = components.reduce((s, c) => s + (cpu[c] ?? 0), 0);
   return { requests, concurrency, seconds, throughput: requests / seconds, latencies, cpu, stackCpu };
