@@ -40,17 +40,17 @@ export class ArchiveMemory {
   mark: string | undefined;
 }
 
-/**
- * Copies the histories of prediction and batch runs closed since the mark that are not in the
- * bucket yet, for at most `budgetMs`. The mark moves only after a pass that saw everything, so a
- * pass cut short (a first one, with a long past to copy) is carried on by the next.
- */
 /** The close time through which every run is archived, as the bucket's mark says (undefined: none yet). */
 export async function archivedThrough(storage: Storage): Promise<Date | undefined> {
   const mark = await readText(storage, WATERMARK_KEY);
   return mark ? new Date(mark) : undefined;
 }
 
+/**
+ * Copies the histories of prediction and batch runs closed since the mark that are not in the
+ * bucket yet, for at most `budgetMs`. The mark moves only after a pass that saw everything, so a
+ * pass cut short (a first one, with a long past to copy) is carried on by the next.
+ */
 export async function archiveClosedHistories(
   client: Client,
   storage: Storage,
