@@ -206,9 +206,11 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     const ratioOff = percentile(waits(fifo.done), 99) / percentile(waits(solo.done), 99);
     console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
 
-    const stageRow = async (name: string, run: { ids: string[]; busy: number }) => {
-      const stages = await stagesOf(client, run.ids);
-      const both = (pick: (s: Stages) => number) => `${percentile(stages.map(pick), 50).toFixed(0)} / ${percentile(stages.map(pick), 99).toFixed(0)} ms`;
+    // Each scenario's histories are read once, for both tables.
+    const [soloStages, fairStages, fifoStages] = [await stagesOf(client, solo.ids), await stagesOf(client, fair.ids), await stagesOf(client, fifo.ids)];
+    const p50p99 = <T>(items: T[], pick: (x: T) => number) => `${percentile(items.map(pick), 50).toFixed(0)} / ${percentile(items.map(pick), 99).toFixed(0)} ms`;
+    const stageRow = (name: string, run: { busy: number }, stages: Stages[]) => {
+      const both = (pick: (s: Stages) => number) => p50p99(stages, pick);
       return {
         scenario: name,
         'control queue p50 / p99': both((s) => s.controlQueue),
@@ -217,12 +219,16 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
         'machine CPU busy': `${(run.busy * 100).toFixed(0)}%`,
       };
     };
-    const stageRows = [await stageRow('quiet alone', solo), await stageRow('under the flood, fairness on', fair), await stageRow('under the flood, fairness off', fifo)];
+    const stageRows = [
+      stageRow('quiet alone', solo, soloStages),
+      stageRow('under the flood, fairness on', fair, fairStages),
+      stageRow('under the flood, fairness off', fifo, fifoStages),
+    ];
     table('Where the quiet account’s wait went (from workflow history), and the CPU while its calls were made', stageRows);
 
-    const orderRow = async (name: string, run: { ids: string[]; done: Done[]; flood: Done[] }) => {
-      const order = queueOrder(await stagesOf(client, run.ids), run.flood, run.done);
-      const both = (pick: (o: (typeof order)[number]) => number) => `${percentile(order.map(pick), 50).toFixed(0)} / ${percentile(order.map(pick), 99).toFixed(0)} ms`;
+    const orderRow = (name: string, run: { done: Done[]; flood: Done[] }, stages: Stages[]) => {
+      const order = queueOrder(stages, run.flood, run.done);
+      const both = (pick: (o: (typeof order)[number]) => number) => p50p99(order, pick);
       return {
         scenario: name,
         'model queue p50 / p99': both((o) => o.slot + o.behind),
@@ -231,7 +237,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
         'flood started ahead of it (max)': Math.max(...order.map((o) => o.jumped)),
       };
     };
-    const orderRows = [await orderRow('fairness on', fair), await orderRow('fairness off', fifo)];
+    const orderRows = [orderRow('fairness on', fair, fairStages), orderRow('fairness off', fifo, fifoStages)];
     table(
       `The model queue's order for the quiet account under the flood (one slot interval: ${(opts.sleepMs / 8).toFixed(0)} ms)`,
       orderRows,

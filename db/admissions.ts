@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
-import { builtOnce, type Db } from './client';
+import { and, eq, sql, type Placeholder } from 'drizzle-orm';
+import type { Db } from './client';
 import type { Tx } from './events';
 import { admissions, predictions } from './schema';
 
@@ -52,17 +52,10 @@ export async function heldAdmissions(db: Db, accountId: string): Promise<number>
   return row.n;
 }
 
-/** Predictions of the account that have not started running yet. */
-// Every create counts them (max_queued): built once.
-const queued = builtOnce((db) =>
-  db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(predictions)
-    .where(and(eq(predictions.accountId, sql.placeholder('account')), eq(predictions.status, 'starting')))
-    .prepare('queued_predictions'),
-);
+/** The account's predictions that have not started running yet (a create counts them in db/rate-limits.ts's statement). */
+export const queuedOf = (accountId: string | Placeholder) => and(eq(predictions.accountId, accountId), eq(predictions.status, 'starting'));
 
 export async function queuedPredictions(db: Db, accountId: string): Promise<number> {
-  const [row] = await queued(db).execute({ account: accountId });
+  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(queuedOf(accountId));
   return row.n;
 }

@@ -1,4 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
+import { queuedOf } from './admissions';
 import { builtOnce, type Db } from './client';
 import { predictions, rateLimitCounters } from './schema';
 
@@ -28,7 +29,7 @@ const hitAndQueued = builtOnce((db) => {
   const queued = db
     .select({ n: sql<number>`count(*)::int`.as('n') })
     .from(predictions)
-    .where(and(eq(predictions.accountId, sql.placeholder('account')), eq(predictions.status, 'starting')));
+    .where(queuedOf(sql.placeholder('account')));
   return db
     .with(hit)
     .select({ count: hit.count, queued: sql<number>`(${queued})` })

@@ -6,6 +6,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuBetween, cpuByProcess } from '../cpu';
 import { pool } from '../lib';
 import type { bareWorkflow } from './workflow';
@@ -76,10 +77,13 @@ export class Floor {
     return performance.now() - t0;
   }
 
-  /** `requests` bare workflows, `concurrency` at once (closed loop, as the Kiln scenarios call the API). */
-  /** `holdMs`: the reading goes on this long after the last workflow (as long as Kiln's waited for its archive), so both count as much idle time. */
+  /**
+   * `requests` bare workflows, `concurrency` at once (closed loop, as the Kiln scenarios call the
+   * API); the CPU reading goes on `holdMs` after the last (as long as Kiln's waited for its
+   * archive), so both sides count as much idle time.
+   */
   async run(requests: number, concurrency: number, holdMs = 0): Promise<LoadRun> {
-    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i), () => new Promise((resolve) => setTimeout(resolve, holdMs)));
+    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i), () => sleep(holdMs));
   }
 
   async stop(): Promise<void> {

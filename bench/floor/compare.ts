@@ -3,6 +3,7 @@
  * the HTTP API, `Prefer: wait`) and on the bare workflow, CPU per prediction by process and in
  * total, throughput and latency, and the ratios the targets are stated in.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { archivedThrough } from '../../activities/history-archive';
 import { predictionWorkflowId } from '../../workflows/types';
@@ -41,7 +42,13 @@ async function historiesArchived(ids: string[]): Promise<void> {
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   try {
     const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' });
-    const closed = await Promise.all(ids.map((id) => client.workflow.getHandle(predictionWorkflowId(id)).result().then(() => client.workflow.getHandle(predictionWorkflowId(id)).describe())));
+    const closed = await Promise.all(
+      ids.map(async (id) => {
+        const handle = client.workflow.getHandle(predictionWorkflowId(id));
+        await handle.result();
+        return handle.describe();
+      }),
+    );
     const last = Math.max(...closed.map((d) => d.closeTime?.getTime() ?? 0));
     const storage = Storage.fromConfig(config());
     const deadline = Date.now() + 30_000;
@@ -52,7 +59,7 @@ async function historiesArchived(ids: string[]): Promise<void> {
         console.warn('the history archive did not catch up within 30 s: its copying is partly left out');
         return;
       }
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   } finally {
     await connection.close();
@@ -90,11 +97,11 @@ export async function runKiln(token: string, requests: number, concurrency: numb
 const perOp = (run: LoadRun, component: string) => ((run.cpu[component] ?? 0) * 1000) / run.requests;
 const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : '-');
 
-/** Both sides, then the table: Kiln's figures, the floor's beside them, and Kiln ÷ floor. */
 /**
- * Kiln and the floor take turns, `rounds` times, each with its share of `requests`: on a shared VM
- * the machine's speed drifts from one minute to the next (the same side measured twice in a row
- * differed by a third), and taking turns gives both sides the same drift.
+ * Both sides, then the table: Kiln's figures, the floor's beside them, and Kiln ÷ floor. They take
+ * turns, `rounds` times, each with its share of `requests`: on a shared VM the machine's speed
+ * drifts from one minute to the next (the same side measured twice in a row differed by a third),
+ * and taking turns gives both sides the same drift.
  */
 export async function kilnAgainstFloor(token: string, floor: Floor, requests: number, concurrency: number, rounds = 1) {
   const kilnRuns: KilnRun[] = [];
