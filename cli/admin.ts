@@ -15,6 +15,8 @@ import { and, asc, eq } from 'drizzle-orm';
 import { Client, Connection } from '@temporalio/client';
 import { rebuildProjections } from './rebuild-projections';
 import { kilnDataConverter } from '../lib/payload-refs';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { archivedHistories, type ArchivedHistory } from '../activities/history-archive';
 
 // Only the database and Temporal are needed here, so only their variables are required.
 const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } = configSchema
@@ -141,6 +143,18 @@ program
     console.log(`resealed ${await resealWebhookSecrets(db, box)} stored secret(s) under the current key`);
   });
 
+/** The bucket's settings from the environment, or an error naming what is missing and why `command` needs it. */
+function bucketSettings(why: string) {
+  const parsed = configSchema
+    .pick({ S3_ENDPOINT: true, S3_REGION: true, S3_FORCE_PATH_STYLE: true, S3_ACCESS_KEY_ID: true, S3_SECRET_ACCESS_KEY: true, S3_SESSION_TOKEN: true, S3_BUCKET: true, KILN_PAYLOAD_INLINE_MAX_BYTES: true, KILN_PAYLOAD_CACHE_MB: true })
+    .safeParse(process.env);
+  if (!parsed.success) {
+    const names = parsed.error.issues.map((i) => i.path.join('.')).join(', ');
+    throw new Error(`${why}: set ${names} (for the local stack: set -a; . ~/.cache/kiln/local-secrets.env)`);
+  }
+  return parsed.data;
+}
+
 program
   .command('rebuild-projections')
   .description(
@@ -151,14 +165,7 @@ program
     const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     try {
       // Results over the inline limit are stored by reference: reading them needs the bucket too.
-      const parsed = configSchema
-        .pick({ S3_ENDPOINT: true, S3_REGION: true, S3_FORCE_PATH_STYLE: true, S3_ACCESS_KEY_ID: true, S3_SECRET_ACCESS_KEY: true, S3_SESSION_TOKEN: true, S3_BUCKET: true, KILN_PAYLOAD_INLINE_MAX_BYTES: true, KILN_PAYLOAD_CACHE_MB: true })
-        .safeParse(process.env);
-      if (!parsed.success) {
-        const names = parsed.error.issues.map((i) => i.path.join('.')).join(', ');
-        throw new Error(`rebuild-projections reads payloads stored by reference in the bucket: set ${names} (for the local stack: set -a; . ~/.cache/kiln/local-secrets.env)`);
-      }
-      const s3 = parsed.data;
+      const s3 = bucketSettings('rebuild-projections reads payloads stored by reference in the bucket');
       // The same bucket holds the payloads and Kiln's archive of closed histories (for workflows past the namespace's retention).
       const archive = Storage.fromConfig(s3);
       const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter: kilnDataConverter(archive, s3) });
@@ -180,6 +187,24 @@ program
     } finally {
       await connection.close();
     }
+  });
+
+program
+  .command('archived-history <workflowId>')
+  .description(
+    "print a closed run's history from Kiln's archive in the bucket, as `temporal workflow show --output json` prints it " +
+      '(for workflows past the namespace retention; the last run to close unless --run-id)',
+  )
+  .option('--run-id <runId>', 'this run instead of the last')
+  .action(async (workflowId: string, opts: { runId?: string }) => {
+    const storage = Storage.fromConfig(bucketSettings('the archive of closed histories is in the bucket'));
+    let found: ArchivedHistory | undefined;
+    for await (const run of archivedHistories(storage)) {
+      if (run.workflowId !== workflowId || (opts.runId && run.runId !== opts.runId)) continue;
+      if (!found || run.closedAt > found.closedAt) found = run;
+    }
+    if (!found) throw new Error(`no archived history of ${workflowId}${opts.runId ? ` run ${opts.runId}` : ''}`);
+    process.stdout.write(`${historyToJSON(found.history)}\n`);
   });
 
 program

@@ -8,7 +8,7 @@
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { workflowExists } from '../lib/temporal-workflows';
-import { ARCHIVE_PREFIX, readArchivedRun, type ArchivedRun } from '../activities/history-archive';
+import { archivedHistories, resultOf, type ArchivedHistory } from '../activities/history-archive';
 import { runWriterOf } from '../activities/run-writer';
 import type { Storage } from '../lib/storage';
 import type { BatchSnapshot } from '../db/batches';
@@ -88,31 +88,28 @@ async function rebuildKind<S>(db: Db, temporal: Client, kind: Kind<S>, counts: R
  * revision like the rest. Workflows Temporal still has were read from Temporal above.
  */
 async function rebuildFromArchive(db: Db, temporal: Client, storage: Storage, counts: RebuildCounts): Promise<void> {
-  const runsOf = new Map<string, string[]>();
-  for await (const keys of storage.list(ARCHIVE_PREFIX)) {
-    for (const key of keys) {
-      const workflowId = key.split('/')[1];
-      const runs = runsOf.get(workflowId);
-      if (runs) runs.push(key);
-      else runsOf.set(workflowId, [key]);
-    }
+  // Of each workflow, the run that closed last is its last word: only that run's last event is kept.
+  const lastOf = new Map<string, ArchivedHistory>();
+  const read = new Set<string>();
+  for await (const run of archivedHistories(storage)) {
+    read.add(`${run.workflowId}/${run.runId}`);
+    const kept = lastOf.get(run.workflowId);
+    if (kept && kept.closedAt >= run.closedAt) continue;
+    const events = run.history.events ?? [];
+    lastOf.set(run.workflowId, { ...run, history: { events: events.slice(-1) } });
   }
-  for (const [workflowId, keys] of runsOf) {
+  counts.read += read.size;
+  for (const [workflowId, last] of lastOf) {
     const kind = workflowId.startsWith('prediction-') ? 'prediction' : workflowId.startsWith('batch-') ? 'batch' : undefined;
     if (!kind || (await workflowExists(temporal, workflowId))) continue;
-    const runs = (await Promise.all(keys.map((k) => readArchivedRun<PredictionSnapshot & BatchSnapshot>(storage, k, temporal.options.loadedDataConverter)))).filter(
-      (r): r is ArchivedRun<PredictionSnapshot & BatchSnapshot> => r !== undefined,
-    );
-    counts.read += runs.length;
-    // The run that closed last is the workflow's last word; one that closed without a result
-    // (terminated) was finished by the reconciler, whose row stays.
-    const last = runs.sort((a, b) => b.closedAt - a.closedAt)[0];
-    if (!last?.result) {
+    // A run that closed without a result (terminated) was finished by the reconciler, whose row stays.
+    const result = await resultOf<PredictionSnapshot & BatchSnapshot>(last, temporal.options.loadedDataConverter);
+    if (!result) {
       counts.unreadable += 1;
       continue;
     }
     const writer = { runId: last.runId, isCurrent: async () => true };
-    const outcome = kind === 'prediction' ? await upsertPredictionFromHistory(db, last.result, writer) : await upsertBatchFromHistory(db, last.result, writer);
+    const outcome = kind === 'prediction' ? await upsertPredictionFromHistory(db, result, writer) : await upsertBatchFromHistory(db, result, writer);
     counts[outcome] += 1;
   }
 }

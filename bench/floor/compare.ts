@@ -12,8 +12,11 @@ import { Storage } from '../../lib/storage';
 import { API_URL, ms, percentile, table } from '../lib';
 import { FLOOR_COMPONENTS, measure, type Floor, type LoadRun } from './bare';
 
-/** The processes of Kiln's stack (the HTTP load generator is not one of them). */
-export const KILN_COMPONENTS = ['temporal', 'postgres', 'api', 'control-worker', 'engine-worker'];
+/**
+ * The processes of Kiln's stack (the HTTP load generator is not one of them). MinIO is one: it
+ * holds the history archive and payloads stored by reference. The floor uses none.
+ */
+export const KILN_COMPONENTS = ['temporal', 'postgres', 'minio', 'api', 'control-worker', 'engine-worker'];
 
 export interface KilnRun extends LoadRun {
   /** total_time − predict_time of each prediction, ms. */
@@ -139,7 +142,7 @@ function mergeRuns(runs: LoadRun[]): LoadRun {
 export function printComparison(title: string, kiln: KilnRun, bare: LoadRun): void {
   const rows: Array<Record<string, string | number>> = [];
   const row = (process: string, k: string, f: string) => rows.push({ process, 'kiln ms/prediction': k, 'floor ms/workflow': f });
-  for (const c of ['temporal', 'postgres', 'api', 'control-worker', 'engine-worker', 'floor workflow worker', 'floor activity worker']) {
+  for (const c of ['temporal', 'postgres', 'minio', 'api', 'control-worker', 'engine-worker', 'floor workflow worker', 'floor activity worker']) {
     row(c, KILN_COMPONENTS.includes(c) ? perOp(kiln, c).toFixed(2) : '-', FLOOR_COMPONENTS.includes(c) ? perOp(bare, c).toFixed(2) : '-');
   }
   // The floor's client is its API; Kiln's HTTP client is not part of Kiln.

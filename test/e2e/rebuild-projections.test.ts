@@ -12,7 +12,7 @@ import { batches, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
-import { archivedHistoryKey } from '../../activities/history-archive';
+import { archivedThrough } from '../../activities/history-archive';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
 
@@ -86,10 +86,10 @@ test('a prediction whose history Temporal no longer has (deleted, as retention d
   const temporal = await testTemporal();
   try {
     const workflowId = `prediction-${id}`;
-    const { runId } = await temporal.client.workflow.getHandle(workflowId).describe();
-    // The reconciler copies closed histories to the bucket (the dev server cannot archive).
+    const { runId, closeTime } = await temporal.client.workflow.getHandle(workflowId).describe();
+    // The reconciler copies closed histories to the bucket (the dev server cannot archive); its mark passes the run's close.
     const storage = Storage.fromConfig(config());
-    await poll(() => storage.size(archivedHistoryKey(workflowId, runId)), (size) => size !== undefined, { timeoutMs: 180_000, intervalMs: 500 });
+    await poll(() => archivedThrough(storage), (through) => (through?.getTime() ?? 0) >= closeTime!.getTime(), { timeoutMs: 180_000, intervalMs: 500 });
     // What retention does: the history goes from Temporal.
     await temporal.client.workflowService.deleteWorkflowExecution({ namespace: temporal.client.options.namespace, workflowExecution: { workflowId, runId } });
     const known = () => temporal.client.workflow.getHandle(workflowId).describe().then(() => true, () => false);
@@ -99,7 +99,14 @@ test('a prediction whose history Temporal no longer has (deleted, as retention d
   }
   await db.update(predictions).set({ status: 'failed', output: null, error: 'corrupted by the test', logs: '' }).where(eq(predictions.id, id));
 
-  const { stdout } = await run('node', ['--import', 'tsx', 'cli/admin.ts', 'rebuild-projections'], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+  const admin = (...args: string[]) => run('node', ['--import', 'tsx', 'cli/admin.ts', ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+  const { stdout } = await admin('rebuild-projections');
   expect(Number(/rebuilt (\d+) rows from archived histories/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
   expect(await row()).toEqual(original);
+
+  // An operator reads the archived history as `temporal workflow show --output json` prints it.
+  const shown = JSON.parse((await admin('archived-history', `prediction-${id}`)).stdout) as { events: Array<Record<string, any>> };
+  expect(shown.events[0].eventType).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_STARTED');
+  expect(shown.events[0].workflowExecutionStartedEventAttributes.workflowType.name).toBe('predictionWorkflow');
+  expect(shown.events.at(-1)!.eventType).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED');
 });
