@@ -12,7 +12,7 @@ import type { Db } from '../db/client';
 import type { Tx } from '../db/events';
 import type { ResolvedVersion } from '../db/models';
 import { lockAdmissions, takeSlot } from '../db/admissions';
-import { liveNodes } from '../db/nodes';
+import { recentLiveNodes } from '../db/nodes';
 import { sessionNode, type SessionKey } from '../db/session-affinity';
 import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
 import { idFromKey, newId } from '../lib/ids';
@@ -198,9 +198,16 @@ export function admitWith(db: Db, account: Account, predictionId: string, writeR
     });
 }
 
+/**
+ * The nodes as a create sees them: read at most a second ago. A node that stopped serving the
+ * version meanwhile leaves the prediction in the model's queue until it is placed again, as a
+ * node that stopped since its last heartbeat always could.
+ */
+const createsLiveNodes = recentLiveNodes(1_000);
+
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. A session keeps its node. */
 async function servingNode(db: Db, versionId: string, session?: SessionKey): Promise<Placement | undefined> {
-  const serving = (await liveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId));
+  const serving = (await createsLiveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId));
   if (serving.length === 0) return undefined;
   const any = serving[Math.floor(Math.random() * serving.length)].id;
   if (!session) return { nodeId: any, warm: true };

@@ -37,3 +37,23 @@ const live = builtOnce((db) =>
 export async function liveNodes(db: Db): Promise<NodeRow[]> {
   return live(db).execute();
 }
+
+/**
+ * `liveNodes` read at most `maxAgeMs` ago, one read at a time: what a node has loaded changes
+ * with its heartbeat (seconds apart), so a create need not read it again each time. A read that
+ * failed is not kept.
+ */
+export function recentLiveNodes(maxAgeMs: number): (db: Db) => Promise<NodeRow[]> {
+  let last: { at: number; nodes: Promise<NodeRow[]> } | undefined;
+  return (db) => {
+    const now = performance.now();
+    if (!last || now - last.at > maxAgeMs) {
+      const read = { at: now, nodes: liveNodes(db) };
+      read.nodes.catch(() => {
+        if (last === read) last = undefined;
+      });
+      last = read;
+    }
+    return last.nodes;
+  };
+}

@@ -9,7 +9,8 @@ import { admit } from '../../db/admissions';
 import { createAdmitted, getPrediction, type PredictionSnapshot } from '../../db/predictions';
 import { accounts, admissions, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
-import { newAccount, predictionSnapshot, testDb } from '../helpers';
+import { recentLiveNodes } from '../../db/nodes';
+import { newAccount, poll, predictionSnapshot, testDb } from '../helpers';
 
 let db: Db;
 beforeAll(() => {
@@ -95,4 +96,19 @@ test('builtOnce builds its query once, and runs it in the transaction it is give
     }),
   ).rejects.toThrow('roll back');
   expect(await db.select().from(admissions).where(eq(admissions.predictionId, undone))).toHaveLength(0);
+});
+
+test('a create reads the live nodes at most once per interval: one read shared, a fresh one after, a failed one not kept', async () => {
+  const nodesFor = recentLiveNodes(200);
+  const first = nodesFor(db);
+  expect(nodesFor(db)).toBe(first);
+  expect(Array.isArray(await first)).toBe(true);
+  // Past the interval: a new read.
+  await poll(async () => ({ read: nodesFor(db) }), ({ read }) => read !== first, { timeoutMs: 5_000, intervalMs: 50 });
+  // A read that fails (a closed pool) is not what the next create gets.
+  const closed = testDb();
+  await closeDb(closed);
+  const failing = recentLiveNodes(60_000);
+  await expect(failing(closed)).rejects.toThrow();
+  await expect(failing(db)).resolves.toEqual(expect.any(Array));
 });
