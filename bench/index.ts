@@ -1,5 +1,6 @@
 /** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
 import { Command, Option } from 'commander';
+import { archiveCost } from './archive';
 import { batching, BATCHING_MODELS } from './batching';
 import { coldStart } from './cold-start';
 import { fairness } from './fairness';
@@ -23,6 +24,12 @@ program
   .option('-c, --concurrency <list>', 'concurrency levels', (v) => v.split(',').map(int), [16, 1])
   .option('-r, --rounds <n>', 'turns Kiln and the floor take, each with its share of the predictions (the machine drifts alike for both)', int, 4)
   .action((o) => floorScenario({ requests: o.requests, concurrency: o.concurrency, rounds: o.rounds }));
+
+program
+  .command('archive')
+  .description("what Kiln's history archive costs a prediction (one reconciler look over -n runs), beside the floor's bare workflow")
+  .option('-n, --requests <n>', 'predictions whose histories are copied', int, 400)
+  .action((o) => archiveCost({ requests: o.requests }));
 
 program
   .command('overhead')

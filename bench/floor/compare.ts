@@ -41,7 +41,7 @@ export async function echoPrediction(token: string, text: string, sleepMs: numbe
  * last of their close times. A prediction's cost includes its archived history, and a reading
  * that stopped at the last answer would leave that copy to whatever ran next (the floor's turn).
  */
-async function historiesArchived(ids: string[]): Promise<void> {
+export async function historiesArchived(ids: string[]): Promise<void> {
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   try {
     const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' });
