@@ -12,7 +12,7 @@
  *
  * Why this shape: the copy is a cost every prediction pays. One object a look instead of one a
  * run, the history as Temporal sent it instead of JSON, and a visibility list that names each run
- * about three times instead of thirteen took it from about 12 ms of CPU a prediction to about 4
+ * about three times instead of thirteen took it from about 12 ms of CPU a prediction to about 5
  * (README, Benchmarks).
  */
 import { randomUUID } from 'node:crypto';
