@@ -12,6 +12,7 @@ import { DEFAULT_DRAFT_TOKENS } from '../workers/engines/llama-speculative';
 import { defaultThreads, prefixCache } from './prefix-cache';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
+import { visibilityCost } from './visibility';
 import { webhookLatency } from './webhooks';
 
 const int = (v: string) => Number.parseInt(v, 10);
@@ -30,6 +31,13 @@ program
   .description("what Kiln's history archive costs a prediction (one reconciler look over -n runs), beside the floor's bare workflow")
   .option('-n, --requests <n>', 'predictions whose histories are copied', int, 400)
   .action((o) => archiveCost({ requests: o.requests }));
+
+program
+  .command('visibility')
+  .description("what a prediction's search attributes and patch marker cost Temporal, on the floor's own workflow, bare and with each")
+  .option('-n, --requests <n>', 'workflows of each variant', int, 1000)
+  .option('-r, --rounds <n>', 'turns each variant takes', int, 5)
+  .action((o) => visibilityCost({ requests: o.requests, rounds: o.rounds }));
 
 program
   .command('overhead')

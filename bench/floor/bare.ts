@@ -9,7 +9,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuBetween, cpuByProcess } from '../cpu';
 import { pool } from '../lib';
-import type { bareWorkflow } from './workflow';
+import { KilnAccount, KilnModel, KilnStatus } from '../../workflows/search-attributes';
+import type { bareWorkflow, visibleWorkflow } from './workflow';
 
 export interface LoadRun {
   requests: number;
@@ -84,6 +85,23 @@ export class Floor {
    */
   async run(requests: number, concurrency: number, holdMs = 0): Promise<LoadRun> {
     return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i), () => sleep(holdMs));
+  }
+
+  /** As `run`, with `visibleWorkflow`: the floor plus the visibility work named in `visibility`. */
+  async runVisible(requests: number, concurrency: number, visibility: { startAttributes: boolean; patch: boolean; finalStatus: boolean }, holdMs = 0): Promise<LoadRun> {
+    const run = async (i: number) => {
+      const t0 = performance.now();
+      await this.client.workflow.execute<typeof visibleWorkflow>('visibleWorkflow', {
+        workflowId: `bench-visible-${process.pid}-${Date.now()}-${i}`,
+        taskQueue: this.queue,
+        args: [{ activityQueue: `${this.queue}-activity`, text: `floor ${i}`, patch: visibility.patch, finalStatus: visibility.finalStatus }],
+        ...(visibility.startAttributes
+          ? { typedSearchAttributes: [{ key: KilnAccount, value: 'bench' }, { key: KilnModel, value: 'bench/floor' }, { key: KilnStatus, value: 'starting' }] }
+          : {}),
+      });
+      return performance.now() - t0;
+    };
+    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), run, () => sleep(holdMs));
   }
 
   async stop(): Promise<void> {
