@@ -12,7 +12,7 @@
  *
  * Why this shape: the copy is a cost every prediction pays. One object a look instead of one a
  * run, the history as Temporal sent it instead of JSON, and a visibility list that names each run
- * about three times instead of thirteen took it from about 12 ms of CPU a prediction to about 5
+ * about four times instead of thirteen took it from about 12 ms of CPU a prediction to about 5
  * (README, Benchmarks).
  */
 import { randomUUID } from 'node:crypto';
@@ -34,8 +34,9 @@ const BUNDLE_PREFIX = `${ARCHIVE_PREFIX}bundles/`;
 const WATERMARK_KEY = 'histories-archived-through';
 /**
  * Visibility indexes a run a little after it closes, so a look lists from a little before the
- * mark: most looks SHORT_OVERLAP_MS before it, and one a minute WIDE_OVERLAP_MS, for a run whose
- * record came late. Every look listing a whole minute named each run a dozen times over.
+ * mark: most looks SHORT_OVERLAP_MS before it, and one a minute WIDE_OVERLAP_MS before the mark
+ * that the previous such look began from, so that a run indexed up to a minute late is listed by
+ * one of them whenever it turns up. Every look listing a whole minute named each run a dozen times.
  */
 const SHORT_OVERLAP_MS = 5_000;
 const WIDE_OVERLAP_MS = 60_000;
@@ -75,8 +76,9 @@ export class ArchiveMemory {
   readonly archived = new LRUCache<string, true>({ max: 100_000 });
   /** The mark as this process last wrote or read it. */
   mark: string | undefined;
-  /** When this process last listed the wide overlap (0: never). */
+  /** When this process last listed the wide overlap (0: never), and the mark that look began from. */
   wideAt = 0;
+  wideMark: number | undefined;
 }
 
 /** The close time through which every run is archived, as the bucket's mark says (undefined: none yet). */
@@ -153,7 +155,9 @@ export async function archiveClosedHistories(
     archived += bundle.length;
     bundle = [];
   };
-  for await (const run of closedRuns(client, new Date(markMs - (wide ? WIDE_OVERLAP_MS : SHORT_OVERLAP_MS)))) {
+  // A run that was not listed yet at the last wide look closed less than a minute before that look's mark.
+  const from = wide ? Math.min(markMs, memory.wideMark ?? markMs) - WIDE_OVERLAP_MS : markMs - SHORT_OVERLAP_MS;
+  for await (const run of closedRuns(client, new Date(from))) {
     if (Date.now() - started > budgetMs) {
       await flush();
       return { archived, complete: false };
@@ -165,7 +169,10 @@ export async function archiveClosedHistories(
     newest = Math.max(newest, run.closedAt);
   }
   await flush();
-  if (wide) memory.wideAt = started;
+  if (wide) {
+    memory.wideAt = started;
+    memory.wideMark = markMs;
+  }
   const newMark = newest > 0 ? new Date(newest).toISOString() : undefined;
   if (newMark && newMark !== mark) {
     await storage.putBytes(WATERMARK_KEY, newMark, 'text/plain');

@@ -105,13 +105,14 @@ test('a look copies its closed runs into one bundle, and a later look lists them
   expect(bucket.calls.put).toBe(after.put + 2);
 });
 
-test('most looks list from just before the mark, and one a minute from a minute before it, for runs visibility indexed late', async () => {
+test('most looks list from just before the mark, and one a minute from a minute before the previous such look began', async () => {
   const bucket = fakeBucket();
   const temporal = fakeTemporal([run(1, 5)]);
   const memory = new ArchiveMemory();
   await archiveClosedHistories(temporal.client, bucket.storage, 10_000, memory);
   const mark = (await archivedThrough(bucket.storage))!.getTime();
   await archiveClosedHistories(temporal.client, bucket.storage, 10_000, memory);
+  // The first look had no mark: it listed from a minute before the epoch. The second, a short one.
   expect(temporal.listedFrom.map((d) => d.getTime())).toEqual([0 - 60_000, mark - 5_000]);
   // A run that closed 30 s before the mark but is listed only now: the next wide look copies it.
   temporal.runs.push({ workflowId: 'prediction-late', runId: 'run-late', closeTime: new Date(mark - 30_000) });
@@ -119,9 +120,14 @@ test('most looks list from just before the mark, and one a minute from a minute 
   expect(temporal.fetched).not.toContain('prediction-late/run-late');
   memory.wideAt -= 60_000;
   await archiveClosedHistories(temporal.client, bucket.storage, 10_000, memory);
-  expect(temporal.listedFrom.at(-1)!.getTime()).toBe(mark - 60_000);
+  // From a minute before the mark the first wide look began from (none: 0), not the mark now.
+  expect(temporal.listedFrom.at(-1)!.getTime()).toBe(0 - 60_000);
   expect(temporal.fetched).toContain('prediction-late/run-late');
   expect((await archivedThrough(bucket.storage))!.getTime()).toBe(mark);
+  // The next wide look begins a minute before the mark this one began from.
+  memory.wideAt -= 60_000;
+  await archiveClosedHistories(temporal.client, bucket.storage, 10_000, memory);
+  expect(temporal.listedFrom.at(-1)!.getTime()).toBe(mark - 60_000);
 });
 
 test('a look cut short by its budget keeps what it copied and leaves the mark, so the next carries on', async () => {
