@@ -88,7 +88,7 @@ export async function archivedThrough(storage: Storage): Promise<Date | undefine
 }
 
 /** The runs closed after `from` (workflow id, run id, close time), read from visibility as they come. */
-async function* closedRuns(client: Client, from: Date): AsyncGenerator<{ workflowId: string; runId: string; closedAt: number }> {
+export async function* closedRuns(client: Client, from: Date): AsyncGenerator<{ workflowId: string; runId: string; closedAt: number }> {
   const query = `WorkflowType IN ('predictionWorkflow', 'batchWorkflow') AND ExecutionStatus != 'Running' AND CloseTime > '${from.toISOString()}'`;
   // The service call, not `client.workflow.list`: that decodes every run's memo and search
   // attributes, of which a look needs none.
