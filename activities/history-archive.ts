@@ -21,7 +21,6 @@ import type { Client } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
 import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
 import { LRUCache } from 'lru-cache';
 import type { Storage } from '../lib/storage';
@@ -60,8 +59,7 @@ interface BundleLine {
   history: string;
 }
 
-async function readBytes(storage: Storage, key: string): Promise<Buffer | undefined> {
-  if ((await storage.size(key)) === undefined) return undefined;
+async function readBytes(storage: Storage, key: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of await storage.read(key)) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);
@@ -83,35 +81,15 @@ export class ArchiveMemory {
 
 /** The close time through which every run is archived, as the bucket's mark says (undefined: none yet). */
 export async function archivedThrough(storage: Storage): Promise<Date | undefined> {
-  const mark = (await readBytes(storage, WATERMARK_KEY))?.toString('utf8');
+  if ((await storage.size(WATERMARK_KEY)) === undefined) return undefined;
+  const mark = (await readBytes(storage, WATERMARK_KEY)).toString('utf8');
   return mark ? new Date(mark) : undefined;
 }
 
 /** The runs closed after `from` (workflow id, run id, close time), read from visibility as they come. */
 export async function* closedRuns(client: Client, from: Date): AsyncGenerator<{ workflowId: string; runId: string; closedAt: number }> {
   const query = `WorkflowType IN ('predictionWorkflow', 'batchWorkflow') AND ExecutionStatus != 'Running' AND CloseTime > '${from.toISOString()}'`;
-  // The service call, not `client.workflow.list`: that decodes every run's memo and search
-  // attributes, of which a look needs none.
-  let nextPageToken: Uint8Array | undefined;
-  do {
-    const page = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query, pageSize: 1000, nextPageToken });
-    for (const run of page.executions ?? []) {
-      const { workflowId, runId } = run.execution ?? {};
-      if (workflowId && runId) yield { workflowId, runId, closedAt: optionalTsToMs(run.closeTime) ?? 0 };
-    }
-    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
-  } while (nextPageToken);
-}
-
-async function fetchHistory(client: Client, workflowId: string, runId: string): Promise<History> {
-  const events: temporal.api.history.v1.IHistoryEvent[] = [];
-  let nextPageToken: Uint8Array | undefined;
-  do {
-    const page = await client.workflowService.getWorkflowExecutionHistory({ namespace: client.options.namespace, execution: { workflowId, runId }, nextPageToken });
-    events.push(...(page.history?.events ?? []));
-    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
-  } while (nextPageToken);
-  return { events };
+  for await (const run of client.workflow.list({ query })) yield { workflowId: run.workflowId, runId: run.runId, closedAt: run.closeTime?.getTime() ?? 0 };
 }
 
 /** Writes runs as one bundle (nothing when there are none). */
@@ -163,7 +141,7 @@ export async function archiveClosedHistories(
       return { archived, complete: false };
     }
     if (!memory.archived.has(`${run.workflowId}/${run.runId}`)) {
-      bundle.push({ ...run, history: await fetchHistory(client, run.workflowId, run.runId) });
+      bundle.push({ ...run, history: await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory() });
       if (bundle.length >= BUNDLE_RUNS) await flush();
     }
     newest = Math.max(newest, run.closedAt);
@@ -189,10 +167,8 @@ export async function archiveClosedHistories(
 export async function* archivedHistories(storage: Storage): AsyncGenerator<ArchivedHistory> {
   for await (const keys of storage.list(ARCHIVE_PREFIX)) {
     for (const key of keys) {
-      const bytes = await readBytes(storage, key);
-      if (!bytes) continue;
       if (key.startsWith(BUNDLE_PREFIX) && key.endsWith('.ndjson.gz')) {
-        for (const text of gunzipSync(bytes).toString('utf8').split('\n')) {
+        for (const text of gunzipSync(await readBytes(storage, key)).toString('utf8').split('\n')) {
           if (!text) continue;
           const line = JSON.parse(text) as BundleLine;
           const history = temporal.api.history.v1.History.decode(Buffer.from(line.history, 'base64'));
@@ -200,7 +176,7 @@ export async function* archivedHistories(storage: Storage): AsyncGenerator<Archi
         }
       } else if (key.endsWith('.json')) {
         const [, workflowId, file] = key.split('/');
-        const history = historyFromJSON(JSON.parse(bytes.toString('utf8')));
+        const history = historyFromJSON(JSON.parse((await readBytes(storage, key)).toString('utf8')));
         const events = history.events ?? [];
         const closedAt = Number(events[events.length - 1]?.eventTime?.seconds ?? 0) * 1000;
         yield { workflowId, runId: file.slice(0, -'.json'.length), closedAt, history };

@@ -25,7 +25,7 @@ export async function visibilityCost(opts: { requests: number; rounds: number })
     for (let round = 0; round < opts.rounds; round++) {
       for (let k = 0; k < VARIANTS.length; k++) {
         const i = (round + k) % VARIANTS.length;
-        const run = await floor.runVisible(Math.ceil(opts.requests / opts.rounds), 16, VARIANTS[i], 500);
+        const run = await floor.run(Math.ceil(opts.requests / opts.rounds), 16, 500, VARIANTS[i]);
         sums[i].temporal += run.cpu.temporal;
         sums[i].workers += run.cpu['floor workflow worker'] + run.cpu['floor activity worker'];
         sums[i].requests += run.requests;

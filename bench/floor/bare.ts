@@ -26,6 +26,13 @@ export interface LoadRun {
   stackCpu: number;
 }
 
+/** The visibility work of a prediction that `visibleWorkflow` adds to the floor, piece by piece. */
+export interface Visibility {
+  startAttributes: boolean;
+  patch: boolean;
+  finalStatus: boolean;
+}
+
 /** The components of the floor's stack: Temporal, its two workers, and its client (this process). */
 export const FLOOR_COMPONENTS = ['temporal', 'floor workflow worker', 'floor activity worker', 'load generator'];
 
@@ -68,40 +75,33 @@ export class Floor {
     ]);
   }
 
-  async once(i: number): Promise<number> {
+  /** One workflow, start to result: the bare one, or with `visibility` the floor plus the visibility work it names (`visibleWorkflow`). */
+  async once(i: number, visibility?: Visibility): Promise<number> {
     const t0 = performance.now();
-    await this.client.workflow.execute<typeof bareWorkflow>('bareWorkflow', {
-      workflowId: `bench-floor-${process.pid}-${Date.now()}-${i}`,
-      taskQueue: this.queue,
-      args: [{ activityQueue: `${this.queue}-activity`, text: `floor ${i}` }],
-    });
-    return performance.now() - t0;
-  }
-
-  /**
-   * `requests` bare workflows, `concurrency` at once (closed loop, as the Kiln scenarios call the
-   * API); the CPU reading goes on `holdMs` after the last (as long as Kiln's waited for its
-   * archive), so both sides count as much idle time.
-   */
-  async run(requests: number, concurrency: number, holdMs = 0): Promise<LoadRun> {
-    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i), () => sleep(holdMs));
-  }
-
-  /** As `run`, with `visibleWorkflow`: the floor plus the visibility work named in `visibility`. */
-  async runVisible(requests: number, concurrency: number, visibility: { startAttributes: boolean; patch: boolean; finalStatus: boolean }, holdMs = 0): Promise<LoadRun> {
-    const run = async (i: number) => {
-      const t0 = performance.now();
+    const workflowId = `bench-floor-${process.pid}-${Date.now()}-${i}`;
+    const bare = { activityQueue: `${this.queue}-activity`, text: `floor ${i}` };
+    if (!visibility) {
+      await this.client.workflow.execute<typeof bareWorkflow>('bareWorkflow', { workflowId, taskQueue: this.queue, args: [bare] });
+    } else {
       await this.client.workflow.execute<typeof visibleWorkflow>('visibleWorkflow', {
-        workflowId: `bench-visible-${process.pid}-${Date.now()}-${i}`,
+        workflowId,
         taskQueue: this.queue,
-        args: [{ activityQueue: `${this.queue}-activity`, text: `floor ${i}`, patch: visibility.patch, finalStatus: visibility.finalStatus }],
+        args: [{ ...bare, patch: visibility.patch, finalStatus: visibility.finalStatus }],
         ...(visibility.startAttributes
           ? { typedSearchAttributes: [{ key: KilnAccount, value: 'bench' }, { key: KilnModel, value: 'bench/floor' }, { key: KilnStatus, value: 'starting' }] }
           : {}),
       });
-      return performance.now() - t0;
-    };
-    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), run, () => sleep(holdMs));
+    }
+    return performance.now() - t0;
+  }
+
+  /**
+   * `requests` bare workflows (or visible ones, see `once`), `concurrency` at once (closed loop, as
+   * the Kiln scenarios call the API); the CPU reading goes on `holdMs` after the last (as long as
+   * Kiln's waited for its archive), so both sides count as much idle time.
+   */
+  async run(requests: number, concurrency: number, holdMs = 0, visibility?: Visibility): Promise<LoadRun> {
+    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i, visibility), () => sleep(holdMs));
   }
 
   async stop(): Promise<void> {

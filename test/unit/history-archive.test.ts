@@ -48,27 +48,24 @@ const historyOf = (r: { workflowId: string; runId: string }) => ({
   ],
 });
 
-/** Temporal's visibility and history services as the archive calls them. */
+/** Temporal's visibility and histories as the archive reads them. */
 function fakeTemporal(runs: Run[]) {
   const fetched: string[] = [];
   const listedFrom: Date[] = [];
   const client = {
-    options: { namespace: 'test' },
-    workflowService: {
-      async listWorkflowExecutions({ query }: { query: string }) {
+    workflow: {
+      async *list({ query }: { query: string }) {
         const from = new Date(/CloseTime > '([^']+)'/.exec(query)![1]);
         listedFrom.push(from);
-        const closed = runs.filter((r) => r.closeTime > from);
-        return {
-          executions: closed.map((r) => ({
-            execution: { workflowId: r.workflowId, runId: r.runId },
-            closeTime: { seconds: Long.fromNumber(Math.floor(r.closeTime.getTime() / 1000)), nanos: (r.closeTime.getTime() % 1000) * 1e6 },
-          })),
-        };
+        yield* runs.filter((r) => r.closeTime > from);
       },
-      async getWorkflowExecutionHistory({ execution }: { execution: { workflowId: string; runId: string } }) {
-        fetched.push(`${execution.workflowId}/${execution.runId}`);
-        return { history: historyOf(execution) };
+      getHandle(workflowId: string, runId: string) {
+        return {
+          async fetchHistory() {
+            fetched.push(`${workflowId}/${runId}`);
+            return historyOf({ workflowId, runId });
+          },
+        };
       },
     },
   };
