@@ -45,9 +45,22 @@ install_postgres() {
   log "installing PostgreSQL with apt"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
-  # Local development trusts connections from this machine, as the default machine setup does.
+}
+
+# Local development trusts connections from this machine. Checked on every run, not only after
+# our own apt install: a machine can come with Debian's Postgres already installed, whose
+# pg_hba.conf asks for passwords. A running cluster reloads the change.
+trust_local_postgres() {
+  local hba version
   for hba in /etc/postgresql/*/main/pg_hba.conf; do
-    grep -q '^host all all 127.0.0.1/32 trust' "$hba" || sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    [ -f "$hba" ] || continue
+    grep -q '^host all all 127.0.0.1/32 trust' "$hba" && continue
+    log "letting local connections into PostgreSQL without a password ($hba)"
+    sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    version=$(basename "$(dirname "$(dirname "$hba")")")
+    if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+      pg_ctlcluster --skip-systemctl-redirect "$version" main reload >/dev/null 2>&1 || true
+    fi
   done
 }
 
@@ -83,6 +96,7 @@ temporal_pid=$!
 go_install "$MINIO_BIN" "github.com/minio/minio@$MINIO_VERSION" &
 minio_pid=$!
 install_postgres
+trust_local_postgres
 if [ "${1:-}" = "--with-browser" ] && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
 wait $npm_pid || die "npm install failed"
 # npm start and npm test run the compiled build: rebuilt only when a source changed.
