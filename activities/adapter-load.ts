@@ -6,11 +6,11 @@
 import { Context, log } from '@temporalio/activity';
 import type { ModelVersion } from '../db/models';
 import { loraScaleOf } from '../lib/lora';
-import type { LlamaEngine, LlamaLoadSettings } from '../workers/engines/llama-engine';
-import type { ModelCache } from '../workers/model-cache';
-import { kilnFailure } from '../workflows/failures';
-import type { LoadResult } from '../workflows/types';
-import type { NodeHooks } from './engine';
+import type { LlamaEngine, LlamaLoadSettings } from '../engines/llama/engine';
+import type { ModelCache } from '../engines/model-cache';
+import { kilnFailure } from '../domain/failures';
+import type { LoadResult } from '../domain/contracts';
+import type { NodeHooks } from './node-hooks';
 import { engineFileIndex } from '../lib/engine-file';
 
 export async function loadAdapterVersion(

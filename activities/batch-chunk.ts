@@ -10,9 +10,9 @@ import { Readable } from 'node:stream';
 import { batchIndexKey, batchInputKey, batchPartKey } from '../db/batches';
 import { succeededLines } from './batch-rerun';
 import type { Storage } from '../lib/storage';
-import { chunkProgressOf, furthest, type BatchChunkRequest, type ChunkProgress, type ChunkResult } from '../workflows/batch-types';
-import { isNonRetryableType, kilnFailure, RETRYABLE_TYPES, type KilnFailureType } from '../workflows/failures';
-import type { PredictRequest, PredictResult } from '../workflows/types';
+import { chunkProgressOf, furthest, type BatchChunkRequest, type ChunkProgress, type ChunkResult } from '../domain/batch-contracts';
+import { isNonRetryableType, kilnFailure, RETRYABLE_TYPES, type KilnFailureType } from '../domain/failures';
+import type { PredictRequest, PredictResult } from '../domain/contracts';
 
 export interface BatchChunkDeps {
   storage?: Storage;

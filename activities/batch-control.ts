@@ -3,14 +3,15 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { batchPartKey, upsertOutputFile, writeBatchSnapshot, type BatchSnapshot } from '../db/batches';
+import { batchPartKey, upsertOutputFile, writeBatchSnapshot } from '../db/batches';
+import { type BatchSnapshot } from '../domain/batch-contracts';
 import type { Db } from '../db/client';
-import { FILE_REF_PREFIX, fileKey } from '../db/files';
+import { FILE_REF_PREFIX, fileKey } from '../lib/file-keys';
 import { renderFileRefs } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import { idFromKey } from '../lib/ids';
 import type { Storage } from '../lib/storage';
-import type { RerunPlan } from '../workflows/batch-types';
+import type { RerunPlan } from '../domain/batch-contracts';
 import { planRerun } from './batch-rerun';
 import { currentRunWriter } from './run-writer';
 

@@ -6,7 +6,7 @@
  */
 import { batchPartKey } from '../db/batches';
 import type { Storage } from '../lib/storage';
-import type { RerunPlan } from '../workflows/batch-types';
+import type { RerunPlan } from '../domain/batch-contracts';
 
 /** The succeeded lines of a chunk's part by item index; undefined when the chunk has no part. */
 export async function succeededLines(storage: Storage, batchId: string, chunk: number, signal?: AbortSignal): Promise<Map<number, string> | undefined> {

@@ -8,21 +8,23 @@ import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
 import { sessionNode } from '../db/session-affinity';
 import { admit, release } from '../db/admissions';
-import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
+import { writePredictionSnapshot } from '../db/predictions';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { recordUsage, usageOf, type UsageRecord } from '../db/usage';
-import { accounts, isTerminalStatus } from '../db/schema';
+import { accounts } from '../db/schema';
+import { isTerminalStatus } from '../domain/statuses';
 import { eq } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
-import { kilnFailure } from '../workflows/failures';
+import { kilnFailure } from '../domain/failures';
 import { observePrediction } from '../lib/metrics';
 import { currentRunWriter } from './run-writer';
 import { tooLargeMessage } from '../lib/hardware';
 import { loraBaseOf } from '../lib/lora';
 
-import { modelQueue, type Placement, type ReplicaLoad } from '../workflows/types';
+import { modelQueue, type Placement, type ReplicaLoad } from '../domain/contracts';
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
-import { taskType } from '../tasks';
+import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
 
 /** x-session-affinity: whose session placement keeps on one node. */

@@ -1,37 +1,40 @@
 /** Activities of an engine node: warm a model up, and run predictions on it. */
 import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
-import type { VersionFile } from '../db/schema';
+import type { VersionFile } from '../domain/statuses';
 import { getVersion } from '../db/models';
-import { taskType } from '../tasks';
-import type { EmbeddingsInput } from '../tasks/embeddings';
-import type { TextGenerationInput } from '../tasks/text-generation';
-import type { LlamaEngine, LlamaLoadSettings } from '../workers/engines/llama-engine';
-import type { ModelCache } from '../workers/model-cache';
+import { taskType } from '../domain/tasks';
+import type { EmbeddingsInput } from '../domain/tasks/embeddings';
+import type { TextGenerationInput } from '../domain/tasks/text-generation';
+import type { LlamaEngine, LlamaLoadSettings } from '../engines/llama/engine';
+import type { ModelCache } from '../engines/model-cache';
 import type { EchoFixtureEngine } from '../fixtures/echo-engine';
-import type { OnnxEngine } from '../workers/engines/onnx-engine';
-import type { RemoveBackgroundInput } from '../tasks/remove-background';
+import type { OnnxEngine } from '../engines/onnx/engine';
+import type { RemoveBackgroundInput } from '../domain/tasks/remove-background';
 import { fetchInput, InputFetchError, type FetchInputDeps } from '../lib/fetch-input';
 import { engineFileIndex } from '../lib/engine-file';
 import { fileRef } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
-import { fileKey, outputFileId, recordOutputFile } from '../db/files';
+import { outputFileId, recordOutputFile } from '../db/files';
+import { fileKey } from '../lib/file-keys';
 import { finishSucceededPrediction, writePredictionSnapshot, type RunWriter } from '../db/predictions';
 import { currentRunWriter } from './run-writer';
 import { usageOf } from '../db/usage';
 import { draftMetrics, observePrediction } from '../lib/metrics';
-import { processingSnapshot, succeededSnapshot } from '../workflows/engine-projection';
+import { processingSnapshot, succeededSnapshot } from '../domain/engine-projection';
 import { newId } from '../lib/ids';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 type EchoFixtureInput = import('zod').output<typeof import('../fixtures/echo-engine').echoFixtureInput>;
+import type { NodeHooks } from './node-hooks';
+import { mappingEngineErrors } from './engine-failures';
 import { OutputStream } from './output-stream';
 import { loadAdapterVersion } from './adapter-load';
 import { loraBaseOf } from '../lib/lora';
 import { createBatchChunkActivities } from './batch-chunk';
 import { OutputWebhooks } from './output-webhooks';
-import { kilnFailure } from '../workflows/failures';
+import { kilnFailure } from '../domain/failures';
 import {
   PREDICTION_STARTED_SIGNAL,
   predictionWorkflowId,
@@ -39,24 +42,7 @@ import {
   type PredictionStartedSignal,
   type PredictRequest,
   type PredictResult,
-} from '../workflows/types';
-
-/** What the node does when a version becomes servable or is used. */
-export interface NodeHooks {
-  nodeId: string;
-  /** `cpu`, or the GPU backend llama.cpp runs on. */
-  hardware: string;
-  /** Starts polling the version's queue, taking up to `concurrency` predictions at once. */
-  serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number, loraBase?: string): Promise<void>;
-  /** Marks a prediction running; the returned function marks it done (idle time counts from then). */
-  begin(versionId: string): () => void;
-  /** Unloads least recently used idle versions until `bytes` more fit. */
-  makeRoom(bytes: number): Promise<void>;
-  /** Unloads the base's least recently used idle LoRA adapters until one more may load. */
-  makeRoomForAdapter(baseVersionId: string): Promise<void>;
-  /** Resolves once no unload of the version is under way. */
-  settled(versionId: string): Promise<void>;
-}
+} from '../domain/contracts';
 
 export interface EngineDeps {
   db: Db;
@@ -389,14 +375,14 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       async runItem(req, ctx, heartbeat) {
         const done = node.begin(req.versionId);
         try {
-          return await runPrediction(req, ctx, new Date().toISOString(), 0, { live: false, heartbeat });
+          return await mappingEngineErrors(runPrediction)(req, ctx, new Date().toISOString(), 0, { live: false, heartbeat });
         } finally {
           done();
         }
       },
     }),
 
-    loadModel,
+    loadModel: mappingEngineErrors(loadModel),
 
     async predict(req: PredictRequest): Promise<PredictResult> {
       const ctx = Context.current();
@@ -427,7 +413,7 @@ export function createEngineActivities({ db, cache, llama, node, controlQueue, e
       // Heartbeats name the node: a workflow whose attempt timed out knows which node to avoid.
       const heartbeat = (details: unknown) => ctx.heartbeat({ ...(details as object), nodeId: node.nodeId });
       try {
-        const result = await runPrediction(req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
+        const result = await mappingEngineErrors(runPrediction)(req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
         clearTimeout(announce);
         if (!req.project || result.aborted) return result;
         await processing;

@@ -11,18 +11,20 @@
 import { log } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
-import { writeBatchSnapshot, type BatchRow, type BatchSnapshot } from '../db/batches';
+import { writeBatchSnapshot, type BatchRow } from '../db/batches';
+import { type BatchSnapshot } from '../domain/batch-contracts';
 import type { Db } from '../db/client';
 import { release } from '../db/admissions';
-import { writePredictionSnapshot, type PredictionSnapshot } from '../db/predictions';
+import { writePredictionSnapshot } from '../db/predictions';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { heldSlots, openBatches, openPredictions, versionTask } from '../db/reconcile';
 import { rowToSnapshot } from '../db/predictions';
 import { recordUsage, usageOf } from '../db/usage';
-import { batchWorkflowId } from '../workflows/batch-types';
+import { batchWorkflowId } from '../domain/batch-contracts';
 import type { Storage } from '../lib/storage';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
 import { runWriterOf } from './run-writer';
-import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../workflows/types';
+import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
 
 export interface ReconcilerDeps {
   db: Db;

@@ -11,7 +11,7 @@ import { pinnedRequest } from '../lib/pinned-request';
 import type { SecretBox } from '../lib/secret-box';
 import { resolveWebhookTarget, WebhookTargetError, type WebhookTarget } from '../lib/webhook-target';
 import { webhookAttempts } from '../lib/metrics';
-import type { WebhookDelivery } from '../workflows/types';
+import type { WebhookDelivery } from '../domain/contracts';
 
 export interface WebhookDeps {
   db: Db;

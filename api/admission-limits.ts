@@ -8,7 +8,7 @@ import type { Account } from '../db/accounts';
 import { heldAdmissions } from '../db/admissions';
 import type { Db } from '../db/client';
 import { hitRateLimit, pruneRateLimits, type RateLimitResult } from '../db/rate-limits';
-import { rateLimitFor } from '../tasks';
+import { rateLimitFor } from '../domain/tasks';
 import { TooManyRequestsError } from './errors';
 
 export function rateLimitHeaders(r: RateLimitResult): Record<string, string> {

@@ -21,7 +21,7 @@ import { requestLog } from './request-log';
 import { requestTrace } from './request-trace';
 import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { EventHub } from './event-hub';
-import type { UrlContext } from '../lib/prediction-json';
+import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
 import { batchRoutes } from './routes/batches';
 import { deploymentRoutes } from './routes/deployments';

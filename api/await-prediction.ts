@@ -1,6 +1,6 @@
 import type { Db } from '../db/client';
 import { getPrediction, type PredictionRow } from '../db/predictions';
-import { isTerminalStatus } from '../db/schema';
+import { isTerminalStatus } from '../domain/statuses';
 import type { EventHub } from './event-hub';
 
 /** A look at the row even without a notification: one may be lost while LISTEN reconnects. */

@@ -1,6 +1,6 @@
 import type { BatchRow } from '../db/batches';
 import { signedFileUrl } from '../lib/file-urls';
-import type { UrlContext } from '../lib/prediction-json';
+import type { UrlContext } from './prediction-json';
 
 /** A batch as the API shows it; the output file's URL is signed afresh on every read. */
 export function batchJson(row: BatchRow, ctx: UrlContext, outputSize?: number) {

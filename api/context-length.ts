@@ -1,6 +1,6 @@
 /**
  * A prediction that failed because its prompt does not fit the model's context (the engine's
- * non-retryable ContextLengthExceeded, see workers/engines/llama-text.ts) is the caller's input
+ * non-retryable ContextLengthExceeded, see engines/llama/text.ts) is the caller's input
  * at fault: the APIs answer it as such (422 on Replicate's, 400 context_length_exceeded on
  * OpenAI's) instead of as a failed prediction.
  */

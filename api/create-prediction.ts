@@ -14,18 +14,19 @@ import type { ResolvedVersion } from '../db/models';
 import { lockAdmissions, takeSlot } from '../db/admissions';
 import { recentLiveNodes } from '../db/nodes';
 import { sessionNode, type SessionKey } from '../db/session-affinity';
-import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow, type PredictionSnapshot } from '../db/predictions';
+import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow } from '../db/predictions';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { idFromKey, newId } from '../lib/ids';
-import { taskInputSchema } from '../tasks';
+import { taskInputSchema } from '../domain/tasks';
 import type { predictionWorkflow } from '../workflows/prediction';
-import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
-import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../workflows/types';
+import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
+import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../domain/contracts';
 import { parseOr422 } from './validation';
 import { withLora } from './lora-adapters';
 import { checkLimits } from './admission-limits';
 import type { RateLimitResult } from '../db/rate-limits';
 import { aboutPrediction, ValidationError } from './errors';
-import { webhookEvents, type WebhookEvent } from '../db/schema';
+import { webhookEvents, type WebhookEvent } from '../domain/statuses';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
 
 export interface CreateDeps {

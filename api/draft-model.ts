@@ -6,9 +6,9 @@
  */
 import { z } from 'zod';
 import type { Db } from '../db/client';
-import type { VersionFile } from '../db/schema';
+import type { VersionFile } from '../domain/statuses';
 import type { Storage } from '../lib/storage';
-import type { SpeculativeSettings } from '../workers/engines/llama-speculative';
+import type { SpeculativeSettings } from '../domain/speculative-settings';
 import { ValidationError } from './errors';
 import { ggufMetadata, versionMemoryBytes, type ResourceLimits, type VersionSettings } from './version-resources';
 import { engineFileIndex } from '../lib/engine-file';

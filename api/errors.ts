@@ -6,8 +6,9 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { z } from 'zod';
 import type { Logger } from '../lib/logger';
 import { predictionIdOf, redactCodecPath } from './request-log';
+import { KilnError } from '../lib/kiln-error';
 
-export class ApiError extends Error {
+export class ApiError extends KilnError {
   constructor(
     readonly status: number,
     readonly title: string,

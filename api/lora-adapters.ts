@@ -7,10 +7,10 @@
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { ResolvedVersion } from '../db/models';
-import type { VersionFile } from '../db/schema';
+import type { VersionFile } from '../domain/statuses';
 import { loraBaseOf } from '../lib/lora';
 import type { Storage } from '../lib/storage';
-import { estimateLlamaMemoryBytes, llamaShapeOf } from '../workers/engines/llama-memory';
+import { estimateLlamaMemoryBytes, llamaShapeOf } from '../domain/llama-memory';
 import { ValidationError } from './errors';
 import { resolveVersionRef } from './resolve-version';
 import { ggufMetadata, type ResourceLimits, type VersionSettings } from './version-resources';

@@ -7,8 +7,8 @@
  * conversation in the form it is asked to answer in.
  */
 import { z } from 'zod';
-import { jsonSchemaDocument, type JsonSchema } from '../tasks/json-schema';
-import type { ChatMessage } from '../tasks/text-generation';
+import { jsonSchemaDocument, type JsonSchema } from '../domain/tasks/json-schema';
+import type { ChatMessage } from '../domain/tasks/text-generation';
 
 const functionName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes');
 

@@ -6,7 +6,7 @@
  */
 import { OpenApiGeneratorV31, OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
-import { taskNames, taskType } from '../tasks';
+import { taskNames, taskType } from '../domain/tasks';
 import { jsonResponse, type RouteContract } from './route-contract';
 import { errorBody } from './response-schemas';
 import { accountContracts } from './routes/account';

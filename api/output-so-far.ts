@@ -6,7 +6,7 @@
 import type { Db } from '../db/client';
 import { outputChunks } from '../db/events';
 import type { PredictionRow } from '../db/predictions';
-import { isTerminalStatus } from '../db/schema';
+import { isTerminalStatus } from '../domain/statuses';
 
 export async function withOutputSoFar(db: Db, row: PredictionRow): Promise<PredictionRow> {
   if (isTerminalStatus(row.status)) return row;

@@ -3,9 +3,9 @@
  * routes: the body schemas and the headers (`Cancel-After`, `Kiln-Priority`, `Prefer: wait`).
  */
 import { z } from 'zod';
-import { webhookEvents } from '../db/schema';
+import { webhookEvents } from '../domain/statuses';
 import { parseDurationMs } from '../lib/duration';
-import { PRIORITY_KEYS } from '../workflows/types';
+import { PRIORITY_KEYS } from '../domain/contracts';
 import { ValidationError } from './errors';
 
 const inputSchema = z.record(z.string(), z.unknown());

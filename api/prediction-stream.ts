@@ -11,7 +11,7 @@ import { eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/even
 import { predictions } from '../db/schema';
 import { eq } from 'drizzle-orm';
 import type { EventHub } from './event-hub';
-import { isTerminalStatus } from '../db/schema';
+import { isTerminalStatus } from '../domain/statuses';
 
 /** A missed notification (a reconnect of the LISTEN connection) costs at most this long. */
 const FALLBACK_POLL_MS = 1_000;

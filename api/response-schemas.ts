@@ -5,7 +5,7 @@
  * body has: a field the code adds without a line here fails those tests.
  */
 import { z } from 'zod';
-import { batchStatuses, predictionStatuses, webhookEvents } from '../db/schema';
+import { batchStatuses, predictionStatuses, webhookEvents } from '../domain/statuses';
 
 const timestamp = z.iso.datetime({ offset: true });
 const nullableTimestamp = timestamp.nullable();

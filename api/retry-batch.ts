@@ -7,7 +7,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import { getBatch, reopenBatchForRetry, restoreBatchAfterFailedRetry, type BatchRow } from '../db/batches';
 import type { Db } from '../db/client';
-import { batchWorkflowId } from '../workflows/batch-types';
+import { batchWorkflowId } from '../domain/batch-contracts';
 import { ApiError, NotFoundError } from './errors';
 import { resolveVersionRef } from './resolve-version';
 import { closeOf } from './run-close';

@@ -4,12 +4,12 @@
  * output included. Admission, rate limits and webhooks are the create's (api/create-prediction.ts).
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { predictionWorkflowId } from '../workflows/types';
+import { predictionWorkflowId } from '../domain/contracts';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
 import { getPrediction, reopenForRetry, restoreAfterFailedRetry, retryableStatuses, type PredictionRow } from '../db/predictions';
 import type { RateLimitResult } from '../db/rate-limits';
-import { taskInputSchema } from '../tasks';
+import { taskInputSchema } from '../domain/tasks';
 import { checkLimits } from './admission-limits';
 import { admitAndStart, admitWith, predictionArgs, type CreateDeps, type CreateOptions } from './create-prediction';
 import { ApiError, NotFoundError } from './errors';

@@ -5,7 +5,7 @@
  */
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { predictionWorkflowId } from '../workflows/types';
+import { predictionWorkflowId } from '../domain/contracts';
 
 export interface SetupProgress {
   /** `queued`: waiting for a node or a slot; `download`, `load`: the model is being warmed up. */

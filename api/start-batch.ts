@@ -6,9 +6,9 @@ import type { Client } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
 import type { batchWorkflow } from '../workflows/batch';
-import { batchWorkflowId, type BatchArgs } from '../workflows/batch-types';
-import { KilnAccount, KilnModel, KilnStatus } from '../workflows/search-attributes';
-import { PRIORITY_KEYS } from '../workflows/types';
+import { batchWorkflowId, type BatchArgs } from '../domain/batch-contracts';
+import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
+import { PRIORITY_KEYS } from '../domain/contracts';
 
 export interface BatchRunSettings {
   temporal: Client;

@@ -3,10 +3,10 @@
  * nodes by this figure, so a pusher's own `memory_bytes` may raise it but never lower it, and
  * settings that multiply it (context size, sequences) are capped.
  */
-import type { EngineName, VersionFile } from '../db/schema';
+import type { EngineName, VersionFile } from '../domain/statuses';
 import { parseGgufMetadata } from '../lib/gguf-metadata';
 import { blobKey, type Storage } from '../lib/storage';
-import { estimateLlamaMemoryBytes, llamaShapeOf } from '../workers/engines/llama-memory';
+import { estimateLlamaMemoryBytes, llamaShapeOf } from '../domain/llama-memory';
 import { ValidationError } from './errors';
 import { engineFileIndex } from '../lib/engine-file';
 

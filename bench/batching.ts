@@ -14,11 +14,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { textGenerationInput } from '../tasks/text-generation';
+import { textGenerationInput } from '../domain/tasks/text-generation';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
-import { LlamaEngine } from '../workers/engines/llama-engine';
-import { MIN_REUSED_TOKENS } from '../workers/engines/sequence-pool';
-import { cpuHost, sourceBuildSetting } from '../workers/engines/llama-backend';
+import { LlamaEngine } from '../engines/llama/engine';
+import { MIN_REUSED_TOKENS } from '../engines/llama/sequence-pool';
+import { cpuHost, sourceBuildSetting } from '../engines/llama/backend';
 import { batchedBench, batchedBenchBinary } from './llama-floor';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 

@@ -11,9 +11,9 @@ import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { config } from '../lib/config';
 import { blobKey, Storage } from '../lib/storage';
-import { LlamaEngine } from '../workers/engines/llama-engine';
+import { LlamaEngine } from '../engines/llama/engine';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
-import { ModelCache } from '../workers/model-cache';
+import { ModelCache } from '../engines/model-cache';
 import { apiToken, call, DATA_DIR, pushGguf, saveResult, table } from './lib';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

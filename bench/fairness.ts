@@ -18,13 +18,14 @@
  */
 import { createAccount, createApiToken, updateAccount } from '../db/accounts';
 import { closeDb, createDb, type Db } from '../db/client';
-import { isTerminalStatus, predictions } from '../db/schema';
+import { predictions } from '../db/schema';
+import { isTerminalStatus } from '../domain/statuses';
 import { inArray } from 'drizzle-orm';
 import { newId } from '../lib/ids';
 import { Client, Connection } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
-import { predictionWorkflowId } from '../workflows/types';
+import { predictionWorkflowId } from '../domain/contracts';
 import { busyShare, machineCpu } from './cpu';
 import { API_URL, call, ms, percentile, saveResult, table } from './lib';
 

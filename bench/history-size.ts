@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { loadSharp } from '../workers/engines/onnx-engine';
+import { loadSharp } from '../engines/onnx/engine';
 import { API_URL, apiToken, saveResult, table } from './lib';
 
 interface HistoryFigures {

@@ -8,7 +8,7 @@ import { historySize } from './history-size';
 import { floorScenario } from './floor';
 import { overhead } from './overhead';
 import { speculative } from './speculative';
-import { DEFAULT_DRAFT_TOKENS } from '../workers/engines/llama-speculative';
+import { DEFAULT_DRAFT_TOKENS } from '../engines/llama/speculative';
 import { defaultThreads, prefixCache } from './prefix-cache';
 import { streaming } from './streaming';
 import { sustained } from './sustained';

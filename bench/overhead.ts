@@ -5,8 +5,8 @@
  */
 import path from 'node:path';
 import { TINY_LLAMA } from '../infra/seed';
-import { textGenerationInput } from '../tasks/text-generation';
-import { LlamaEngine } from '../workers/engines/llama-engine';
+import { textGenerationInput } from '../domain/tasks/text-generation';
+import { LlamaEngine } from '../engines/llama/engine';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { Floor } from './floor/bare';
 import { apiToken, call, DATA_DIR, ms, percentile, pool, saveResult, table } from './lib';

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import type { LlamaContextSequence } from 'node-llama-cpp';
-import { loadNodeLlamaCpp } from '../workers/engines/llama-engine';
+import { loadNodeLlamaCpp } from '../engines/llama/engine';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { newId } from '../lib/ids';
 import { apiToken, DATA_DIR, ms, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';

@@ -7,9 +7,9 @@
  */
 import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { textGenerationInput } from '../tasks/text-generation';
-import { loadNodeLlamaCpp, LlamaEngine } from '../workers/engines/llama-engine';
-import { sourceBuildSetting } from '../workers/engines/llama-backend';
+import { textGenerationInput } from '../domain/tasks/text-generation';
+import { loadNodeLlamaCpp, LlamaEngine } from '../engines/llama/engine';
+import { sourceBuildSetting } from '../engines/llama/backend';
 import { writeLlamaGguf, type LlamaSpecInput, type TensorType } from '../tools/gguf/gguf-writer';
 import { DATA_DIR, percentile, saveResult, table } from './lib';
 import { batchedBench, batchedBenchBinary } from './llama-floor';

@@ -6,8 +6,8 @@
  */
 import path from 'node:path';
 import { TINY_LLAMA } from '../infra/seed';
-import { textGenerationInput } from '../tasks/text-generation';
-import { LlamaEngine } from '../workers/engines/llama-engine';
+import { textGenerationInput } from '../domain/tasks/text-generation';
+import { LlamaEngine } from '../engines/llama/engine';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { cpuBetween, cpuByProcess } from './cpu';
 import { apiToken, call, DATA_DIR, ms, percentile, saveResult, streamPrediction, table } from './lib';

@@ -2,9 +2,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { KilnError } from '../lib/kiln-error';
 
-export class CliError extends Error {
-  override name = 'CliError';
+export class CliError extends KilnError {
   /** The API's HTTP status, where the error is its answer. */
   constructor(
     message: string,

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { isTerminalStatus } from '../db/schema';
+import { isTerminalStatus } from '../domain/statuses';
 import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
 import { retryBatch } from './batch-retry';
 import { showWarmUp } from './warm-up';

@@ -7,7 +7,7 @@ import { Client, Connection } from '@temporalio/client';
 import { z } from 'zod';
 import { configSchema } from '../lib/config';
 import { DEFAULT_TEMPORAL_UI_URL, temporalUiUrl } from '../lib/temporal-ui';
-import { predictionWorkflowId } from '../workflows/types';
+import { predictionWorkflowId } from '../domain/contracts';
 import { request, type ApiContext } from './client';
 
 const temporalSettings = configSchema.pick({ TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true, KILN_TEMPORAL_UI_URL: true });

@@ -11,9 +11,9 @@ import { workflowExists } from '../lib/temporal-workflows';
 import { archivedHistories, resultOf, type ArchivedHistory } from '../activities/history-archive';
 import { runWriterOf } from '../activities/run-writer';
 import type { Storage } from '../lib/storage';
-import type { BatchSnapshot } from '../db/batches';
+import type { BatchSnapshot } from '../domain/batch-contracts';
 import type { Db } from '../db/client';
-import type { PredictionSnapshot } from '../db/predictions';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { upsertBatchFromHistory, upsertPredictionFromHistory, type RebuildOutcome } from '../db/rebuild';
 
 export interface RebuildCounts {

@@ -9,7 +9,9 @@ import type { Db } from './client';
 import type { RunWriter } from './predictions';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import { withoutNul } from './sanitize';
-import { batches, files, type BatchStatus } from './schema';
+import { batches, files } from './schema';
+import type { BatchSnapshot } from '../domain/batch-contracts';
+import type { BatchStatus } from '../domain/statuses';
 
 export type BatchRow = typeof batches.$inferSelect;
 
@@ -17,29 +19,6 @@ export const batchInputKey = (id: string): string => `batches/${id}/input.jsonl`
 /** Little-endian uint64 byte offsets: where chunk i starts, and (last) the input's length. */
 export const batchIndexKey = (id: string): string => `batches/${id}/index.bin`;
 export const batchPartKey = (id: string, chunk: number): string => `batches/${id}/parts/${String(chunk).padStart(8, '0')}.jsonl`;
-
-/** What the batch workflow knows at one transition; written whole, guarded by its revision. */
-export interface BatchSnapshot {
-  id: string;
-  accountId: string;
-  model: string;
-  versionId: string;
-  status: BatchStatus;
-  total: number;
-  completed: number;
-  failed: number;
-  chunkSize: number;
-  source: string;
-  error: string | null;
-  logs: string;
-  outputFileId: string | null;
-  createdAt: string;
-  startedAt: string | null;
-  completedAt: string | null;
-  revision: number;
-  /** Set by a retry's run only (a first run's row keeps the default, 1). */
-  attempt?: number;
-}
 
 const toDate = (s: string | null) => (s ? new Date(s) : null);
 

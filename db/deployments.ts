@@ -3,6 +3,7 @@ import { newId } from '../lib/ids';
 import type { Db } from './client';
 import type { Tx } from './events';
 import { accounts, deployments } from './schema';
+import { KilnError } from '../lib/kiln-error';
 
 export type Deployment = typeof deployments.$inferSelect;
 
@@ -34,7 +35,7 @@ export async function updateDeployment(
 }
 
 /** A deployment's min_instances would take the account past its quota of pinned replicas. */
-export class PinnedQuotaExceeded extends Error {
+export class PinnedQuotaExceeded extends KilnError {
   constructor(
     readonly pinned: number,
     readonly quota: number,

@@ -1,7 +1,9 @@
 import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
 import { builtOnce, type Db } from './client';
 import { withoutNul } from './sanitize';
-import { predictionEvents, type StreamEvent } from './schema';
+import { predictionEvents } from './schema';
+import { type StreamEvent } from '../domain/statuses';
+import { KilnError } from '../lib/kiln-error';
 
 /** Also named in migration 0012's functions, which notify on it. */
 export const EVENTS_CHANNEL = 'kiln_prediction_events';
@@ -57,7 +59,7 @@ const lockStream = (tx: Db | Tx, predictionId: string) => tx.execute(sql`select 
 const ATTEMPT_EVENTS = ['output', 'reset', 'attempt'] as const;
 
 /** A write of an attempt that a later attempt has replaced (its node was given up for lost, yet it still runs). */
-export class StaleAttemptError extends Error {
+export class StaleAttemptError extends KilnError {
   constructor(predictionId: string, attempt: number, current: number) {
     super(`prediction ${predictionId}: attempt ${attempt} is over, attempt ${current} writes the stream now`);
   }

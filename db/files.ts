@@ -2,10 +2,9 @@ import { and, desc, eq, inArray } from 'drizzle-orm';
 import { idFromKey } from '../lib/ids';
 import type { Db } from './client';
 import { files } from './schema';
+import { fileKey } from '../lib/file-keys';
 
 export type FileRow = typeof files.$inferSelect;
-
-export const fileKey = (id: string): string => `files/${id}`;
 
 /** The id of the file a prediction's attempt outputs: known in advance, so a failed attempt's file can be found and removed. */
 export const outputFileId = (predictionId: string, attempt: number): string => idFromKey(`prediction ${predictionId}`, `output of attempt ${attempt}`);
@@ -30,12 +29,6 @@ export async function removeOrphanOutputFiles(
   await Promise.all(ids.map((id) => storage.delete(fileKey(id))));
   return ids;
 }
-
-/**
- * How outputs refer to files inside Kiln: `kiln-file:<id>.<signature>`. The API turns a reference
- * into a signed URL when it answers; the signature keeps a model from naming someone else's file.
- */
-export const FILE_REF_PREFIX = 'kiln-file:';
 
 export async function insertFile(db: Db, row: typeof files.$inferInsert): Promise<FileRow> {
   const [created] = await db.insert(files).values(row).returning();

@@ -1,7 +1,8 @@
 import { and, desc, eq, or, sql, type Placeholder } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
 import { builtOnce, type Db } from './client';
-import { modelVersions, models, type EngineName, type VersionFile, type VersionRetryPolicy } from './schema';
+import { modelVersions, models } from './schema';
+import { type EngineName, type VersionFile, type VersionRetryPolicy } from '../domain/statuses';
 
 export type Model = typeof models.$inferSelect;
 export type ModelVersion = typeof modelVersions.$inferSelect;

@@ -1,6 +1,7 @@
 import { eq, gt, sql } from 'drizzle-orm';
 import { builtOnce, type Db } from './client';
-import { nodes, type LoadedVersion } from './schema';
+import { nodes } from './schema';
+import { type LoadedVersion } from '../domain/statuses';
 
 export type NodeRow = typeof nodes.$inferSelect;
 

@@ -5,7 +5,9 @@ import { appendEvents, hasEvent, type Tx } from './events';
 import { release } from './admissions';
 import { withoutNul } from './sanitize';
 import { recordUsage, type UsageRecord } from './usage';
-import { isTerminalStatus, predictionEvents, predictions, type PredictionStatus, type StreamEvent, type WebhookEvent } from './schema';
+import { predictionEvents, predictions } from './schema';
+import { isTerminalStatus, type PredictionStatus, type StreamEvent } from '../domain/statuses';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 
 export type PredictionRow = typeof predictions.$inferSelect;
 
@@ -15,28 +17,6 @@ export interface RunWriter {
   /** Asked only when another run wrote the row last (activities/run-writer.ts asks Temporal). */
   isCurrent: () => Promise<boolean>;
 }
-
-/** What the prediction workflow knows at one transition; written whole, so a replay rewrites the same row. */
-export interface PredictionSnapshot {
-  id: string;
-  accountId: string;
-  model: string;
-  versionId: string;
-  input: Record<string, unknown>;
-  output: unknown;
-  logs: string;
-  error: string | null;
-  status: PredictionStatus;
-  metrics: Record<string, number>;
-  createdAt: string;
-  startedAt: string | null;
-  completedAt: string | null;
-  webhook?: string | null;
-  webhookEventsFilter?: WebhookEvent[] | null;
-  deadline?: string | null;
-  revision: number;
-}
-
 
 const toDate = (s: string | null | undefined) => (s ? new Date(s) : null);
 
@@ -90,7 +70,6 @@ export function rowToSnapshot(r: PredictionRow): PredictionSnapshot {
     revision: r.revision,
   };
 }
-
 
 /** The columns a transition changes: what the engine may write (its role may update only these). */
 function transitionOf(s: PredictionSnapshot) {

@@ -5,9 +5,10 @@
  * finish of a terminated run is one revision past the run's own state) keeps what it knows.
  * Stream events are left alone: they are not part of the row, and rewriting them would repeat them.
  */
-import type { BatchSnapshot } from './batches';
+import type { BatchSnapshot } from '../domain/batch-contracts';
 import type { Db } from './client';
-import { snapshotToRow, type PredictionSnapshot, type RunWriter } from './predictions';
+import { snapshotToRow, type RunWriter } from './predictions';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { batches, predictions } from './schema';
 import { withoutNul } from './sanitize';
 import { eq } from 'drizzle-orm';

@@ -6,7 +6,8 @@
 import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import { afterCursor, pageOf, type PageCursor } from './paging';
 import type { Db } from './client';
-import { admissions, batches, modelVersions, predictions, type PredictionStatus } from './schema';
+import { admissions, batches, modelVersions, predictions } from './schema';
+import { type PredictionStatus } from '../domain/statuses';
 import type { PredictionRow } from './predictions';
 
 const OPEN_PREDICTION: PredictionStatus[] = ['starting', 'processing'];

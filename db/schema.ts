@@ -9,11 +9,11 @@ import {
   pgTable,
   primaryKey,
   real,
-
   text,
   timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
+import { engines, type VersionFile, type VersionRetryPolicy, predictionStatuses, webhookEvents, type WebhookEvent, streamEvents, type LoadedVersion, batchStatuses } from '../domain/statuses';
 
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 
@@ -81,16 +81,6 @@ export const models = pgTable(
   (t) => [uniqueIndex('models_owner_name_idx').on(t.owner, t.name)],
 );
 
-/** `echo-fixture` is a test fixture (no inference): it serves benchmarks of the orchestration. */
-export const engines = ['llama.cpp', 'onnxruntime', 'echo-fixture'] as const;
-export type EngineName = (typeof engines)[number];
-
-export interface VersionFile {
-  path: string;
-  sha256: string;
-  size: number;
-}
-
 export const modelVersions = pgTable(
   'model_versions',
   {
@@ -131,19 +121,6 @@ export const blobUploads = pgTable(
   (t) => [primaryKey({ columns: [t.accountId, t.sha256] })],
 );
 
-export interface VersionRetryPolicy {
-  max_attempts: number;
-  initial_interval_s: number;
-  backoff: number;
-}
-
-export const predictionStatuses = ['starting', 'processing', 'succeeded', 'failed', 'canceled', 'aborted'] as const;
-export type PredictionStatus = (typeof predictionStatuses)[number];
-
-/** The statuses a prediction never leaves. */
-export const terminalStatuses: readonly PredictionStatus[] = ['succeeded', 'failed', 'canceled', 'aborted'];
-export const isTerminalStatus = (status: string): boolean => (terminalStatuses as readonly string[]).includes(status);
-
 /** The read model of a prediction, written only by the prediction workflow's activities. */
 export const predictions = pgTable(
   'predictions',
@@ -183,18 +160,6 @@ export const predictions = pgTable(
     index('predictions_account_starting_idx').on(t.accountId).where(sql`${t.status} = 'starting'`),
   ],
 );
-
-export const webhookEvents = ['start', 'output', 'logs', 'completed'] as const;
-export type WebhookEvent = (typeof webhookEvents)[number];
-
-/**
- * `reset`: the engine attempt that wrote the output before it failed, and a new attempt starts
- * the output again; a client drops the text it has (Kiln's extension of Replicate's events).
- * `attempt`: a new attempt begins after a failed one and continues the output already in the
- * stream; it fences the failed attempt's late writes out and is never sent to clients.
- */
-export const streamEvents = ['output', 'logs', 'error', 'done', 'reset', 'attempt'] as const;
-export type StreamEvent = (typeof streamEvents)[number];
 
 /**
  * What a prediction's SSE stream replays: output chunks from the engine, log lines and the final
@@ -362,18 +327,6 @@ export const sessionAffinities = pgTable(
   },
   (t) => [primaryKey({ columns: [t.accountId, t.versionId, t.session] })],
 );
-
-export interface LoadedVersion {
-  versionId: string;
-  memoryBytes: number;
-  lastUsedAt: string;
-  /** A LoRA adapter: the base version it runs on, loaded on the same node (its memory counted there). */
-  loraFor?: string;
-}
-
-
-export const batchStatuses = ['starting', 'processing', 'succeeded', 'failed', 'canceled'] as const;
-export type BatchStatus = (typeof batchStatuses)[number];
 
 /**
  * The read model of a batch, written only by its workflow's activities (the API writes the first

@@ -4,7 +4,7 @@
 # as llama.cpp's batched bench), into the per-user cache, and prints the folder. Nothing is written
 # under node_modules: the package's llama/ folder is copied to a scratch folder and built there with
 # node-llama-cpp's own cmake-js. The engine loads the result unless KILN_LLAMA_SOURCE_BUILD=false
-# (workers/engines/llama-backend.ts); the prebuilt stays the fallback. Issue 19: the prebuilt's
+# (engines/llama/backend.ts); the prebuilt stays the fallback. Issue 19: the prebuilt's
 # CPU backend runs a 32-token prompt about half as fast as this build on an AVX-512 host.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 

@@ -5,9 +5,9 @@ import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { addVersion, makeModelPrivate, upsertModel, type ModelVersion } from '../db/models';
 import { blobKey, type Storage } from '../lib/storage';
-import { estimateLlamaMemoryBytes } from '../workers/engines/llama-memory';
+import { estimateLlamaMemoryBytes } from '../domain/llama-memory';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
-import { buildIsnetModel } from '../workers/engines/isnet-weights';
+import { buildIsnetModel } from '../engines/onnx/isnet-weights';
 
 export const TINY_LLAMA: LlamaSpecInput = {
   name: 'kiln/tiny-llama',

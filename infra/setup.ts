@@ -21,7 +21,7 @@ import { engineDatabaseUrl, ensureEngineRole, grantEngineRole } from './engine-r
 import { engineS3Credentials } from './engine-s3';
 import { Storage } from '../lib/storage';
 import { retentionMs } from '../lib/duration';
-import { searchAttributeKeys } from '../workflows/search-attributes';
+import { searchAttributeKeys } from '../domain/search-attributes';
 import { hideEchoFixture, seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
 
 /** The server's own `postgres` database, where databases and roles are made. */

@@ -16,7 +16,7 @@ start_kiln
 token=$(cat "$DATA/api-token")
 temporal_line="Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows"
 [ "$KILN_TEMPORAL" = server ] && temporal_line="Temporal UI  $KILN_TEMPORAL_UI_URL/namespaces/default/workflows   (full server on Postgres, $TEMPORAL_ADDRESS)"
-# CPU hosts: which llama.cpp the engine runs (workers/engines/llama-backend.ts decides the same way;
+# CPU hosts: which llama.cpp the engine runs (engines/llama/backend.ts decides the same way;
 # GPU hosts had theirs printed by gpu-install.sh).
 llama_line=""
 if ! command -v "${KILN_NVIDIA_SMI:-nvidia-smi}" >/dev/null; then

@@ -6,7 +6,7 @@
 
 bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck and lint"
-(cd "$KILN_ROOT" && tsc --noEmit && eslint .) || die "typecheck or lint failed"
+(cd "$KILN_ROOT" && tsc --noEmit && eslint . && npm run --silent layers:check) || die "typecheck, lint or layer rules failed"
 ours=()
 temporal_svc=temporal; [ "$KILN_TEMPORAL" = server ] && temporal_svc="temporal-server temporal-ui"
 for svc in $temporal_svc minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done

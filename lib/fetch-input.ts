@@ -4,20 +4,19 @@
  * same refusal of private addresses as webhooks. Like webhooks, it connects to the address it
  * checked, and follows redirects itself so that every hop is checked too.
  */
-import { fileKey } from '../db/files';
+import { fileKey } from './file-keys';
 import { verifyFileUrl } from './file-urls';
 import type { UrlSigner } from './signing';
 import type { Storage } from './storage';
 import { pinnedRequest } from './pinned-request';
 import { resolveWebhookTarget, WebhookTargetError, type HostLookup } from './webhook-target';
+import { KilnError } from './kiln-error';
 
-export class InputFetchError extends Error {
-  override name = 'InputFetchError';
+export class InputFetchError extends KilnError {
 }
 
 /** The input is bigger than the limit it was fetched under. */
 export class InputTooLargeError extends InputFetchError {
-  override name = 'InputTooLargeError';
   constructor(
     message: string,
     readonly limit: number,

@@ -2,7 +2,7 @@
  * Signed, expiring URLs for stored files, and the rendering of `kiln-file:<id>` references in
  * outputs into such URLs each time a prediction is read, so a URL never outlives its expiry.
  */
-import { FILE_REF_PREFIX } from '../db/files';
+import { FILE_REF_PREFIX } from './file-keys';
 import { signUntil, verifyUntil } from './expiring-signature';
 import type { UrlSigner } from './signing';
 

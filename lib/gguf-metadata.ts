@@ -6,6 +6,7 @@
  * string claims.
  */
 import { createHash } from 'node:crypto';
+import { KilnError } from './kiln-error';
 
 export type GgufScalar = number | bigint | boolean | string;
 
@@ -22,13 +23,13 @@ const ARRAY = 9;
 /** Far past any real model (llama.cpp's own limits are lower); a bigger count is a broken file. */
 const MAX_COUNT = 2n ** 32n;
 
-class Short extends Error {}
-class Invalid extends Error {}
+class Short extends KilnError {}
+class Invalid extends KilnError {}
 
 export function parseGgufMetadata(buf: Buffer): GgufMetadataResult {
   let at = 0;
   const need = (n: number) => {
-    if (at + n > buf.length) throw new Short();
+    if (at + n > buf.length) throw new Short('the file ends inside its metadata');
   };
   const u32 = () => {
     need(4);

@@ -7,11 +7,11 @@
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { ConfigError, type Config } from './config';
+import { KilnError } from './kiln-error';
 
 const PREFIX = 'kiln-sealed:v1:';
 
-export class SecretBoxError extends Error {
-  override name = 'SecretBoxError';
+export class SecretBoxError extends KilnError {
 }
 
 /** A short public name of a key (not the key): which key sealed a value. */

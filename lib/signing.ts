@@ -1,5 +1,6 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { ConfigError, type Config } from './config';
+import { KilnError } from './kiln-error';
 
 /**
  * What a signature grants. Each purpose has its own key, derived from the root key with HKDF, so
@@ -20,8 +21,7 @@ export function purposeKey(root: string, purpose: SigningPurpose): Buffer {
   return Buffer.from(hkdfSync('sha256', root, 'kiln url signing', `kiln:${purpose}`, 32));
 }
 
-export class MissingSigningKeyError extends Error {
-  override name = 'MissingSigningKeyError';
+export class MissingSigningKeyError extends KilnError {
 }
 
 /**

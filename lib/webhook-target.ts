@@ -7,6 +7,7 @@
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { KilnError } from './kiln-error';
 
 const internal = new BlockList();
 for (const [net, bits] of [
@@ -95,8 +96,7 @@ export function isInternalAddress(address: string): boolean {
   return inner !== undefined && internal.check(inner, 'ipv4');
 }
 
-export class WebhookTargetError extends Error {
-  override name = 'WebhookTargetError';
+export class WebhookTargetError extends KilnError {
 }
 
 export interface WebhookTarget {

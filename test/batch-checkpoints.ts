@@ -1,7 +1,7 @@
 /** What a batch's running chunks have checkpointed, read from Temporal as the UI shows it. */
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { batchWorkflowId, type ChunkProgress } from '../workflows/batch-types';
+import { batchWorkflowId, type ChunkProgress } from '../domain/batch-contracts';
 
 /** The heartbeat details of the batch workflow's pending chunk activities; none between two runs of a batch that continues as new. */
 export async function runningChunks(client: Client, batchId: string): Promise<ChunkProgress[]> {

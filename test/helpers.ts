@@ -3,7 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { createAccount, createApiToken, type Account } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
 import { liveNodes } from '../db/nodes';
-import type { PredictionSnapshot } from '../db/predictions';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { nodes } from '../db/schema';
 import { newId } from '../lib/ids';
 import { config } from '../lib/config';

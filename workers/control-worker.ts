@@ -9,7 +9,7 @@ import { Storage } from '../lib/storage';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { createWebhookActivities } from '../activities/webhooks';
 import { parseDurationList } from '../lib/duration';
-import { predictionJson } from '../lib/prediction-json';
+import { predictionJson } from '../api/prediction-json';
 import { snapshotToRow } from '../db/predictions';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
@@ -22,7 +22,7 @@ import { workflowCode } from './workflow-code';
 import { controlWorkerTuning } from './worker-tuning';
 import { serveMetrics } from '../lib/metrics';
 import { announceReady } from '../lib/ready';
-import { RECONCILER_ID, REPLICA_SCALER_ID } from '../workflows/types';
+import { RECONCILER_ID, REPLICA_SCALER_ID } from '../domain/contracts';
 import { startTracing } from '../lib/tracing';
 
 async function main() {

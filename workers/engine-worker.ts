@@ -11,11 +11,11 @@ import { Storage } from '../lib/storage';
 import { EngineNode } from './engine-node';
 import { EchoFixtureEngine } from '../fixtures/echo-engine';
 import { enableFixtureTasks } from '../fixtures/enable';
-import { LlamaEngine } from './engines/llama-engine';
-import { llamaLoadMetrics } from './engines/llama-metrics';
-import { OnnxEngine } from './engines/onnx-engine';
+import { LlamaEngine } from '../engines/llama/engine';
+import { llamaLoadMetrics } from '../engines/llama/metrics';
+import { OnnxEngine } from '../engines/onnx/engine';
 import { urlSignerFromConfig } from '../lib/signing';
-import { ModelCache } from './model-cache';
+import { ModelCache } from '../engines/model-cache';
 import { startTracing } from '../lib/tracing';
 import { kilnDataConverter } from '../lib/payload-refs';
 

@@ -28,13 +28,13 @@ import {
 import type { createBatchControlActivities } from '../activities/batch-control';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import type { BatchSnapshot } from '../db/batches';
-import type { BatchStatus } from '../db/schema';
-import { chunkProgressOf, furthest, type BatchArgs, type BatchCarry, type ChunkProgress, type ChunkResult, type RerunPlan } from './batch-types';
-import { kilnFailure, NON_RETRYABLE_TYPES } from './failures';
+import type { BatchSnapshot } from '../domain/batch-contracts';
+import type { BatchStatus } from '../domain/statuses';
+import { chunkProgressOf, furthest, type BatchArgs, type BatchCarry, type ChunkProgress, type ChunkResult, type RerunPlan } from '../domain/batch-contracts';
+import { kilnFailure, NON_RETRYABLE_TYPES } from '../domain/failures';
 import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
-import { KilnStatus } from './search-attributes';
-import { modelQueue, type Placement } from './types';
+import { KilnStatus } from '../domain/search-attributes';
+import { modelQueue, type Placement } from '../domain/contracts';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 type BatchControlActivities = ReturnType<typeof createBatchControlActivities>;

@@ -6,8 +6,8 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import { isNonRetryableType, NON_RETRYABLE_TYPES } from './failures';
-import { DEFAULT_RETRY_POLICY, nodeQueue, type LoadResult, type Placement, type RetryPolicy } from './types';
+import { isNonRetryableType, NON_RETRYABLE_TYPES } from '../domain/failures';
+import { DEFAULT_RETRY_POLICY, nodeQueue, type LoadResult, type Placement, type RetryPolicy } from '../domain/contracts';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 type EngineActivities = ReturnType<typeof createEngineActivities>;

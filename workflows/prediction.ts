@@ -22,12 +22,12 @@ import {
 } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import type { PredictionSnapshot } from '../db/predictions';
-import type { WebhookEvent } from '../db/schema';
-import { NON_RETRYABLE_TYPES } from './failures';
-import { ENGINE_REVISIONS, succeededSnapshot } from './engine-projection';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
+import type { WebhookEvent } from '../domain/statuses';
+import { NON_RETRYABLE_TYPES } from '../domain/failures';
+import { ENGINE_REVISIONS, succeededSnapshot } from '../domain/engine-projection';
 import { describeFailure, isRetryableFault, nodeOfFailure, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
-import { KilnStatus } from './search-attributes';
+import { KilnStatus } from '../domain/search-attributes';
 import {
   modelQueue,
   PREDICTION_STARTED_SIGNAL,
@@ -38,7 +38,7 @@ import {
   type PredictionStartedSignal,
   type PredictionStatus,
   type PredictResult,
-} from './types';
+} from '../domain/contracts';
 import { webhookDeliveryWorkflow } from './webhook-delivery';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
@@ -88,7 +88,7 @@ const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.p
  * The hot path (a prediction the API admitted, with no webhook): no local activity and at most
  * two workflow tasks when the version is warm. The API wrote the first row and took the slot in
  * its create transaction and knows a node; the engine writes `processing` and the final row,
- * releases the slot and records usage (workflows/engine-projection.ts); search attributes are
+ * releases the slot and records usage (domain/engine-projection.ts); search attributes are
  * set at start and once at the end. Anything off that path (cold start, a failed attempt,
  * cancel, deadline) goes on as before, with local activities.
  */

@@ -12,7 +12,7 @@
 import { condition, continueAsNew, log, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import { engineOnNode } from './placement';
-import type { ReplicaLoad } from './types';
+import type { ReplicaLoad } from '../domain/contracts';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 

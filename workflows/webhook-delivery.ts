@@ -6,7 +6,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { createWebhookActivities } from '../activities/webhooks';
-import type { WebhookDelivery } from './types';
+import type { WebhookDelivery } from '../domain/contracts';
 
 type WebhookActivities = ReturnType<typeof createWebhookActivities>;
 

@@ -4,7 +4,7 @@ import { createApiToken, listApiTokens, revokeApiToken, type Account } from '../
 import type { Db } from '../../db/client';
 import { heldAdmissions, queuedPredictions } from '../../db/admissions';
 import { usageByDayAndModel } from '../../db/usage';
-import { rateLimitFor, taskNames } from '../../tasks';
+import { rateLimitFor, taskNames } from '../../domain/tasks';
 import { currentAccount } from '../auth';
 import { NotFoundError } from '../errors';
 import { parseOr422 } from '../validation';

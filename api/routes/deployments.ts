@@ -31,7 +31,7 @@ import { throwIfContextLengthExceeded } from '../context-length';
 import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
-import { predictionJson, type UrlContext } from '../../lib/prediction-json';
+import { predictionJson, type UrlContext } from '../prediction-json';
 import { parseOr422 } from '../validation';
 import { modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
 import { notePrediction } from '../request-log';

@@ -7,7 +7,7 @@ import { predictions } from '../../db/schema';
 import type { UrlSigner } from '../../lib/signing';
 import { NotFoundError, UnauthorizedError } from '../errors';
 import type { EventHub } from '../event-hub';
-import { verifyStreamUrl } from '../../lib/prediction-json';
+import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { z } from 'zod';

@@ -4,11 +4,11 @@ import type { Db } from '../../db/client';
 import { getPrediction } from '../../db/predictions';
 import type { SecretBox } from '../../lib/secret-box';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
-import { webhookWorkflowId, type WebhookDelivery } from '../../workflows/types';
+import { webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
 import { currentAccount } from '../auth';
 import { ApiError, NotFoundError } from '../errors';
 import { rowToSnapshot } from '../../db/predictions';
-import { isTerminalStatus } from '../../db/schema';
+import { isTerminalStatus } from '../../domain/statuses';
 import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 import { errorBody, redeliveryBody, rotatedSecretBody, webhookDeliveriesBody, webhookSecretBody } from '../response-schemas';
 

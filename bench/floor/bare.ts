@@ -9,7 +9,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuBetween, cpuByProcess } from '../cpu';
 import { pool } from '../lib';
-import { KilnAccount, KilnModel, KilnStatus } from '../../workflows/search-attributes';
+import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
 import type { bareWorkflow, visibleWorkflow } from './workflow';
 
 export interface LoadRun {

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { archivedThrough } from '../../activities/history-archive';
-import { predictionWorkflowId } from '../../workflows/types';
+import { predictionWorkflowId } from '../../domain/contracts';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
 import { API_URL, ms, percentile, table } from '../lib';

@@ -5,7 +5,7 @@
  * `visibleWorkflow` adds the visibility work of a prediction, one piece at a time.
  */
 import { patched, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
-import { KilnStatus } from '../../workflows/search-attributes';
+import { KilnStatus } from '../../domain/search-attributes';
 import type { floorActivities } from './activities';
 
 export interface BareArgs {

@@ -11,7 +11,7 @@ import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
-import type { ChunkProgress } from '../../workflows/batch-types';
+import type { ChunkProgress } from '../../domain/batch-contracts';
 import { killSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
 import { runningChunks } from '../batch-checkpoints';

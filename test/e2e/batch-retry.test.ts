@@ -12,7 +12,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { closeDb, type Db } from '../../db/client';
-import { batchWorkflowId } from '../../workflows/batch-types';
+import { batchWorkflowId } from '../../domain/batch-contracts';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 

@@ -5,8 +5,8 @@
  * chunks continue as new on the way.
  */
 import { closeDb, type Db } from '../../db/client';
-import { batchWorkflowId } from '../../workflows/batch-types';
-import { KilnStatus } from '../../workflows/search-attributes';
+import { batchWorkflowId } from '../../domain/batch-contracts';
+import { KilnStatus } from '../../domain/search-attributes';
 import { api, API_URL, newAccount, poll, testDb, testTemporal } from '../helpers';
 
 jest.setTimeout(120_000);

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
-import { loadSharp } from '../../workers/engines/onnx-engine';
+import { loadSharp } from '../../engines/onnx/engine';
 import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);

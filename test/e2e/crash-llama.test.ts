@@ -14,7 +14,7 @@ import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
-import { outputWebhookId, webhookWorkflowId } from '../../workflows/types';
+import { outputWebhookId, webhookWorkflowId } from '../../domain/contracts';
 import { killSuiteProcess, restartPostgres, restartTemporal, startApi } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';

@@ -8,7 +8,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { streamUrl } from '../../lib/prediction-json';
+import { streamUrl } from '../../api/prediction-json';
 import { closeDb, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';

@@ -7,7 +7,7 @@ import { eq } from 'drizzle-orm';
 import type { temporal } from '@temporalio/proto';
 import { closeDb, type Db } from '../../db/client';
 import { admissions, predictionEvents, predictions, usageRecords } from '../../db/schema';
-import { predictionWorkflowId } from '../../workflows/types';
+import { predictionWorkflowId } from '../../domain/contracts';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 

@@ -9,7 +9,7 @@ import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { usageRecords } from '../../db/schema';
 import { defaultPayloadConverter } from '@temporalio/common';
-import type { BatchChunkRequest } from '../../workflows/batch-types';
+import type { BatchChunkRequest } from '../../domain/batch-contracts';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';

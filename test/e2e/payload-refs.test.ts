@@ -10,8 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { closeDb, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { isPayloadRef, readPayloadRef } from '../../lib/payload-refs';
-import { loadSharp } from '../../workers/engines/onnx-engine';
-import { predictionWorkflowId } from '../../workflows/types';
+import { loadSharp } from '../../engines/onnx/engine';
+import { predictionWorkflowId } from '../../domain/contracts';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 

@@ -12,7 +12,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { closeDb, type Db } from '../../db/client';
-import { loadSharp } from '../../workers/engines/onnx-engine';
+import { loadSharp } from '../../engines/onnx/engine';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { estimateLlamaMemoryBytes } from '../../workers/engines/llama-memory';
+import { estimateLlamaMemoryBytes } from '../../domain/llama-memory';
 import { api, API_URL, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(120_000);

@@ -1,6 +1,6 @@
 /** Replicate's SSE stream: fed by the engine through Postgres NOTIFY, replayable, resumable. */
 import { closeDb, type Db } from '../../db/client';
-import { streamUrl } from '../../lib/prediction-json';
+import { streamUrl } from '../../api/prediction-json';
 import { UrlSigner } from '../../lib/signing';
 import { pacedLlama } from '../fixtures/models';
 import { eq } from 'drizzle-orm';

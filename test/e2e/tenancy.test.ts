@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
-import { predictionWorkflowId } from '../../workflows/types';
+import { predictionWorkflowId } from '../../domain/contracts';
 import { startApi } from '../chaos';
 import { api, newAccount, poll, testDb, TERMINAL, testDataConverter } from '../helpers';
 import { freePort } from '../receiver';

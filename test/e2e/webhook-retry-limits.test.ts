@@ -6,7 +6,7 @@
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { closeDb, type Db } from '../../db/client';
-import { webhookWorkflowId } from '../../workflows/types';
+import { webhookWorkflowId } from '../../domain/contracts';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 

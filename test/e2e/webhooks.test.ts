@@ -2,7 +2,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Webhook } from 'standardwebhooks';
 import { closeDb, type Db } from '../../db/client';
-import { webhookWorkflowId } from '../../workflows/types';
+import { webhookWorkflowId } from '../../domain/contracts';
 import { PACED_TOKEN_MS, pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
 import { freePort, startReceiver, type Receiver } from '../receiver';

@@ -1,16 +1,16 @@
 /**
  * Speculative decoding alternates two contexts, the draft's and the target's: each must decode on
  * all the engine's threads, not on the half that node-llama-cpp's splitter gives a context while
- * the other still holds a reservation (workers/engines/thread-release.ts). Real native inference
+ * the other still holds a reservation (engines/llama/thread-release.ts). Real native inference
  * on a generated model; the threads of each decode are read where node-llama-cpp's splitter hands
  * them out (without the release, 19 of 51 decodes here got one thread of two).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { textGenerationInput } from '../../tasks/text-generation';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { LlamaEngine } from '../../workers/engines/llama-engine';
+import { LlamaEngine } from '../../engines/llama/engine';
 
 jest.setTimeout(60_000);
 

@@ -2,13 +2,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { TINY_LLAMA } from '../../infra/seed';
-import { textGenerationInput } from '../../tasks/text-generation';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { LlamaEngine } from '../../workers/engines/llama-engine';
+import { LlamaEngine } from '../../engines/llama/engine';
 import { nodeCapacity } from '../../lib/hardware';
+import { EngineError } from '../../engines/engine-error';
 
 jest.setTimeout(60_000);
 
@@ -226,8 +226,8 @@ describe('context limits', () => {
       () => undefined,
       (e: unknown) => e,
     );
-    expect(err).toBeInstanceOf(ApplicationFailure);
-    expect(err).toMatchObject({ type: 'ContextLengthExceeded', nonRetryable: true });
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ type: 'ContextLengthExceeded' });
     expect((err as Error).message).toMatch(/^input\.prompt: the prompt is \d+ tokens, more than the model's context of 2048 tokens/);
     expect(performance.now() - started).toBeLessThan(5_000);
   });

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { config } from '../../lib/config';
 import { blobKey, Storage } from '../../lib/storage';
-import { ModelCache } from '../../workers/model-cache';
+import { ModelCache } from '../../engines/model-cache';
 
 jest.setTimeout(60_000);
 

@@ -3,9 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { TINY_LLAMA } from '../../infra/seed';
-import { textGenerationInput } from '../../tasks/text-generation';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { LlamaEngine } from '../../workers/engines/llama-engine';
+import { LlamaEngine } from '../../engines/llama/engine';
 
 jest.setTimeout(120_000);
 

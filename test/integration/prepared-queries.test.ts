@@ -6,7 +6,8 @@
 import { eq, sql } from 'drizzle-orm';
 import { builtOnce, closeDb, type Db } from '../../db/client';
 import { admit } from '../../db/admissions';
-import { createAdmitted, getPrediction, type PredictionSnapshot } from '../../db/predictions';
+import { createAdmitted, getPrediction } from '../../db/predictions';
+import { type PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { accounts, admissions, predictions } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { recentLiveNodes } from '../../db/nodes';

@@ -3,7 +3,7 @@
  * entry): requests are handed on as whole groups, ordered by sequence id.
  */
 import type { LlamaContext } from 'node-llama-cpp';
-import { DecodeGatherer } from '../../workers/engines/decode-gatherer';
+import { DecodeGatherer } from '../../engines/llama/decode-gatherer';
 
 type Request = { sequenceId: number };
 

@@ -1,7 +1,7 @@
 /** The rows an engine writes on the hot path, and the workflow's own final state, come from one pure function. */
-import type { PredictionSnapshot } from '../../db/predictions';
-import { ENGINE_REVISIONS, processingSnapshot, succeededSnapshot } from '../../workflows/engine-projection';
-import type { PredictResult } from '../../workflows/types';
+import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
+import { ENGINE_REVISIONS, processingSnapshot, succeededSnapshot } from '../../domain/engine-projection';
+import type { PredictResult } from '../../domain/contracts';
 
 const sent: PredictionSnapshot = {
   id: 'p1',

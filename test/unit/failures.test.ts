@@ -1,7 +1,7 @@
 /** How failures are classed (retry or not), the waits of a retry policy, and batch checkpoints. */
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/common';
-import { chunkProgressOf, furthest } from '../../workflows/batch-types';
-import { isNonRetryableType, kilnFailure, NON_RETRYABLE_TYPES, RETRYABLE_TYPES } from '../../workflows/failures';
+import { chunkProgressOf, furthest } from '../../domain/batch-contracts';
+import { isNonRetryableType, kilnFailure, NON_RETRYABLE_TYPES, RETRYABLE_TYPES } from '../../domain/failures';
 import { describeFailure, isRetryableFault, retryDelayMs, retryPolicyOf } from '../../workflows/placement';
 
 const activityFailed = (cause: Error) => new ActivityFailure('activity failed', 'predict', '1', 'NON_RETRYABLE_FAILURE', 'worker', cause);

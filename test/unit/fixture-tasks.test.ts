@@ -7,7 +7,7 @@ const base = { owner: 'me', name: 'm', visibility: 'private' };
 
 test("the product's task types hold no fixture; enabling fixtures adds the echo fixture's", () => {
   jest.isolateModules(() => {
-    const { taskNames, taskType } = jest.requireActual<typeof import('../../tasks')>('../../tasks');
+    const { taskNames, taskType } = jest.requireActual<typeof import('../../domain/tasks')>('../../domain/tasks');
     expect(taskNames()).toEqual(['text-generation', 'embeddings', 'remove-background']);
     expect(taskType('echo-fixture')).toBeUndefined();
     const { enableFixtureTasks } = jest.requireActual<typeof import('../../fixtures/enable')>('../../fixtures/enable');

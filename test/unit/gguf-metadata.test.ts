@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseGgufMetadata } from '../../lib/gguf-metadata';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { llamaShapeOf } from '../../workers/engines/llama-memory';
+import { llamaShapeOf } from '../../domain/llama-memory';
 
 let dir: string;
 let bytes: Buffer;

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { buildVocabulary, FIRST_WORD_TOKEN, ggufSize, llamaSpecSchema, planTensors, toHalf, writeLlamaGguf, TENSOR_TYPES } from '../../tools/gguf/gguf-writer';
-import { validateGguf } from '../../workers/engines/llama-engine';
+import { validateGguf } from '../../engines/llama/engine';
 
 let dir: string;
 beforeAll(async () => {
@@ -81,7 +81,7 @@ describe('validateGguf', () => {
   test('garbage is a typed ModelFileCorrupt failure, not a crash', async () => {
     const file = path.join(dir, 'garbage.gguf');
     await writeFile(file, Buffer.from('GGUF not really a model'));
-    await expect(validateGguf(file)).rejects.toMatchObject({ type: 'ModelFileCorrupt', nonRetryable: true });
+    await expect(validateGguf(file)).rejects.toMatchObject({ name: 'EngineError', type: 'ModelFileCorrupt' });
   });
 
   test('a file without the keys llama.cpp asserts on is refused before loading', async () => {

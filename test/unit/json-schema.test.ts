@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { jsonSchemaDocument, toGrammarSchema } from '../../tasks/json-schema';
-import { textGenerationInput } from '../../tasks/text-generation';
-import { boundNumbers, closingReserve } from '../../workers/engines/llama-grammar';
+import { jsonSchemaDocument, toGrammarSchema } from '../../domain/tasks/json-schema';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
+import { boundNumbers, closingReserve } from '../../engines/llama/grammar';
 
 describe('json_schema input', () => {
   test.each([

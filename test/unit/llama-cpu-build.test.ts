@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { buildDir, cpuBuildPlan, cpuinfoFlags, kilnCache } from '../../lib/llama-cpu-build';
 import { sourceBuildCmakeOptions } from '../../infra/gpu-build-plan';
-import { sourceBuildSetting } from '../../workers/engines/llama-backend';
+import { sourceBuildSetting } from '../../engines/llama/backend';
 
 // The issue-19 host: AVX-512 with VBMI, VNNI and BF16, and AMX, which must stay off.
 const avx512Host = 'sse4_2 avx avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16'.split(' ');

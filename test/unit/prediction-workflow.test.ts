@@ -15,9 +15,9 @@ import { Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { PredictionSnapshot } from '../../db/predictions';
-import { KilnAccount, KilnModel, KilnStatus } from '../../workflows/search-attributes';
-import { modelQueue, predictionWorkflowId, type PredictionArgs, type PredictRequest, type PredictResult, type RetryPolicy } from '../../workflows/types';
+import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
+import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
+import { modelQueue, predictionWorkflowId, type PredictionArgs, type PredictRequest, type PredictResult, type RetryPolicy } from '../../domain/contracts';
 
 jest.setTimeout(180_000);
 

@@ -4,9 +4,9 @@ import { preferWaitSeconds } from '../../api/prediction-request';
 import { decodeCursor, encodeCursor } from '../../db/paging';
 import { parseConfig } from '../../lib/config';
 import { idFromKey, newId } from '../../lib/ids';
-import { removeBackgroundInput } from '../../tasks/remove-background';
+import { removeBackgroundInput } from '../../domain/tasks/remove-background';
 import { fetchInput, type FetchInputDeps } from '../../lib/fetch-input';
-import { textGenerationInput } from '../../tasks/text-generation';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { withoutNul } from '../../db/sanitize';
 
 describe('text-generation input', () => {

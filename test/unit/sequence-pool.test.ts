@@ -1,6 +1,6 @@
 /** Which idle sequence a generation is lent: prefix reuse, low-id packing, sessions. */
-import { choose, MIN_REUSED_TOKENS } from '../../workers/engines/sequence-pool';
-import { cachedPromptTokens } from '../../workers/engines/prefix-reuse';
+import { choose, MIN_REUSED_TOKENS } from '../../engines/llama/sequence-pool';
+import { cachedPromptTokens } from '../../engines/llama/prefix-reuse';
 import type { Token } from 'node-llama-cpp';
 
 const idle = (...specs: Array<{ id: number; prefix: number; session?: string; releasedAt?: number }>) =>

@@ -1,6 +1,6 @@
 /** Prompt and response text rules of the llama.cpp engine: context limits and clean UTF-8. */
-import type { TextGenerationInput } from '../../tasks/text-generation';
-import { kilnFailure } from '../../workflows/failures';
+import type { TextGenerationInput } from '../../domain/tasks/text-generation';
+import { EngineError } from '../engine-error';
 
 /**
  * The generation limits a prompt of `inputTokens` leaves in a context of `contextSize`, or a
@@ -16,7 +16,7 @@ export function contextLimits(
   const room = contextSize - inputTokens;
   if (room < 1) {
     const field = input.messages ? 'input.messages' : 'input.prompt';
-    throw kilnFailure(
+    throw new EngineError(
       'ContextLengthExceeded',
       `${field}: the ${input.messages ? 'messages are' : 'prompt is'} ${inputTokens} tokens, more than the model's context of ${contextSize} tokens leaves room for (at least one token must be generated)`,
     );

@@ -8,10 +8,10 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { VersionFile } from '../db/schema';
+import type { VersionFile } from '../domain/statuses';
 import { byteMeter } from '../lib/byte-meter';
 import { blobKey, type Storage } from '../lib/storage';
-import { kilnFailure } from '../workflows/failures';
+import { EngineError } from './engine-error';
 import { FileHasher } from './file-hasher';
 
 export interface CacheProgress {
@@ -250,7 +250,7 @@ export class ModelCache {
     const detail = `${file.path}: expected sha256 ${file.sha256} (${file.size} B), got ${digest} (${bytes} B)`;
     // A resumed download may have kept bad bytes: start over. A fresh one means the blob is bad.
     if (resumed) throw new Error(`${detail}; retrying from scratch`);
-    throw kilnFailure('ModelFileCorrupt', detail);
+    throw new EngineError('ModelFileCorrupt', detail);
   }
 
   private async discard(partial: string): Promise<void> {

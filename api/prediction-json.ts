@@ -1,9 +1,9 @@
 import type { PredictionRow } from '../db/predictions';
-import type { UrlSigner } from './signing';
-import { signUntil, verifyUntil } from './expiring-signature';
-import { renderFileRefs } from './file-urls';
-import { temporalUiUrl, type TemporalUi } from './temporal-ui';
-import { predictionWorkflowId } from '../workflows/types';
+import type { UrlSigner } from '../lib/signing';
+import { signUntil, verifyUntil } from '../lib/expiring-signature';
+import { renderFileRefs } from '../lib/file-urls';
+import { temporalUiUrl, type TemporalUi } from '../lib/temporal-ui';
+import { predictionWorkflowId } from '../domain/contracts';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
 export interface UrlContext {

@@ -45,7 +45,10 @@ export function isNonRetryableType(type: string | undefined | null): boolean {
   return (NON_RETRYABLE_TYPES as Array<string | undefined | null>).includes(type);
 }
 
-/** `details` travel with the failure to the workflow (a batch chunk's progress, for instance). */
-export function kilnFailure(type: KilnFailureType, message: string, details?: unknown[]): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: isNonRetryableType(type), details });
+/**
+ * `details` travel with the failure to the workflow (a batch chunk's progress, for instance);
+ * `cause` is the error it wraps, kept in the failure's chain.
+ */
+export function kilnFailure(type: KilnFailureType, message: string, details?: unknown[], cause?: Error): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: isNonRetryableType(type), details, cause });
 }

@@ -33,7 +33,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { InferenceSession } from 'onnxruntime-node';
 import type { Sharp } from 'sharp';
-import { kilnFailure } from '../../workflows/failures';
+import { EngineError } from '../engine-error';
 
 type Ort = typeof import('onnxruntime-node');
 type SharpFactory = typeof import('sharp');
@@ -127,9 +127,9 @@ export class OnnxEngine {
 
   private async createSession(modelPath: string): Promise<LoadedSession> {
     const info = await stat(modelPath).catch(() => undefined);
-    if (!info?.isFile()) throw kilnFailure('ModelLoadFailed', `the model file ${modelPath} does not exist`);
+    if (!info?.isFile()) throw new EngineError('ModelLoadFailed', `the model file ${modelPath} does not exist`);
     if (info.size < MIN_MODEL_BYTES) {
-      throw kilnFailure('ModelLoadFailed', `the model file has ${info.size} bytes: too small to be an ONNX model`);
+      throw new EngineError('ModelLoadFailed', `the model file has ${info.size} bytes: too small to be an ONNX model`);
     }
     const ort = await loadOrt();
     const base: InferenceSession.SessionOptions = {
@@ -160,11 +160,11 @@ export class OnnxEngine {
       const problem = checkSignature(session);
       if (problem) {
         await session.release();
-        throw kilnFailure('ModelLoadFailed', `not an ISNet background-removal model: ${problem}`);
+        throw new EngineError('ModelLoadFailed', `not an ISNet background-removal model: ${problem}`);
       }
       return { session, providers, queue: Promise.resolve() };
     }
-    throw kilnFailure('ModelLoadFailed', `ONNX Runtime could not load the model: ${(lastError as Error).message}`);
+    throw new EngineError('ModelLoadFailed', `ONNX Runtime could not load the model: ${(lastError as Error).message}`, { cause: lastError });
   }
 
   async unload(versionId: string): Promise<void> {
@@ -236,16 +236,16 @@ function checkSignature(session: InferenceSession): string | undefined {
 
 /** Any image sharp reads, upright, as 8-bit sRGB without alpha. */
 async function decodeRgb(sharp: SharpFactory, bytes: Buffer): Promise<{ pixels: Buffer; width: number; height: number }> {
-  if (bytes.length === 0) throw kilnFailure('InvalidInput', 'the image is empty');
+  if (bytes.length === 0) throw new EngineError('InvalidInput', 'the image is empty');
   let decoded: { data: Buffer; info: { width: number; height: number; channels: number } };
   try {
     const pipeline: Sharp = sharp(bytes, { failOn: 'error' }).rotate().removeAlpha().toColourspace('srgb');
     decoded = await pipeline.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   } catch (err) {
-    throw kilnFailure('InvalidInput', `the image could not be decoded: ${(err as Error).message}`);
+    throw new EngineError('InvalidInput', `the image could not be decoded: ${(err as Error).message}`, { cause: err });
   }
   const { width, height, channels } = decoded.info;
-  if (channels !== 3) throw kilnFailure('InvalidInput', `the image decoded to ${channels} channels, not RGB`);
+  if (channels !== 3) throw new EngineError('InvalidInput', `the image decoded to ${channels} channels, not RGB`);
   return { pixels: decoded.data, width, height };
 }
 

@@ -1,7 +1,7 @@
 /** Grammars for structured output on the llama.cpp engine, built from a version-independent JSON schema. */
 import { createHash } from 'node:crypto';
 import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
-import { toGrammarSchema, type JsonSchema } from '../../tasks/json-schema';
+import { toGrammarSchema, type JsonSchema } from '../../domain/tasks/json-schema';
 
 /** Building a grammar parses it in llama.cpp: the same schema (a client's every call) reuses it. */
 const MAX_GRAMMARS = 64;
@@ -22,7 +22,7 @@ export function boundNumbers(gbnf: string): string {
     .replaceAll('("0" | [1-9] [0-9]{0,15})', '("0" | [1-9] [0-9]{0,14})');
 }
 
-/** The grammar of a valid JSON schema (tasks/json-schema.ts), as node-llama-cpp builds it, numbers bounded. */
+/** The grammar of a valid JSON schema (domain/tasks/json-schema.ts), as node-llama-cpp builds it, numbers bounded. */
 export async function jsonSchemaGrammar(llama: Llama, schema: JsonSchema, Text: typeof LlamaText): Promise<LlamaGrammar> {
   const generated = await llama.createGrammarForJsonSchema(toGrammarSchema(schema) as never);
   return llama.createGrammar({

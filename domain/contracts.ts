@@ -1,5 +1,5 @@
 /** Data that crosses the workflow/activity boundary. Plain JSON only. */
-import type { PredictionStatus, WebhookEvent } from '../db/schema';
+import type { PredictionStatus, WebhookEvent } from './statuses';
 
 export interface PredictionArgs {
   id: string;
@@ -98,7 +98,7 @@ export interface PredictRequest {
   /** The length of `continues` in tokens, as the failed attempts counted them. */
   continuedTokens?: number;
   /**
-   * The engine writes the `processing` and final `succeeded` rows itself (workflows/engine-projection.ts),
+   * The engine writes the `processing` and final `succeeded` rows itself (domain/engine-projection.ts),
    * releases the admission slot and records usage, instead of signalling the workflow.
    */
   project?: boolean;
@@ -148,7 +148,7 @@ export interface WebhookDelivery {
 }
 
 /** The prediction state a webhook carries (db/predictions.ts PredictionSnapshot). */
-export type PredictionSnapshotLike = import('../db/predictions').PredictionSnapshot;
+export type PredictionSnapshotLike = import('./prediction-snapshot').PredictionSnapshot;
 
 export const webhookWorkflowId = (predictionId: string, event: WebhookEvent, n: number): string =>
   `webhook-${predictionId}-${event}-${n}`;

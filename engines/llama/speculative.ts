@@ -5,24 +5,9 @@
  * those it would have drawn itself, so the output is the target's; only the speed changes.
  */
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, TokenPredictor } from 'node-llama-cpp';
-import { kilnFailure } from '../../workflows/failures';
+import { EngineError } from '../engine-error';
 import { releaseThreadsAtOnce } from './thread-release';
-
-/** How a version predicts tokens (its manifest's `settings.speculative`, as the API stored it). */
-export type SpeculativeSettings =
-  | {
-      type: 'draft';
-      /** The draft model, `owner/name`, and the version of it that was resolved at push. */
-      model: string;
-      version: string;
-      /** Most tokens drafted ahead at a time. */
-      maxDraftTokens?: number;
-      /** Tokens the target waits for before it checks a draft (0: check whatever is drafted by then). */
-      minDraftTokens?: number;
-      /** The draft stops at a token it is less sure of than this (0: never). */
-      minConfidence?: number;
-    }
-  | { type: 'input_lookup'; maxDraftTokens?: number };
+import type { SpeculativeSettings } from '../../domain/speculative-settings';
 
 /** Draft tokens the target accepted and rejected, over one generation or a sequence's life. */
 export interface DraftCounts {
@@ -75,17 +60,17 @@ export class SpeculativeDecoding {
     opts: { draftFile?: string; contextSize: number; sequences: number; threads: number },
   ): Promise<SpeculativeDecoding> {
     if (settings.type === 'input_lookup') return new SpeculativeDecoding(settings, lib);
-    if (!opts.draftFile) throw kilnFailure('ModelLoadFailed', `the draft model ${settings.model} has no GGUF file here`);
+    if (!opts.draftFile) throw new EngineError('ModelLoadFailed', `the draft model ${settings.model} has no GGUF file here`);
     let model: LlamaModel;
     try {
       model = await llama.loadModel({ modelPath: opts.draftFile });
     } catch (err) {
-      throw kilnFailure('ModelLoadFailed', `llama.cpp could not load the draft model ${settings.model}: ${(err as Error).message}`);
+      throw new EngineError('ModelLoadFailed', `llama.cpp could not load the draft model ${settings.model}: ${(err as Error).message}`, { cause: err });
     }
     const mismatch = tokenizerMismatch(target, model);
     if (mismatch) {
       await model.dispose();
-      throw kilnFailure('DraftTokenizerMismatch', `the draft model ${settings.model} does not share the target's tokenizer: ${mismatch}`);
+      throw new EngineError('DraftTokenizerMismatch', `the draft model ${settings.model} does not share the target's tokenizer: ${mismatch}`);
     }
     const context = await model.createContext({ contextSize: opts.contextSize, sequences: opts.sequences, threads: opts.threads });
     releaseThreadsAtOnce(context);

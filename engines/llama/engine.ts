@@ -14,15 +14,16 @@ import type {
   Token,
   TokenBias,
 } from 'node-llama-cpp';
-import type { ChatMessage, TextGenerationInput } from '../../tasks/text-generation';
-import { kilnFailure } from '../../workflows/failures';
-import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './llama-grammar';
-import { cleanText, contextLimits } from './llama-text';
+import type { ChatMessage, TextGenerationInput } from '../../domain/tasks/text-generation';
+import { EngineError } from '../engine-error';
+import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './grammar';
+import { cleanText, contextLimits } from './text';
 import { DecodeGatherer } from './decode-gatherer';
 import { releaseThreadsAtOnce } from './thread-release';
-import { draftCounts, SpeculativeDecoding, type DraftCounts, type SpeculativeSettings } from './llama-speculative';
+import { draftCounts, SpeculativeDecoding, type DraftCounts } from './speculative';
+import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import { SequencePool } from './sequence-pool';
-import { loadLlamaBackend, type SourceBuildSetting } from './llama-backend';
+import { loadLlamaBackend, type SourceBuildSetting } from './backend';
 import { cachedPromptTokens, promptProbe } from './prefix-reuse';
 import type { GpuState } from '../../lib/hardware';
 
@@ -59,7 +60,7 @@ async function checkGgufHeader(file: string): Promise<void> {
           : header.readBigUInt64LE(8) > BigInt(size) || header.readBigUInt64LE(16) > BigInt(size)
             ? 'has tensor or metadata counts larger than the file'
             : undefined;
-    if (problem) throw kilnFailure('ModelFileCorrupt', `not a GGUF model: the file ${problem}`);
+    if (problem) throw new EngineError('ModelFileCorrupt', `not a GGUF model: the file ${problem}`);
   } finally {
     await handle.close();
   }
@@ -72,17 +73,17 @@ export async function validateGguf(file: string): Promise<{ architecture: string
   try {
     info = await readGgufFileInfo(file, { readTensorInfo: false, logWarnings: false, signal: AbortSignal.timeout(30_000) });
   } catch (err) {
-    throw kilnFailure('ModelFileCorrupt', `not a readable GGUF file: ${(err as Error).message}`);
+    throw new EngineError('ModelFileCorrupt', `not a readable GGUF file: ${(err as Error).message}`, { cause: err });
   }
   const architecture = info.metadata?.general?.architecture as string | undefined;
-  if (!architecture) throw kilnFailure('ModelFileCorrupt', 'GGUF metadata has no general.architecture');
+  if (!architecture) throw new EngineError('ModelFileCorrupt', 'GGUF metadata has no general.architecture');
   const arch = (info.architectureMetadata ?? {}) as Record<string, unknown>;
   const missing = REQUIRED_LLAMA_KEYS.filter((key) => {
     const value = key.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], arch);
     return value === undefined;
   });
   if (missing.length > 0) {
-    throw kilnFailure('ModelFileCorrupt', `GGUF metadata lacks ${missing.map((k) => `${architecture}.${k}`).join(', ')}`);
+    throw new EngineError('ModelFileCorrupt', `GGUF metadata lacks ${missing.map((k) => `${architecture}.${k}`).join(', ')}`);
   }
   return { architecture, trainContextSize: arch.context_length as number | undefined };
 }
@@ -162,7 +163,7 @@ export interface LlamaLoadSettings {
   speculative?: SpeculativeSettings;
 }
 
-/** Counts what loads: a weight load per base model, a context per adapter (workers/engines/llama-metrics.ts). */
+/** Counts what loads: a weight load per base model, a context per adapter (engines/llama/metrics.ts). */
 export interface LlamaLoadObserver {
   modelLoaded(versionId: string): void;
   adapterLoaded(versionId: string, baseVersionId: string): void;
@@ -219,7 +220,7 @@ export class LlamaEngine {
     try {
       model = await llama.loadModel({ modelPath: file });
     } catch (err) {
-      throw kilnFailure('ModelLoadFailed', `llama.cpp could not load the model: ${(err as Error).message}`);
+      throw new EngineError('ModelLoadFailed', `llama.cpp could not load the model: ${(err as Error).message}`, { cause: err });
     }
     let entry: LoadedModel;
     try {
@@ -239,14 +240,14 @@ export class LlamaEngine {
   async loadAdapter(versionId: string, baseVersionId: string, file: string, settings: LlamaLoadSettings & { loraScale?: number } = {}): Promise<void> {
     if (this.loaded.has(versionId)) return;
     const base = this.loaded.get(baseVersionId);
-    if (!base || base.base) throw kilnFailure('ModelLoadFailed', `the adapter's base version ${baseVersionId} is not loaded on this node`);
+    if (!base || base.base) throw new EngineError('ModelLoadFailed', `the adapter's base version ${baseVersionId} is not loaded on this node`);
     await checkGgufHeader(file);
     const trainContextSize = base.model.trainContextSize;
     let entry: LoadedModel;
     try {
       entry = await this.servingContext(base.model, settings, trainContextSize, { lora: { adapters: [{ filePath: file, scale: settings.loraScale ?? 1 }] } });
     } catch (err) {
-      throw kilnFailure('ModelLoadFailed', `llama.cpp could not apply the LoRA adapter: ${(err as Error).message}`);
+      throw new EngineError('ModelLoadFailed', `llama.cpp could not apply the LoRA adapter: ${(err as Error).message}`, { cause: err });
     }
     this.loaded.set(versionId, { ...entry, base: baseVersionId });
     this.observer?.adapterLoaded(versionId, baseVersionId);

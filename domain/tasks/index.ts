@@ -3,7 +3,7 @@
  * prediction starts and the engine parses with it again before it runs.
  */
 import { z } from 'zod';
-import type { EngineName } from '../db/schema';
+import type { EngineName } from '../statuses';
 import { embeddingsInput, embeddingsOutput } from './embeddings';
 import { removeBackgroundInput, removeBackgroundOutput } from './remove-background';
 import { textGenerationInput, textGenerationOutput } from './text-generation';

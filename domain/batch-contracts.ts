@@ -1,5 +1,6 @@
 /** Data that crosses the batch workflow's boundary. Plain JSON only. */
-import type { PredictionPriority, RetryPolicy } from './types';
+import type { PredictionPriority, RetryPolicy } from './contracts';
+import type { BatchStatus } from './statuses';
 
 export interface BatchArgs {
   id: string;
@@ -102,4 +103,27 @@ export function furthest(a: ChunkProgress | undefined, b: ChunkProgress | undefi
   if (!a) return b;
   if (!b) return a;
   return b.lines.length > a.lines.length ? b : a;
+}
+
+/** What the batch workflow knows at one transition; written whole, guarded by its revision. */
+export interface BatchSnapshot {
+  id: string;
+  accountId: string;
+  model: string;
+  versionId: string;
+  status: BatchStatus;
+  total: number;
+  completed: number;
+  failed: number;
+  chunkSize: number;
+  source: string;
+  error: string | null;
+  logs: string;
+  outputFileId: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  revision: number;
+  /** Set by a retry's run only (a first run's row keeps the default, 1). */
+  attempt?: number;
 }

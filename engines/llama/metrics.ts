@@ -4,7 +4,7 @@
  */
 import client from 'prom-client';
 import { registry } from '../../lib/metrics';
-import type { LlamaLoadObserver } from './llama-engine';
+import type { LlamaLoadObserver } from './engine';
 
 const modelLoads = new client.Counter({
   name: 'kiln_llama_model_loads_total',
