@@ -6,15 +6,14 @@
 import { Context, log } from '@temporalio/activity';
 import type { ModelVersion } from '../db/models';
 import { loraScaleOf } from '../lib/lora';
-import type { LlamaEngine, LlamaLoadSettings } from '../engines/llama/engine';
-import type { ModelCache } from '../engines/model-cache';
+import type { LlamaLoadSettings, ModelFiles, TextEngine } from '../engines';
 import { kilnFailure } from '../domain/failures';
 import type { LoadResult } from '../domain/contracts';
 import type { NodeHooks } from './node-hooks';
 import { engineFileIndex } from '../lib/engine-file';
 
 export async function loadAdapterVersion(
-  deps: { cache: ModelCache; llama: LlamaEngine; node: NodeHooks; loadBase: (versionId: string) => Promise<LoadResult> },
+  deps: { cache: ModelFiles; llama: TextEngine; node: NodeHooks; loadBase: (versionId: string) => Promise<LoadResult> },
   version: ModelVersion,
   base: string,
   settings: { concurrency?: number; idleTtlSeconds?: number },

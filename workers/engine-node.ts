@@ -11,8 +11,10 @@ import { replicaLimits } from '../db/deployments';
 import type { LoadedVersion } from '../domain/statuses';
 import type { Logger } from '../lib/logger';
 import { announceReady } from '../lib/ready';
-import { createEngineActivities, type EngineDeps } from '../activities/engine';
+import { createEngineActivities } from '../activities/engine';
+import type { EngineDeps } from '../activities/engine-deps';
 import type { NodeHooks } from '../activities/node-hooks';
+import type { OnnxEngine } from '../engines/onnx/engine';
 import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import type { LlamaEngine } from '../engines/llama/engine';
 import type { ModelCache } from '../engines/model-cache';
@@ -80,7 +82,7 @@ export class EngineNode implements NodeHooks {
       cache: ModelCache;
       logger: Logger;
       echoFixture?: EchoFixtureEngine;
-      onnx?: EngineDeps['onnx'];
+      onnx?: NonNullable<EngineDeps['onnx']> & { engine: OnnxEngine };
       storage?: EngineDeps['storage'];
       /** The payload codec (lib/payload-refs.ts) every worker of this node decodes and encodes with. */
       dataConverter?: DataConverter;

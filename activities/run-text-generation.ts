@@ -1,0 +1,85 @@
+/**
+ * Text generation: a prediction streams its output and sends output webhooks as it goes; a batch
+ * item only returns its text. A failed attempt's output is in the stream already, and this
+ * attempt continues it (docs/architecture.md#what-survives-a-crash).
+ */
+import { log } from '@temporalio/activity';
+import { kilnFailure } from '../domain/failures';
+import type { PredictResult } from '../domain/contracts';
+import type { TextGenerationInput } from '../domain/tasks/text-generation';
+import { draftMetrics } from '../lib/metrics';
+import { heartbeatThrottle, round } from './heartbeat-throttle';
+import { OutputStream } from './output-stream';
+import { OutputWebhooks } from './output-webhooks';
+import type { TaskRun, TaskRunner } from './task-run';
+
+type Generation = Awaited<ReturnType<TaskRun<unknown>['deps']['llama']['generate']>>;
+
+export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) => {
+  const { req, ctx, mode, deps } = run;
+  const continues = mode.live ? (req.continues ?? '') : '';
+  let tokens = 0;
+  const beatDue = heartbeatThrottle();
+  const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
+  const stream = mode.live
+    ? new OutputStream(deps.db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }), req.attempt, deps.streamBatchMs)
+    : undefined;
+  const output: string[] = continues ? [continues] : [];
+  const webhooks = mode.live
+    ? new OutputWebhooks(ctx.client, deps.controlQueue, req.snapshot, (err) => log.warn('could not start an output webhook', { error: err.message }), req.attempt)
+    : undefined;
+  // A later attempt has taken the stream over (this one was given up for lost): stop generating.
+  const replaced = new AbortController();
+  try {
+    const g = await deps.llama.generate(req.versionId, run.input, {
+      signal: AbortSignal.any([ctx.cancellationSignal, replaced.signal]),
+      continues,
+      continuedTokens: req.continuedTokens,
+      session: req.session,
+      owner: req.snapshot.accountId,
+      onChunk: (chunk, outputTokens) => {
+        tokens = outputTokens;
+        if (beatDue()) mode.heartbeat({ tokens });
+        output.push(chunk);
+        stream?.push(chunk, outputTokens);
+        webhooks?.outputChanged(output);
+        if (stream?.isReplaced) replaced.abort();
+      },
+    });
+    webhooks?.stop();
+    await stream?.close();
+    // Anything but a cancel request (shutdown, lost heartbeat) is a fault: let Temporal retry.
+    if ((g.aborted || replaced.signal.aborted) && !ctx.cancellationDetails?.cancelRequested) {
+      throw kilnFailure('EngineInterrupted', `generation interrupted on node ${deps.node.nodeId}`);
+    }
+    return generationResult(run, g, continues);
+  } finally {
+    clearInterval(beat);
+    webhooks?.stop();
+  }
+};
+
+/** The prediction's result: the text (continuing a failed attempt's), its logs and metrics. */
+export function generationResult(run: Pick<TaskRun<unknown>, 'startedAt' | 'queueSeconds' | 'deps'>, g: Generation, continues: string): PredictResult {
+  const generated = g.outputTokens - g.continuedTokens;
+  const tokensPerSecond = generated / Math.max(g.predictSeconds, 1e-6);
+  const logs = [`Using seed: ${g.seed}`];
+  if (continues) logs.push(`Continued the output of the failed attempt (${g.continuedTokens} tokens)`);
+  logs.push(
+    g.aborted
+      ? `Canceled after ${g.outputTokens} tokens`
+      : `Generated ${generated} tokens in ${g.predictSeconds.toFixed(3)} s (${tokensPerSecond.toFixed(1)} tokens/s, stop: ${g.stopReason})`,
+  );
+  const metrics: Record<string, number> = {
+    queue_time: round(run.queueSeconds),
+    predict_time: round(g.predictSeconds),
+    input_token_count: g.inputTokens,
+    cached_tokens: g.cachedTokens,
+    output_token_count: g.outputTokens,
+    tokens_per_second: round(tokensPerSecond, 2),
+  };
+  if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
+  if (g.draft) Object.assign(metrics, draftMetrics(g.draft));
+  const text = continues ? [continues, ...g.chunks] : g.chunks;
+  return { output: text, logs, metrics, startedAt: run.startedAt, aborted: g.aborted, hardware: run.deps.node.hardware };
+}
