@@ -6,7 +6,7 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import { isNonRetryableType, NON_RETRYABLE_TYPES } from '../domain/failures';
+import { isNonRetryableType, NON_RETRYABLE_TYPES, RETRYABLE_TYPES } from '../domain/failures';
 import { DEFAULT_RETRY_POLICY, nodeQueue, type LoadResult, type Placement, type RetryPolicy } from '../domain/contracts';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
@@ -72,10 +72,13 @@ export function nodeOfFailure(err: unknown): string | undefined {
   return typeof details?.nodeId === 'string' ? details.nodeId : undefined;
 }
 
+const isKilnFailure = (e: Error) => e instanceof ApplicationFailure && (NON_RETRYABLE_TYPES.includes(e.type as never) || RETRYABLE_TYPES.includes(e.type as never));
+
 /** The innermost message, with its Kiln failure type when it has one: an activity failure wraps the error that caused it. */
 export function describeFailure(err: unknown): string {
   let e: unknown = err;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  // Kiln's own failure is the description; what it wraps (an engine's error, a native one) is its cause.
+  while (e instanceof Error && e.cause instanceof Error && !isKilnFailure(e)) e = e.cause;
   if (e instanceof TimeoutFailure) return e.message || `${e.timeoutType?.toLowerCase() ?? 'activity'} timeout`;
   if (e instanceof ApplicationFailure && e.type && e.type !== 'Error') return `${e.type}: ${e.message}`;
   return e instanceof Error ? e.message : String(e);
