@@ -17,7 +17,8 @@ import type {
 import type { ChatMessage, TextGenerationInput } from '../../domain/tasks/text-generation';
 import { EngineError } from '../engine-error';
 import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './grammar';
-import { cleanText, contextLimits } from './text';
+import { cleanText } from './text';
+import { contextLimits } from './token-budget';
 import { DecodeGatherer } from './decode-gatherer';
 import { releaseThreadsAtOnce } from './thread-release';
 import { draftCounts, SpeculativeDecoding, type DraftCounts } from './speculative';
