@@ -4,27 +4,34 @@
  * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
 import { open } from 'node:fs/promises';
-import type {
-  ChatHistoryItem,
-  Llama,
-  LlamaContext,
-  LlamaEmbeddingContext,
-  LlamaGrammar,
-  LlamaModel,
-  Token,
-  TokenBias,
-} from 'node-llama-cpp';
-import type { ChatMessage, TextGenerationInput } from '../../domain/tasks/text-generation';
+import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText } from 'node-llama-cpp';
+import type { TextGenerationInput } from '../../domain/tasks/text-generation';
+import type { JsonSchema } from '../../domain/tasks/json-schema';
 import { EngineError } from '../engine-error';
-import { closingReserve, grammarKey, GrammarCache, jsonSchemaGrammar, wrapUpBias } from './grammar';
-import { cleanText, contextLimits } from './text';
+import { grammarKey, GrammarCache, jsonSchemaGrammar } from './grammar';
 import { DecodeGatherer } from './decode-gatherer';
 import { releaseThreadsAtOnce } from './thread-release';
-import { draftCounts, SpeculativeDecoding, type DraftCounts } from './speculative';
+import { draftCounts, SpeculativeDecoding } from './speculative';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import { SequencePool } from './sequence-pool';
 import { loadLlamaBackend, type SourceBuildSetting } from './backend';
-import { cachedPromptTokens, promptProbe } from './prefix-reuse';
+import { cachedPromptTokens } from './prefix-reuse';
+import { generationPrompt, reuseProbe, type GenerationPrompt } from './generation-prompt';
+import { contextLimits, tokensLeft, type TokenLimits } from './token-budget';
+import { GenerationStream } from './generation-stream';
+import { stopStringsOf } from './stop-strings';
+import { tokenBiasPolicy } from './token-bias-policy';
+import { samplingOptions } from './sampling-options';
+import { decode } from './sequence-decoding';
+import {
+  endedByDecoding,
+  endedByEarlyAbort,
+  generationResult,
+  nothingToGenerate,
+  type GenerationEnding,
+  type GenerationResult,
+  type GenerationRun,
+} from './generation-result';
 import type { GpuState } from '../../lib/hardware';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -99,38 +106,7 @@ interface LoadedModel {
   speculative?: SpeculativeDecoding;
 }
 
-/** OpenAI-style messages to node-llama-cpp's chat history, ending with the model's turn. */
-/** `continues`: the start of the model's response, which generation goes on from (LlamaChat continues a last model item). */
-function toChatHistory(messages: ChatMessage[], continues = ''): ChatHistoryItem[] {
-  const history: ChatHistoryItem[] = messages.map((m) =>
-    m.role === 'system'
-      ? { type: 'system', text: m.content }
-      : m.role === 'user'
-        ? { type: 'user', text: m.content }
-        : { type: 'model', response: [m.content] },
-  );
-  history.push({ type: 'model', response: continues ? [continues] : [] });
-  return history;
-}
-
-export interface GenerationResult {
-  chunks: string[];
-  inputTokens: number;
-  /** Tokens of the output, the continued text's included. */
-  outputTokens: number;
-  /** Tokens of the text this generation continued (0 for a fresh one). */
-  continuedTokens: number;
-  /** Prompt tokens whose evaluation the sequence already held (prefix reuse), not evaluated again. */
-  cachedTokens: number;
-  aborted: boolean;
-  stopReason: string;
-  seed: number;
-  /** Seconds from the start of generation to the first chunk. */
-  timeToFirstToken: number | null;
-  predictSeconds: number;
-  /** Draft tokens accepted and rejected, where the version decodes speculatively. */
-  draft?: DraftCounts;
-}
+export type { GenerationResult } from './generation-result';
 
 /**
  * How long a gathered decode waits for a sequence of the last batch that has not asked again: the
@@ -161,6 +137,34 @@ export interface LlamaLoadSettings {
   contextSize?: number;
   fixtureTokenDelayMs?: number;
   speculative?: SpeculativeSettings;
+}
+
+/** What a generate() call may carry besides its input. */
+export interface GenerateOptions {
+  signal?: AbortSignal;
+  onChunk?: (chunk: string, outputTokens: number) => void;
+  /**
+   * The start of the response, from an attempt that failed: generation goes on from its end
+   * (as the model's own text, not as prompt), and it counts towards max_tokens and min_tokens.
+   */
+  continues?: string;
+  /** Its length in tokens as first generated; without it, the text is tokenized (which need not give the same count). */
+  continuedTokens?: number;
+  /** x-session-affinity: the session's sequence state is kept between its requests. */
+  session?: string;
+  /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
+  owner?: string;
+}
+
+/** A generation as generate() prepares it before it takes a sequence. */
+interface GenerationJob {
+  request: TextGenerationInput;
+  grammar?: LlamaGrammar;
+  prompt: GenerationPrompt;
+  limits: TokenLimits;
+  continues: string;
+  continuedTokens: number;
+  seed: number;
 }
 
 /** Counts what loads: a weight load per base model, a context per adapter (engines/llama/metrics.ts). */
@@ -307,216 +311,99 @@ export class LlamaEngine {
 
   /** A prompt's length in tokens for a loaded version's tokenizer, as generate() counts its inputTokens. */
   tokenCount(versionId: string, text: string): number {
-    const entry = this.loaded.get(versionId);
-    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
-    return entry.model.tokenizer(text).length;
+    return this.entryOf(versionId).model.tokenizer(text).length;
   }
 
-  async generate(
-    versionId: string,
-    request: TextGenerationInput,
-    opts: {
-      signal?: AbortSignal;
-      onChunk?: (chunk: string, outputTokens: number) => void;
-      /**
-       * The start of the response, from an attempt that failed: generation goes on from its end
-       * (as the model's own text, not as prompt), and it counts towards max_tokens and min_tokens.
-       */
-      continues?: string;
-      /** Its length in tokens as first generated; without it, the text is tokenized (which need not give the same count). */
-      continuedTokens?: number;
-      /** x-session-affinity: the session's sequence state is kept between its requests. */
-      session?: string;
-      /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
-      owner?: string;
-    } = {},
-  ): Promise<GenerationResult> {
-    const entry = this.loaded.get(versionId);
-    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
-    const { LlamaCompletion, LlamaChat, TokenBias, LlamaText, resolveChatWrapper } = await loadNodeLlamaCpp();
-    const schema = request.json_schema;
-    const grammar: LlamaGrammar | undefined = schema
-      ? await this.grammars.get(grammarKey(schema), async () => jsonSchemaGrammar(await this.backend(), schema, LlamaText))
-      : undefined;
-    const tokenizer = entry.model.tokenizer;
-    const chatWrapper = request.messages ? resolveChatWrapper(entry.model) : undefined;
-    const history = request.messages ? toChatHistory(request.messages) : undefined;
-    const promptTokens =
-      chatWrapper && history ? chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(tokenizer) : tokenizer(request.prompt ?? '');
-    const inputTokens = promptTokens.length;
+  /** A request's text from a loaded version, streamed to `opts.onChunk` as it comes. */
+  async generate(versionId: string, request: TextGenerationInput, opts: GenerateOptions = {}): Promise<GenerationResult> {
+    const entry = this.entryOf(versionId);
+    const nlc = await loadNodeLlamaCpp();
+    const grammar = request.json_schema ? await this.grammarFor(request.json_schema, nlc.LlamaText) : undefined;
+    const prompt = generationPrompt(entry.model, request, nlc.resolveChatWrapper);
+    const inputTokens = prompt.tokens.length;
     // A prompt the context cannot hold fails at once and for good, before it takes a sequence;
     // one that fits leaves the rest of the context as the most that can be generated.
-    const input = { ...request, ...contextLimits(request, inputTokens, entry.context.contextSize) };
+    const limits = contextLimits(request, inputTokens, entry.context.contextSize);
     const continues = opts.continues ?? '';
-    const continuedTokens = continues ? (opts.continuedTokens ?? tokenizer(continues).length) : 0;
-    const seed = input.seed ?? Math.floor(Math.random() * 2 ** 32);
-    if (continuedTokens >= input.max_tokens) {
-      return { chunks: [], inputTokens, outputTokens: continuedTokens, continuedTokens, cachedTokens: 0, aborted: false, stopReason: 'maxTokens', seed, timeToFirstToken: null, predictSeconds: 0 };
-    }
-    const probe = history ? promptTokens : promptProbe(entry.model, request.prompt ?? '');
-    const { id: sequenceId, sequence, heldTokens } = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
-    let cachedTokens = 0;
-    let measured = false;
+    const continuedTokens = continues ? (opts.continuedTokens ?? entry.model.tokenizer(continues).length) : 0;
+    const seed = request.seed ?? Math.floor(Math.random() * 2 ** 32);
+    const run =
+      tokensLeft(limits, continuedTokens) <= 0
+        ? nothingToGenerate(continuedTokens)
+        : await this.generateOnSequence(entry, nlc, { request, grammar, prompt, limits, continues, continuedTokens, seed }, opts);
+    return generationResult({ inputTokens, continuedTokens, seed }, run);
+  }
+
+  /** The generation proper, on a sequence lent for it: what it streamed, and how it ended. */
+  private async generateOnSequence(entry: LoadedModel, nlc: NodeLlamaCpp, job: GenerationJob, opts: GenerateOptions): Promise<GenerationRun> {
+    const { request, limits, continuedTokens } = job;
+    const { id: sequenceId, sequence, heldTokens } = await entry.pool.acquire(opts.signal, reuseProbe(entry.model, job.prompt), {
+      session: opts.session,
+      owner: opts.owner,
+    });
+    let cachedTokens: number | undefined;
     const predictionsBefore = entry.speculative && draftCounts(sequence);
     const started = performance.now();
-    const chunks: string[] = [];
-    let outputTokens = continuedTokens;
-    let firstChunkAt: number | null = null;
-    const endTokens = [entry.model.tokens.eos, entry.model.tokens.eot].filter((t): t is Token => t != null);
-    const holdEnd = new TokenBias(tokenizer);
-    for (const t of endTokens) holdEnd.set(t, 'never');
-    const noBias = new TokenBias(tokenizer);
-    // Under a grammar, the last tokens of the budget favour closing quotes and brackets, so the
-    // JSON ends complete instead of being cut off mid-string (as a model with no sense of the
-    // budget, or random weights, would otherwise do).
-    const closing: TokenBias | undefined = grammar ? wrapUpBias(entry.model, TokenBias) : undefined;
-    const wrapUpFrom = schema ? input.max_tokens - (closingReserve(schema) + 8) : Infinity;
-    const biasNow = () => (outputTokens < input.min_tokens ? holdEnd : closing && outputTokens >= wrapUpFrom ? closing : noBias);
-    // Stop strings are matched on the decoded text here: llama.cpp's detector misses a string
-    // that begins with a space, since a word token carries its space as a prefix.
-    const stops = input.stop === undefined ? [] : [input.stop].flat();
     const stopAt = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
-    let text = continues;
-    let stopped = false;
-    let clipped: Token[] | undefined;
-    const options = {
-      maxTokens: input.max_tokens - continuedTokens,
-      temperature: input.temperature,
-      topP: input.top_p,
-      topK: input.top_k,
-      seed,
-      // No penalty the input does not ask for: temperature 0 then means the most likely token, and
-      // a penalty over the tokens so far would judge a drafted token (checked in a batch before the
-      // tokens ahead of it are counted) otherwise than the same token decoded alone.
-      repeatPenalty: false as const,
-      // min_tokens: the end-of-text tokens are banned until enough has been generated.
-      tokenBias: biasNow,
-      grammar,
-      signal,
-      stopOnAbortSignal: true,
-      onToken: (tokens: Token[]) => {
-        // The prompt is all evaluated by the first token: what it kept of the sequence's old tokens was reused.
-        if (!measured) {
-          measured = true;
-          cachedTokens = cachedPromptTokens(heldTokens, sequence.contextTokens);
-        }
-        // node-llama-cpp holds a token that ends mid-character and skips its maxTokens check for
-        // it, so it can draw one token past max_tokens; whatever lies past is cut off here.
-        const room = input.max_tokens - outputTokens;
-        if (tokens.length > room) clipped = tokens.slice(0, Math.max(0, room));
-        outputTokens += Math.min(tokens.length, room);
-        // The last token: this sequence decodes nothing more, so the others need not wait for it.
-        if (outputTokens >= input.max_tokens) entry.gatherer.leave(sequenceId);
-      },
-      onTextChunk: (whole: string) => {
-        // A clipped token may end inside a character: what is incomplete there is dropped.
-        const chunk = cleanText(clipped ? entry.model.detokenize(clipped) : whole);
-        clipped = undefined;
-        if (stopped || chunk === '') return;
-        firstChunkAt ??= performance.now();
-        const before = text.length;
-        text += chunk;
-        const hit = stops.map((s) => text.indexOf(s, Math.max(0, before - s.length + 1))).filter((i) => i >= 0);
-        if (hit.length > 0) {
-          stopped = true;
-          const keep = Math.min(...hit) - before;
-          if (keep > 0) {
-            chunks.push(chunk.slice(0, keep));
-            opts.onChunk?.(chunk.slice(0, keep), outputTokens);
-          }
-          stopAt.abort();
-          return;
-        }
-        chunks.push(chunk);
-        opts.onChunk?.(chunk, outputTokens);
-      },
-    };
-    const disposers: Array<() => void> = [];
-    try {
-      let stopReason: string;
-      if (history) {
-        const chat = new LlamaChat({ contextSequence: sequence, chatWrapper });
-        disposers.push(() => chat.dispose({ disposeSequence: false }));
-        ({ metadata: { stopReason } } = await chat.generateResponse(continues && request.messages ? toChatHistory(request.messages, continues) : history, options));
-      } else {
-        const completion = new LlamaCompletion({ contextSequence: sequence });
-        disposers.push(() => completion.dispose({ disposeSequence: false }));
-        // LlamaCompletion keeps its context shift size (a tenth of the context) free by cutting the
-        // prompt's beginning off: where a prompt contextLimits let through leaves less room, the
-        // shift is that room, so the prompt is evaluated whole (max_tokens is clamped to the room).
-        const contextSize = entry.context.contextSize;
-        const shiftFor = (promptTokens: number) => Math.max(1, Math.min(Math.floor(contextSize / 10), contextSize - promptTokens));
-        ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta((input.prompt ?? '') + continues, {
-          ...options,
-          contextShiftSize: shiftFor(inputTokens + continuedTokens),
-        }));
-        // min_tokens: llama.cpp sometimes ends on end-of-sequence despite the ban: the nucleus
-        // (top_p) is taken before the ban, so where it holds only end tokens nothing else can be
-        // drawn. Carry on from the text so far (the prefix is still in the context); after a call
-        // that added nothing, the rest up to min_tokens is drawn from the whole distribution
-        // (a token at a time would cost a call per token where end tokens keep dominating).
-        let stalled = outputTokens === continuedTokens;
-        while (stopReason === 'eogToken' && outputTokens < input.min_tokens && !signal.aborted) {
-          const before = outputTokens;
-          const prompt = (input.prompt ?? '') + text;
-          if (stalled) {
-            await completion.generateCompletionWithMeta(prompt, { ...options, contextShiftSize: shiftFor(inputTokens + outputTokens), topP: 1, maxTokens: input.min_tokens - outputTokens });
-            // Nothing can be drawn at all: end short rather than spin.
-            if (outputTokens === before) break;
-            stalled = false;
-            // Past min_tokens the model was free to end, as it was about to.
-            stopReason = outputTokens >= input.max_tokens ? 'maxTokens' : 'eogToken';
-            continue;
-          }
-          ({ metadata: { stopReason } } = await completion.generateCompletionWithMeta(prompt, {
-            ...options,
-            contextShiftSize: shiftFor(inputTokens + outputTokens),
-            maxTokens: input.max_tokens - outputTokens,
-          }));
-          stalled = outputTokens === before;
-        }
-      }
-      const canceled = opts.signal?.aborted === true;
-      return {
-        chunks,
-        inputTokens,
-        outputTokens,
+    const stream = new GenerationStream(
+      {
+        continues: job.continues,
         continuedTokens,
-        cachedTokens,
-        aborted: canceled,
-        stopReason: stopped && !canceled ? 'stop' : stopReason,
-        seed,
-        timeToFirstToken: firstChunkAt === null ? null : (firstChunkAt - started) / 1000,
-        predictSeconds: (performance.now() - started) / 1000,
-        ...(predictionsBefore ? { draft: draftCounts(sequence, predictionsBefore) } : {}),
-      };
+        maxTokens: limits.max_tokens,
+        stops: stopStringsOf(request.stop),
+        detokenize: (tokens) => entry.model.detokenize(tokens),
+      },
+      { onChunk: opts.onChunk, onLastToken: () => entry.gatherer.leave(sequenceId), onStop: () => stopAt.abort() },
+    );
+    const biasFor = tokenBiasPolicy(entry.model, nlc.TokenBias, request.json_schema, limits);
+    const options = samplingOptions(request, {
+      maxTokens: tokensLeft(limits, continuedTokens),
+      seed: job.seed,
+      grammar: job.grammar,
+      signal,
+      tokenBias: () => biasFor(stream.outputTokens),
+      onToken: (tokens) => {
+        // The prompt is all evaluated by the first token: what it kept of the sequence's old tokens was reused.
+        cachedTokens ??= cachedPromptTokens(heldTokens, sequence.contextTokens);
+        stream.countTokens(tokens);
+      },
+      onTextChunk: (text) => stream.takeText(text),
+    });
+    const disposers: Array<() => void> = [];
+    let ending: GenerationEnding;
+    try {
+      const { prompt, continues } = job;
+      const onDispose = (dispose: () => void) => disposers.push(dispose);
+      const stopReason = await decode({ nlc, sequence, contextSize: entry.context.contextSize, prompt, continues, continuedTokens, limits, options, stream, signal, onDispose });
+      const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
+      const canceled = opts.signal?.aborted === true;
+      const { stopped: atStopString, firstChunkAt } = stream;
+      ending = endedByDecoding({ stopReason, atStopString, canceled, started, firstChunkAt, ended: performance.now(), draft });
     } catch (err) {
       if (!signal.aborted) throw err;
-      // Aborted before the first token: nothing was generated.
-      return {
-        chunks,
-        inputTokens,
-        outputTokens,
-        continuedTokens,
-        cachedTokens,
-        aborted: opts.signal?.aborted === true,
-        stopReason: opts.signal?.aborted ? 'abort' : 'stop',
-        seed,
-        timeToFirstToken: null,
-        predictSeconds: (performance.now() - started) / 1000,
-      };
+      ending = endedByEarlyAbort({ canceled: opts.signal?.aborted === true, started, ended: performance.now() });
     } finally {
       for (const dispose of disposers) dispose();
       entry.gatherer.leave(sequenceId);
       entry.pool.release(sequence);
     }
+    return { output: { chunks: stream.chunks, outputTokens: stream.outputTokens, cachedTokens: cachedTokens ?? 0 }, ending };
+  }
+
+  private entryOf(versionId: string): LoadedModel {
+    const entry = this.loaded.get(versionId);
+    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
+    return entry;
+  }
+
+  private grammarFor(schema: JsonSchema, Text: typeof LlamaText): Promise<LlamaGrammar> {
+    return this.grammars.get(grammarKey(schema), async () => jsonSchemaGrammar(await this.backend(), schema, Text));
   }
 
   /** One vector per text, from a lazily created embedding context of the loaded model. */
   async embed(versionId: string, texts: string[], signal?: AbortSignal): Promise<{ vectors: number[][]; tokens: number }> {
-    const entry = this.loaded.get(versionId);
-    if (!entry) throw new Error(`model version ${versionId} is not loaded on this node`);
+    const entry = this.entryOf(versionId);
     entry.embedding ??= entry.model.createEmbeddingContext({ contextSize: Math.min(this.opts.contextSize, 2048), threads: this.opts.threads });
     const context = await entry.embedding;
     const vectors: number[][] = [];

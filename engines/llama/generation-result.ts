@@ -1,0 +1,95 @@
+/** The result of a generation, built in one place whichever way the generation ended. */
+import type { DraftCounts } from './speculative';
+
+export interface GenerationResult {
+  chunks: string[];
+  inputTokens: number;
+  /** Tokens of the output, the continued text's included. */
+  outputTokens: number;
+  /** Tokens of the text this generation continued (0 for a fresh one). */
+  continuedTokens: number;
+  /** Prompt tokens whose evaluation the sequence already held (prefix reuse), not evaluated again. */
+  cachedTokens: number;
+  aborted: boolean;
+  stopReason: string;
+  seed: number;
+  /** Seconds from the start of generation to the first chunk. */
+  timeToFirstToken: number | null;
+  predictSeconds: number;
+  /** Draft tokens accepted and rejected, where the version decodes speculatively. */
+  draft?: DraftCounts;
+}
+
+/** How a generation ended, with its timings. */
+export interface GenerationEnding {
+  aborted: boolean;
+  stopReason: string;
+  timeToFirstToken: number | null;
+  predictSeconds: number;
+  draft?: DraftCounts;
+}
+
+/** What a generation produced, and how it ended. */
+export interface GenerationRun {
+  output: { chunks: string[]; outputTokens: number; cachedTokens: number };
+  ending: GenerationEnding;
+}
+
+/** Times are performance.now() readings, in milliseconds. */
+interface RunTimes {
+  started: number;
+  ended: number;
+}
+
+/** The continued text fills max_tokens already: nothing is generated, and no sequence is taken. */
+export function nothingToGenerate(continuedTokens: number): GenerationRun {
+  return {
+    output: { chunks: [], outputTokens: continuedTokens, cachedTokens: 0 },
+    ending: { aborted: false, stopReason: 'maxTokens', timeToFirstToken: null, predictSeconds: 0 },
+  };
+}
+
+/**
+ * llama.cpp's generation returned with `stopReason`. A stop string ends it as 'stop', unless the
+ * caller canceled it: then it is an abort with llama.cpp's own reason.
+ */
+export function endedByDecoding(
+  run: RunTimes & { stopReason: string; atStopString: boolean; canceled: boolean; firstChunkAt: number | null; draft?: DraftCounts },
+): GenerationEnding {
+  return {
+    aborted: run.canceled,
+    stopReason: run.atStopString && !run.canceled ? 'stop' : run.stopReason,
+    timeToFirstToken: run.firstChunkAt === null ? null : (run.firstChunkAt - run.started) / 1000,
+    predictSeconds: (run.ended - run.started) / 1000,
+    ...(run.draft ? { draft: run.draft } : {}),
+  };
+}
+
+/**
+ * llama.cpp's generation threw after an abort (node-llama-cpp throws where a call is aborted
+ * before its first token), by the caller ('abort') or by a stop string ('stop').
+ */
+export function endedByEarlyAbort(run: RunTimes & { canceled: boolean }): GenerationEnding {
+  return {
+    aborted: run.canceled,
+    stopReason: run.canceled ? 'abort' : 'stop',
+    timeToFirstToken: null,
+    predictSeconds: (run.ended - run.started) / 1000,
+  };
+}
+
+export function generationResult(counts: { inputTokens: number; continuedTokens: number; seed: number }, { output, ending }: GenerationRun): GenerationResult {
+  return {
+    chunks: output.chunks,
+    inputTokens: counts.inputTokens,
+    outputTokens: output.outputTokens,
+    continuedTokens: counts.continuedTokens,
+    cachedTokens: output.cachedTokens,
+    aborted: ending.aborted,
+    stopReason: ending.stopReason,
+    seed: counts.seed,
+    timeToFirstToken: ending.timeToFirstToken,
+    predictSeconds: ending.predictSeconds,
+    ...(ending.draft ? { draft: ending.draft } : {}),
+  };
+}

@@ -1,0 +1,69 @@
+/** Which bias each token is drawn with: end tokens held until min_tokens, JSON wrapped up near max_tokens. */
+import type { LlamaModel, TokenBias } from 'node-llama-cpp';
+import { biasStage, tokenBiasPolicy, wrapUpFrom } from '../../engines/llama/token-bias-policy';
+import { closingReserve } from '../../engines/llama/grammar';
+
+test('end tokens are held until min_tokens; then no bias', () => {
+  expect(biasStage(0, 3, Infinity, false)).toBe('holdEnd');
+  expect(biasStage(2, 3, Infinity, false)).toBe('holdEnd');
+  expect(biasStage(3, 3, Infinity, false)).toBe('none');
+  expect(biasStage(0, 0, Infinity, false)).toBe('none');
+});
+
+test('under a schema the wrap-up starts at its point, never before min_tokens, and only where there is a wrap-up bias', () => {
+  expect(biasStage(9, 0, 10, true)).toBe('none');
+  expect(biasStage(10, 0, 10, true)).toBe('wrapUp');
+  expect(biasStage(10, 0, 10, false)).toBe('none');
+  expect(biasStage(10, 12, 10, true)).toBe('holdEnd');
+});
+
+test("the wrap-up starts the schema's closing reserve and 8 more before max_tokens; without a schema, never", () => {
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' } } } as const;
+  expect(wrapUpFrom(schema, 100)).toBe(100 - closingReserve(schema) - 8);
+  expect(wrapUpFrom({ type: 'boolean' }, 100)).toBe(100 - 5 - 8);
+  expect(wrapUpFrom(undefined, 100)).toBe(Infinity);
+});
+
+/** A stand-in for node-llama-cpp's TokenBias: it records what is set. */
+class FakeBias {
+  readonly set_: Array<[number, unknown]> = [];
+  set(token: number, bias: unknown) {
+    this.set_.push([token, bias]);
+    return this;
+  }
+}
+
+const vocabulary = ['a', '"', '}', 'b', ']'];
+const fakeModel = (tokens: { eos?: number; eot?: number }) =>
+  ({
+    tokens,
+    tokenizer: () => [],
+    iterateAllTokens: () => vocabulary.keys(),
+    detokenize: ([t]: number[]) => vocabulary[t],
+  }) as unknown as LlamaModel;
+
+test('the policy bans the end tokens the model has, until min_tokens', () => {
+  const policy = tokenBiasPolicy(fakeModel({ eos: 7, eot: undefined }), FakeBias as unknown as typeof TokenBias, undefined, { max_tokens: 20, min_tokens: 2 });
+  const held = policy(0) as unknown as FakeBias;
+  expect(held.set_).toEqual([[7, 'never']]);
+  expect(policy(1)).toBe(held);
+  const free = policy(2) as unknown as FakeBias;
+  expect(free).not.toBe(held);
+  expect(free.set_).toEqual([]);
+  expect(policy(19)).toBe(free);
+});
+
+test('under a schema the last tokens favour the tokens that close JSON', () => {
+  const model = fakeModel({ eos: 1000, eot: 1001 });
+  const policy = tokenBiasPolicy(model, FakeBias as unknown as typeof TokenBias, { type: 'boolean' }, { max_tokens: 20, min_tokens: 0 });
+  const free = policy(0) as unknown as FakeBias;
+  expect(free.set_).toEqual([]);
+  expect(policy(6)).toBe(free);
+  const closing = policy(7) as unknown as FakeBias;
+  expect(closing.set_).toEqual([
+    [1, { logit: 10 }],
+    [2, { logit: 10 }],
+    [4, { logit: 10 }],
+  ]);
+  expect(policy(19)).toBe(closing);
+});
