@@ -27,7 +27,7 @@ import { batchRoutes } from './routes/batches';
 import { deploymentRoutes } from './routes/deployments';
 import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
-import { openaiRoutes } from './routes/openai';
+import { openaiRoutes } from './openai/router';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
 import { webhookRoutes } from './routes/webhooks';

@@ -1,8 +1,9 @@
 /**
- * `/openapi.json`, generated from the contracts each route file declares next to its handlers
- * (request and response zod schemas: the same ones the handlers parse with), plus each task
- * type's input and output schemas. test/unit/route-coverage.test.ts fails on an Express route
- * without a contract, so the reference cannot leave one out.
+ * `/openapi.json`, generated from the contracts each route module declares beside its handlers
+ * (api/routes/*.ts, api/openai/contracts.ts: request and response zod schemas, the same ones the
+ * handlers parse with), plus each task type's input and output schemas.
+ * test/unit/route-coverage.test.ts fails on an Express route without a contract, so the
+ * reference cannot leave one out.
  */
 import { OpenApiGeneratorV31, OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
@@ -14,7 +15,7 @@ import { batchContracts } from './routes/batches';
 import { deploymentContracts } from './routes/deployments';
 import { fileContracts } from './routes/files';
 import { modelContracts } from './routes/models';
-import { openaiContracts } from './routes/openai';
+import { openaiContracts } from './openai/contracts';
 import { predictionContracts } from './routes/predictions';
 import { streamContracts } from './routes/streams';
 import { webhookContracts } from './routes/webhooks';

@@ -1,4 +1,5 @@
-import { engineChat, mayBeToolCall, parseToolCalls, type Tool } from '../../api/openai-tools';
+import type { Tool } from '../../api/openai/protocol';
+import { engineChat, mayBeToolCall, parseToolCalls } from '../../api/openai/tools';
 
 const weather: Tool = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
 const time: Tool = { type: 'function', function: { name: 'get_time' } };

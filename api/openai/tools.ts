@@ -6,57 +6,9 @@
  * Tool calls and tool results in the history are rendered the same way, so the model sees the
  * conversation in the form it is asked to answer in.
  */
-import { z } from 'zod';
-import { jsonSchemaDocument, type JsonSchema } from '../domain/tasks/json-schema';
-import type { ChatMessage } from '../domain/tasks/text-generation';
-
-const functionName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes');
-
-export const responseFormat = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('text') }),
-  z.object({ type: z.literal('json_object') }),
-  z.object({
-    type: z.literal('json_schema'),
-    json_schema: z.object({
-      name: functionName,
-      description: z.string().optional(),
-      schema: jsonSchemaDocument.optional(),
-      strict: z.boolean().nullish(),
-    }),
-  }),
-]);
-
-export const tool = z.object({
-  type: z.literal('function'),
-  function: z.object({
-    name: functionName,
-    description: z.string().max(10_000).optional(),
-    parameters: jsonSchemaDocument.optional(),
-    strict: z.boolean().nullish(),
-  }),
-});
-
-export const toolChoice = z.union([
-  z.enum(['none', 'auto', 'required']),
-  z.object({ type: z.literal('function'), function: z.object({ name: functionName }) }),
-]);
-
-export const toolCall = z.object({
-  id: z.string().min(1),
-  type: z.literal('function'),
-  function: z.object({ name: z.string().min(1), arguments: z.string() }),
-});
-
-export type Tool = z.infer<typeof tool>;
-export type ToolChoice = z.infer<typeof toolChoice>;
-export type ToolCall = z.infer<typeof toolCall>;
-type ResponseFormat = z.infer<typeof responseFormat>;
-
-/** Messages as OpenAI sends them, text parts already joined. */
-export type OpenAiMessage =
-  | { role: 'system' | 'developer' | 'user'; content: string }
-  | { role: 'assistant'; content?: string | null; tool_calls?: ToolCall[] }
-  | { role: 'tool'; content: string; tool_call_id: string };
+import type { JsonSchema } from '../../domain/tasks/json-schema';
+import type { ChatMessage } from '../../domain/tasks/text-generation';
+import type { OpenAiMessage, ResponseFormat, Tool, ToolCall, ToolChoice } from './protocol';
 
 /** How the answer is read: plain text, or tool calls that the model must (`forced`) or may (`auto`) make. */
 export type ToolMode = 'none' | 'auto' | 'forced';
@@ -101,6 +53,38 @@ function renderCalls(calls: ToolCall[]): string {
   return JSON.stringify(rendered.length === 1 ? rendered[0] : rendered);
 }
 
+/** The history in the task's roles: calls as the model writes them, results as user turns naming their call. */
+function engineMessages(history: OpenAiMessage[]): ChatMessage[] {
+  const names = new Map<string, string>();
+  for (const m of history) if (m.role === 'assistant') for (const c of m.tool_calls ?? []) names.set(c.id, c.function.name);
+  return history.map((m) => {
+    switch (m.role) {
+      case 'developer':
+        return { role: 'system', content: m.content };
+      case 'assistant':
+        return { role: 'assistant', content: m.tool_calls?.length ? renderCalls(m.tool_calls) : (m.content ?? '') };
+      case 'tool':
+        return { role: 'user', content: `Result of ${names.get(m.tool_call_id) ?? 'the function'} (call ${m.tool_call_id}): ${m.content}` };
+      default:
+        return { role: m.role, content: m.content };
+    }
+  });
+}
+
+/** The grammar `response_format` asks for, if any. */
+function formatSchema(format: ResponseFormat | null | undefined): JsonSchema | undefined {
+  if (format?.type === 'json_object') return { type: 'object' };
+  if (format?.type === 'json_schema') return format.json_schema.schema ?? { type: 'object' };
+  return undefined;
+}
+
+/** Tells the model about the tools: appended to the first system message, or a system message of its own. */
+function addInstructions(messages: ChatMessage[], instructions: string): void {
+  const system = messages.findIndex((m) => m.role === 'system');
+  if (system >= 0) messages[system] = { role: 'system', content: `${messages[system].content}\n\n${instructions}` };
+  else messages.unshift({ role: 'system', content: instructions });
+}
+
 /**
  * The text-generation input for a chat with optional response_format and tools. With
  * tool_choice `required` or a named function the grammar forces a call (to that function);
@@ -116,34 +100,14 @@ export function engineChat(body: {
 }): EngineChat {
   const tools = body.tools ?? [];
   const choice = body.tool_choice ?? (tools.length > 0 ? 'auto' : 'none');
-  const names = new Map<string, string>();
-  for (const m of body.messages) if (m.role === 'assistant') for (const c of m.tool_calls ?? []) names.set(c.id, c.function.name);
-  const messages: ChatMessage[] = body.messages.map((m) => {
-    switch (m.role) {
-      case 'developer':
-        return { role: 'system', content: m.content };
-      case 'assistant':
-        return { role: 'assistant', content: m.tool_calls?.length ? renderCalls(m.tool_calls) : (m.content ?? '') };
-      case 'tool':
-        return { role: 'user', content: `Result of ${names.get(m.tool_call_id) ?? 'the function'} (call ${m.tool_call_id}): ${m.content}` };
-      default:
-        return { role: m.role, content: m.content };
-    }
-  });
-
-  let json_schema: JsonSchema | undefined;
-  const format = body.response_format;
-  if (format?.type === 'json_object') json_schema = { type: 'object' };
-  if (format?.type === 'json_schema') json_schema = format.json_schema.schema ?? { type: 'object' };
+  const messages = engineMessages(body.messages);
+  const json_schema = formatSchema(body.response_format);
   if (choice === 'none' || tools.length === 0) return { messages, json_schema, toolMode: 'none' };
 
   const named = typeof choice === 'object' ? tools.filter((t) => t.function.name === choice.function.name) : tools;
   const forced = choice !== 'auto';
   const parallel = body.parallel_tool_calls === true && typeof choice !== 'object';
-  const instructions = toolsPrompt(named, forced, parallel);
-  const system = messages.findIndex((m) => m.role === 'system');
-  if (system >= 0) messages[system] = { role: 'system', content: `${messages[system].content}\n\n${instructions}` };
-  else messages.unshift({ role: 'system', content: instructions });
+  addInstructions(messages, toolsPrompt(named, forced, parallel));
   if (!forced) return { messages, json_schema, toolMode: 'auto' };
   const one: JsonSchema = named.length === 1 ? callSchema(named[0]) : { anyOf: named.map(callSchema) };
   return { messages, json_schema: parallel ? { type: 'array', items: one, minItems: 1, maxItems: 8 } : one, toolMode: 'forced' };
