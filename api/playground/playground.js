@@ -41,6 +41,9 @@ function onThisOrigin(url) {
   return /^\/(v1|openai)\//.test(u.pathname) ? u.pathname + u.search : url;
 }
 
+/** The model the playground opens with unless the address names one (`?model=owner/name`). */
+const DEFAULT_MODEL = 'kiln/smollm2-135m-instruct';
+
 async function api(path, options = {}) {
   const headers = { Authorization: `Bearer ${state.token}`, ...(options.headers || {}) };
   if (options.json !== undefined) headers['Content-Type'] = 'application/json';
@@ -99,7 +102,8 @@ async function loadModels() {
     );
   }
   const wanted = new URLSearchParams(location.search).get('model');
-  const first = models.find((m) => `${m.owner}/${m.name}` === wanted) || models[0];
+  // The trained chat model is what a first look should show, where it was seeded.
+  const first = models.find((m) => `${m.owner}/${m.name}` === (wanted || DEFAULT_MODEL)) || models[0];
   if (first) await selectModel(`${first.owner}/${first.name}`);
 }
 
