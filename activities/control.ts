@@ -26,6 +26,7 @@ import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
 import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
+import { coldNodeFor, freeBytes, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
 
 /** x-session-affinity: whose session placement keeps on one node. */
 type SessionOf = { accountId: string; session: string };
@@ -93,7 +94,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      */
     async planReplicas({ loading }: { loading: ReplicaLoad[] }): Promise<ReplicaLoad[]> {
       const [live, limits] = await Promise.all([liveNodes(db), replicaLimits(db)]);
-      const free = new Map(live.map((n) => [n.id, n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0)]));
+      const free = new Map(live.map((n) => [n.id, freeBytes(n)]));
       const holders = new Map<string, Set<string>>();
       for (const n of live) for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
       const busy = new Set(loading.map((l) => l.versionId));
@@ -102,20 +103,12 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       for (const versionId of versions) {
         if (busy.has(versionId)) continue;
         const on = holders.get(versionId) ?? new Set<string>();
-        const { min, max } = limits.get(versionId) ?? { min: 0, max: replicas.maxReplicas };
-        let reason: string | undefined;
-        if (on.size < min) reason = `min_instances ${min}`;
-        else if (on.size > 0 && on.size < max) {
-          const waiting = await backlog(versionId);
-          if (waiting >= replicas.backlogPerReplica * on.size) reason = `backlog ${waiting} on ${on.size} replica(s)`;
-        }
+        const bounds = limits.get(versionId) ?? { min: 0, max: replicas.maxReplicas };
+        const reason = await replicaReason(on.size, bounds, replicas.backlogPerReplica, () => backlog(versionId));
         if (!reason) continue;
         const version = await getVersion(db, versionId);
         if (!version) continue;
-        // Best fit, as in placement: the fullest node that still has room.
-        const node = live
-          .filter((n) => !on.has(n.id) && (free.get(n.id) ?? 0) >= version.memoryBytes)
-          .sort((a, b) => (free.get(a.id) ?? 0) - (free.get(b.id) ?? 0))[0];
+        const node = replicaNodeFor(live, free, on, version.memoryBytes);
         if (!node) continue;
         free.set(node.id, (free.get(node.id) ?? 0) - version.memoryBytes);
         log.info('adding a replica', { versionId, nodeId: node.id, reason, replicas: on.size });
@@ -165,29 +158,20 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
     async placeModel({ versionId, excludeNodes = [], session }: { versionId: string; excludeNodes?: string[]; session?: SessionOf }): Promise<Placement> {
       const [version, live] = await Promise.all([cached.version(versionId), liveNodes(db)]);
       if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
-      // Nodes that failed this prediction are a last resort, not a first choice.
-      const others = live.filter((n) => !excludeNodes.includes(n.id));
-      const candidates = others.length > 0 ? others : live;
+      const candidates = placementCandidates(live, excludeNodes);
       if (candidates.length === 0) throw new Error('no engine node is up');
-      const serving = candidates.filter((n) => n.loaded.some((l) => l.versionId === versionId));
+      const serving = servingNodes(candidates, versionId);
       if (serving.length > 0) {
         const any = serving[Math.floor(Math.random() * serving.length)].id;
         const ids = serving.map((n) => n.id);
         return { nodeId: session ? await sessionNode(db, { ...session, versionId }, ids, any) : any, warm: true };
       }
-      const free = (n: (typeof candidates)[number]) => n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0);
       // A LoRA adapter needs only its own context where its base is loaded, and its base too elsewhere.
       const loraBase = loraBaseOf(version.settings);
       const baseBytes = loraBase ? ((await cached.version(loraBase))?.memoryBytes ?? 0) : 0;
-      const holdsBase = (n: (typeof candidates)[number]) => loraBase !== undefined && n.loaded.some((l) => l.versionId === loraBase);
-      const need = (n: (typeof candidates)[number]) => version.memoryBytes + (loraBase && !holdsBase(n) ? baseBytes : 0);
-      const fits = candidates.filter((n) => free(n) >= need(n)).sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || free(a) - free(b));
-      // Nothing has room now: the node with the most memory evicts idle models to make it.
-      const best = fits[0] ?? candidates.sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || b.memoryBytes - a.memoryBytes)[0];
-      if (best.memoryBytes < need(best)) {
-        throw kilnFailure('ModelTooLarge', tooLargeMessage(need(best), best));
-      }
-      log.info('placing model', { versionId, nodeId: best.id, freeBytes: free(best) });
+      const { node: best, need, fits } = coldNodeFor(candidates, { memoryBytes: version.memoryBytes, loraBase, baseBytes })!;
+      if (!fits) throw kilnFailure('ModelTooLarge', tooLargeMessage(need, best));
+      log.info('placing model', { versionId, nodeId: best.id, freeBytes: freeBytes(best) });
       if (session) await sessionNode(db, { ...session, versionId }, [], best.id);
       return { nodeId: best.id, warm: false };
     },

@@ -28,6 +28,7 @@ import type { RateLimitResult } from '../db/rate-limits';
 import { aboutPrediction, ValidationError } from './errors';
 import { webhookEvents, type WebhookEvent } from '../domain/statuses';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
+import { servingNodes } from '../domain/node-placement';
 
 export interface CreateDeps {
   db: Db;
@@ -208,7 +209,7 @@ const createsLiveNodes = recentLiveNodes(1_000);
 
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. A session keeps its node. */
 async function servingNode(db: Db, versionId: string, session?: SessionKey): Promise<Placement | undefined> {
-  const serving = (await createsLiveNodes(db)).filter((n) => n.loaded.some((l) => l.versionId === versionId));
+  const serving = servingNodes(await createsLiveNodes(db), versionId);
   if (serving.length === 0) return undefined;
   const any = serving[Math.floor(Math.random() * serving.length)].id;
   if (!session) return { nodeId: any, warm: true };
