@@ -25,6 +25,8 @@ interface Pair {
   b: string;
   same: boolean;
   topic: string;
+  /** A different-topic pair whose sentences share a word with two meanings ("bank", "crane"). */
+  shared_word?: boolean;
 }
 
 /** The reference's unit vectors for `sentences`, or why there are none. */
@@ -77,11 +79,18 @@ export async function embeddingQuality(opts: { threads: number; reference: boole
   const same = kilnScores.filter((_, i) => labels[i]);
   const different = kilnScores.filter((_, i) => !labels[i]);
   const auc = rocAuc(kilnScores, labels);
+  // The same-topic pairs against each kind of different-topic pair alone.
+  const aucAgainst = (sharedWord: boolean) => {
+    const kept = pairs.map((p, i) => i).filter((i) => pairs[i].same || !!pairs[i].shared_word === sharedWord);
+    return rocAuc(kept.map((i) => kilnScores[i]), kept.map((i) => labels[i]));
+  };
   const norms = kiln.map((v) => Math.hypot(...v));
   const separation = {
     pairs: pairs.length,
     sameTopic: same.length,
     auc,
+    aucOtherTopics: aucAgainst(false),
+    aucSharedWord: aucAgainst(true),
     referenceAuc: refScores && rocAuc(refScores, labels),
     sameMean: mean(same),
     sameMin: Math.min(...same),
@@ -89,9 +98,10 @@ export async function embeddingQuality(opts: { threads: number; reference: boole
     differentMax: Math.max(...different),
   };
   console.log(
-    `\nSeparation over ${pairs.length} pairs (${same.length} same topic): ROC AUC ${f4(auc)} (target ≥ 0.9)` +
-      (separation.referenceAuc === undefined ? '' : `, the reference's ${f4(separation.referenceAuc)}`) +
-      `; same topic mean ${f4(separation.sameMean)}, min ${f4(separation.sameMin)}; different topic mean ${f4(separation.differentMean)}, max ${f4(separation.differentMax)}`,
+    `\nSeparation over ${pairs.length} pairs (${same.length} same topic): ROC AUC ${f4(auc)} (target ≥ 0.9` +
+      (separation.referenceAuc === undefined ? ')' : `; the reference's ${f4(separation.referenceAuc)})`) +
+      `; the same-topic pairs against the other topics' pairs alone ${f4(separation.aucOtherTopics)}, against the shared-word pairs alone ${f4(separation.aucSharedWord)}` +
+      `\nCosine: same topic mean ${f4(separation.sameMean)}, min ${f4(separation.sameMin)}; different topic mean ${f4(separation.differentMean)}, max ${f4(separation.differentMax)}`,
   );
   console.log(
     `Vectors: ${sentences.length} sentences, ${kiln[0].length} dimensions, length ${f4(Math.min(...norms))}–${f4(Math.max(...norms))}; ` +
