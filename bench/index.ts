@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { archiveCost } from './archive';
 import { batching, BATCHING_MODELS } from './batching';
 import { coldStart } from './cold-start';
+import { embeddingQuality } from './embedding-quality';
 import { fairness } from './fairness';
 import { historySize } from './history-size';
 import { floorScenario } from './floor';
@@ -124,6 +125,13 @@ program
   .option('-p, --prefix-tokens <n>', 'tokens in the shared prefix', int, 2000)
   .option('--threads <n>', "CPU threads for the direct floor (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .action((o) => prefixCache({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads }));
+
+program
+  .command('embedding-quality')
+  .description("kiln/minilm through Kiln's engine: cosine similarity of labelled same-topic and different-topic sentence pairs, their ROC AUC, and agreement with a numpy float64 reference (no running stack needed)")
+  .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .option('--no-reference', 'skip bench/embedding-reference.py')
+  .action((o) => embeddingQuality({ threads: o.threads, reference: o.reference }));
 
 program.parseAsync().then(
   () => process.exit(0),

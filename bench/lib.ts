@@ -111,3 +111,19 @@ export async function streamPrediction(token: string, model: string, input: Reco
   }
   return { id: p.id as string, created, ttft: first! - t0, total: last - t0 };
 }
+
+/**
+ * The area under the ROC curve of `scores` for telling the positives from the rest: the chance
+ * that a positive drawn at random scores higher than a negative drawn at random, ties counting
+ * half (the Mann–Whitney U statistic over all positive–negative pairs). 1 separates them fully,
+ * 0.5 is chance. NaN without both a positive and a negative.
+ */
+export function rocAuc(scores: readonly number[], positive: readonly boolean[]): number {
+  if (scores.length !== positive.length) throw new Error(`${scores.length} scores for ${positive.length} labels`);
+  const pos = scores.filter((_, i) => positive[i]);
+  const neg = scores.filter((_, i) => !positive[i]);
+  if (pos.length === 0 || neg.length === 0) return NaN;
+  let wins = 0;
+  for (const p of pos) for (const n of neg) wins += p > n ? 1 : p === n ? 0.5 : 0;
+  return wins / (pos.length * neg.length);
+}

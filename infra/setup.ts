@@ -23,7 +23,7 @@ import { Storage } from '../lib/storage';
 import { retentionMs } from '../lib/duration';
 import { searchAttributeKeys } from '../domain/search-attributes';
 import { hideEchoFixture, seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
-import { seedTrainedModel, trainedModels } from './trained-models';
+import { seedTrainedModel, standIn, trainedModels } from './trained-models';
 
 /** The server's own `postgres` database, where databases and roles are made. */
 function adminUrl(url: string): string {
@@ -169,7 +169,7 @@ async function main() {
     for (const trained of trainedModels()) {
       const seeded = await seedTrainedModel(db, storage, kiln, trained);
       if (seeded) console.log(`seeded kiln/${trained.name}:${seeded.id} (trained; ${trained.license})`);
-      else console.log(`kiln/${trained.name} not seeded: its file is not in the cache (PyPI unreachable at install?); kiln/tiny-llama stands in`);
+      else console.log(`kiln/${trained.name} not seeded: its file is not in the cache (PyPI unreachable at install?); ${standIn(trained)} stands in`);
     }
     const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
     console.log(`seeded kiln/remove-background:${cutout.id}`);

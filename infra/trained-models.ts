@@ -1,7 +1,8 @@
 /**
  * The trained models Kiln seeds (infra/trained-models.json): each file was fetched from its
- * registry package into the per-user cache by infra/fetch-trained-models.py, pinned by sha256.
- * Setup registers those it finds; a model whose file is missing is skipped with one line.
+ * registry package into the per-user cache by infra/fetch-trained-models.py (extracted from the
+ * wheel, or converted from files inside it), pinned by sha256. Setup registers those it finds; a
+ * model whose file is missing is skipped with one line.
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -23,13 +24,19 @@ export interface TrainedModel {
   license_url: string;
   source: string;
   pypi: { package: string; version: string; wheel: string; wheel_sha256: string };
-  member: string;
+  /** The model file inside the wheel, or: */
+  member?: string;
+  /** the wheel's files a converter of infra/ turns into the model file (fetch-trained-models.py). */
+  convert?: { tool: string; members: Array<{ member: string; file: string; sha256: string }>; args: string[] };
   file: string;
   sha256: string;
   size: number;
   settings: { contextSize: number; sequences: number };
   shape: LlamaShape;
 }
+
+/** What setup seeds in a trained model's place when its file is not cached. */
+export const standIn = (m: Pick<TrainedModel, 'task'>): string => (m.task === 'embeddings' ? 'kiln/tiny-embed' : 'kiln/tiny-llama');
 
 export const trainedModels = (): TrainedModel[] => manifest.models as TrainedModel[];
 

@@ -12,11 +12,12 @@ export function openAiError(message: string, type: string, param: string | null,
   return { error: { message, type, param, code } };
 }
 
-/** OpenAI's 400 for a prompt longer than the context, or undefined for any other outcome. */
+/** OpenAI's 400 for a prompt (or a text to embed) longer than the context, or undefined for any other outcome. */
 export function contextLengthError(row: Pick<PredictionRow, 'status' | 'error'>): ApiError | undefined {
   const failure = contextLengthFailure(row);
   if (!failure) return undefined;
-  const param = failure.field.replace(/^input\./, '');
+  // The embeddings input's `text` is OpenAI's `input`.
+  const param = failure.field === 'input.text' ? 'input' : failure.field.replace(/^input\./, '');
   return new ApiError(400, 'Bad request', `This model's maximum context length was exceeded: ${failure.description}`, {
     openai_code: 'context_length_exceeded',
     openai_param: param,

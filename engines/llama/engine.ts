@@ -34,6 +34,7 @@ import {
 } from './generation-result';
 import type { GpuState } from '../../lib/hardware';
 import { chatWrapperOf } from './chat-template';
+import { l2Normalize } from '../../lib/vectors';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -115,6 +116,9 @@ export type { GenerationResult } from './generation-result';
  * that is done calls leave(), so this only bounds the odd case (a stop string, an abort).
  */
 const GATHER_WAIT_MS = 5;
+
+/** The longest embedding context, in tokens (the version's context caps it too). */
+const EMBEDDING_CONTEXT_MAX = 2048;
 
 export interface LlamaEngineOptions {
   gpu: 'auto' | 'false' | 'cuda' | 'vulkan' | 'metal';
@@ -402,17 +406,31 @@ export class LlamaEngine {
     return this.grammars.get(grammarKey(schema), async () => jsonSchemaGrammar(await this.backend(), schema, Text));
   }
 
-  /** One vector per text, from a lazily created embedding context of the loaded model. */
+  /**
+   * One unit vector per text, from a lazily created embedding context of the loaded model, as long
+   * as the version's context (at most EMBEDDING_CONTEXT_MAX). llama.cpp pools the tokens' states as
+   * the GGUF says (`<arch>.pooling_type`: mean for sentence-transformers models) and returns them
+   * unnormalised; Kiln scales each to length 1, as OpenAI's embeddings and sentence-transformers'
+   * are, so a dot product is the cosine similarity. A text longer than the context is the caller's
+   * to shorten: cutting it would embed something else than what was sent.
+   */
   async embed(versionId: string, texts: string[], signal?: AbortSignal): Promise<{ vectors: number[][]; tokens: number }> {
     const entry = this.entryOf(versionId);
-    entry.embedding ??= entry.model.createEmbeddingContext({ contextSize: Math.min(this.opts.contextSize, 2048), threads: this.opts.threads });
+    const contextSize = Math.min(entry.context.contextSize, EMBEDDING_CONTEXT_MAX);
+    entry.embedding ??= entry.model.createEmbeddingContext({ contextSize, threads: this.opts.threads });
     const context = await entry.embedding;
     const vectors: number[][] = [];
     let tokens = 0;
-    for (const text of texts) {
+    for (const [i, text] of texts.entries()) {
       signal?.throwIfAborted();
+      // With the beginning and end tokens the context adds; node-llama-cpp refuses as many as the context holds.
+      const length = context.calculateInputLength(text);
+      if (length >= contextSize) {
+        const which = texts.length > 1 ? `text ${i} is` : 'the text is';
+        throw new EngineError('ContextLengthExceeded', `input.text: ${which} ${length} tokens, more than the model's context of ${contextSize} tokens holds`);
+      }
       tokens += entry.model.tokenizer(text).length;
-      vectors.push([...(await context.getEmbeddingFor(text)).vector]);
+      vectors.push(l2Normalize((await context.getEmbeddingFor(text)).vector));
     }
     return { vectors, tokens };
   }

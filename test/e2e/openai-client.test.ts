@@ -101,6 +101,8 @@ test('embeddings: one vector per input, deterministic, as floats or base64', asy
   expect(e.data.map((d) => d.index)).toEqual([0, 1, 2]);
   const [a, b, c] = e.data.map((d) => d.embedding);
   expect(a.length).toBe(256);
+  // Unit vectors, as OpenAI's are (the engine normalises what llama.cpp pools).
+  expect(Math.hypot(...a)).toBeCloseTo(1, 5);
   expect(c).toEqual(a);
   expect(b).not.toEqual(a);
   expect(e.usage.prompt_tokens).toBeGreaterThan(0);

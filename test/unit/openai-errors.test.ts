@@ -54,6 +54,9 @@ test('a prompt too long for the context is a 400 with context_length_exceeded', 
     headers: {},
     body: { error: { message: "This model's maximum context length was exceeded: 900 tokens, context 512", type: 'invalid_request_error', param: 'prompt', code: 'context_length_exceeded' } },
   });
+  // A text to embed: OpenAI calls the field `input`.
+  const text = contextLengthError({ status: 'failed', error: 'Attempt 1 failed on node n: ContextLengthExceeded: input.text: text 2 is 600 tokens, more than 512' });
+  expect(answer(text).body).toMatchObject({ error: { param: 'input', code: 'context_length_exceeded' } });
   expect(contextLengthError({ status: 'failed', error: 'EngineFault: crashed' })).toBeUndefined();
   expect(contextLengthError({ status: 'succeeded', error: null })).toBeUndefined();
 });
