@@ -65,6 +65,13 @@ node -e '
   const failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
   const [jest, total] = process.argv.slice(2).map(Number);
   console.log(`npm test took ${total} s: jest ${jest} s, setup (install check, typecheck, lint, stack) ${total - jest} s`);
+  // The suite runs in band, so each tier's files add up to its share of the wall time.
+  const tiers = {};
+  for (const t of r.testResults) {
+    const tier = (t.name.match(/\/test\/(unit|integration|e2e|replay)\//) || [, "other"])[1];
+    tiers[tier] = (tiers[tier] || 0) + (t.endTime - t.startTime) / 1000;
+  }
+  console.log("by tier: " + Object.entries(tiers).map(([k, v]) => `${k} ${Math.round(v)} s`).join(", "));
   console.log(`${r.numPassedTests} passed, ${failed} failed`);
 ' "$results" "$((SECONDS - suite_started))" "$SECONDS"
 exit $status
