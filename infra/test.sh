@@ -65,7 +65,7 @@ node -e '
   const failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
   const [jest, total] = process.argv.slice(2).map(Number);
   console.log(`npm test took ${total} s: jest ${jest} s, setup (install check, typecheck, lint, stack) ${total - jest} s`);
-  // The suite runs in band, so each tier's files add up to its share of the wall time.
+  // The suite runs in band, so the files of a tier add up to its share of the wall time.
   const tiers = {};
   for (const t of r.testResults) {
     const tier = (t.name.match(/\/test\/(unit|integration|e2e|replay)\//) || [, "other"])[1];
