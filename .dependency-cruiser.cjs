@@ -10,14 +10,46 @@ const any = (...names) => `^(${names.join('|')})/`;
 
 /** Each layer with the layers it must not import (everything above it, and its own siblings). */
 const forbidden = [
-  ['lib', any('domain', 'db', 'engines', 'activities', 'workflows', 'api', 'workers', 'fixtures'), 'lib/ holds leaf helpers: it imports nothing of Kiln outside lib/.'],
-  ['domain', any('db', 'engines', 'activities', 'workflows', 'api', 'workers', 'fixtures'), 'domain/ is pure data and rules: it imports only lib/.'],
-  ['db', any('engines', 'activities', 'workflows', 'api', 'workers', 'fixtures'), 'db/ stores the domain: it imports domain/ and lib/ only.'],
-  ['engines', any('db', 'activities', 'workflows', 'api', 'workers'), 'engines/ run models: they import domain/ and lib/ only, and throw EngineError.'],
-  ['fixtures', any('db', 'activities', 'workflows', 'api', 'workers'), 'fixtures/ are test engines: they import engines/, domain/ and lib/ only.'],
-  ['activities', any('workflows', 'api', 'workers'), 'activities/ import engines/, db/, domain/ and lib/, never the layers that call them.'],
-  ['workflows', any('api', 'workers', 'db', 'engines', 'lib', 'fixtures'), 'workflows/ are deterministic: they import domain/, and activities by type only.'],
-  ['api', any('workers', 'activities', 'engines', 'fixtures/echo-engine'), 'api/ starts and reads workflows; engines and activities run on the workers.'],
+  [
+    'lib',
+    any('domain', 'db', 'engines', 'activities', 'workflows', 'api', 'workers', 'fixtures'),
+    'lib/ holds leaf helpers: it imports nothing of Kiln outside lib/.',
+  ],
+  [
+    'domain',
+    any('db', 'engines', 'activities', 'workflows', 'api', 'workers', 'fixtures'),
+    'domain/ is pure data and rules: it imports only lib/.',
+  ],
+  [
+    'db',
+    any('engines', 'activities', 'workflows', 'api', 'workers', 'fixtures'),
+    'db/ stores the domain: it imports domain/ and lib/ only.',
+  ],
+  [
+    'engines',
+    any('db', 'activities', 'workflows', 'api', 'workers'),
+    'engines/ run models: they import domain/ and lib/ only, and throw EngineError.',
+  ],
+  [
+    'fixtures',
+    any('db', 'activities', 'workflows', 'api', 'workers'),
+    'fixtures/ are test engines: they import engines/, domain/ and lib/ only.',
+  ],
+  [
+    'activities',
+    any('workflows', 'api', 'workers'),
+    'activities/ import engines/, db/, domain/ and lib/, never the layers that call them.',
+  ],
+  [
+    'workflows',
+    any('api', 'workers', 'db', 'engines', 'lib', 'fixtures'),
+    'workflows/ are deterministic: they import domain/, and activities by type only.',
+  ],
+  [
+    'api',
+    any('workers', 'activities', 'engines', 'fixtures/echo-engine'),
+    'api/ starts and reads workflows; engines and activities run on the workers.',
+  ],
 ];
 
 module.exports = {

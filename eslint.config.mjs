@@ -17,9 +17,20 @@ const workflowForbidden = [
     message: 'I/O belongs in activities.',
   },
   {
-    group: ['../activities', '../activities/*', '../db/*', '../lib/*', '../api/*', '../workers/*', '../infra/*', '../engines', '../engines/*'],
+    group: [
+      '../activities',
+      '../activities/*',
+      '../db/*',
+      '../lib/*',
+      '../api/*',
+      '../workers/*',
+      '../infra/*',
+      '../engines',
+      '../engines/*',
+    ],
     allowTypeImports: true,
-    message: 'Workflows import activities (and other I/O modules) by type only: `import type`. Deterministic data and rules live in domain/.',
+    message:
+      'Workflows import activities (and other I/O modules) by type only: `import type`. Deterministic data and rules live in domain/.',
   },
 ];
 

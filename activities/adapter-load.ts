@@ -5,12 +5,12 @@
  */
 import { Context, log } from '@temporalio/activity';
 import type { ModelVersion } from '../db/models';
-import { loraScaleOf } from '../lib/lora';
-import type { LlamaLoadSettings, ModelFiles, TextEngine } from '../engines';
-import { kilnFailure } from '../domain/failures';
 import type { LoadResult } from '../domain/contracts';
-import type { NodeHooks } from './node-hooks';
+import { kilnFailure } from '../domain/failures';
+import type { LlamaLoadSettings, ModelFiles, TextEngine } from '../engines';
 import { engineFileIndex } from '../lib/engine-file';
+import { loraScaleOf } from '../lib/lora';
+import type { NodeHooks } from './node-hooks';
 
 export async function loadAdapterVersion(
   deps: { cache: ModelFiles; llama: TextEngine; node: NodeHooks; loadBase: (versionId: string) => Promise<LoadResult> },
@@ -25,11 +25,17 @@ export async function loadAdapterVersion(
   await deps.node.makeRoom(version.memoryBytes);
   const started = performance.now();
   const file = version.files[engineFileIndex(version.files, '.gguf')];
-  const cached = await deps.cache.ensure(file, { signal: ctx.cancellationSignal, onProgress: (p) => ctx.heartbeat({ phase: 'download', ...p }) });
+  const cached = await deps.cache.ensure(file, {
+    signal: ctx.cancellationSignal,
+    onProgress: (p) => ctx.heartbeat({ phase: 'download', ...p }),
+  });
   const downloadSeconds = cached.downloadedBytes > 0 ? (performance.now() - started) / 1000 : 0;
   ctx.heartbeat({ phase: 'load' });
   const loadStarted = performance.now();
-  await deps.llama.loadAdapter(version.id, base, cached.path, { ...(version.settings as LlamaLoadSettings), loraScale: loraScaleOf(version.settings) });
+  await deps.llama.loadAdapter(version.id, base, cached.path, {
+    ...(version.settings as LlamaLoadSettings),
+    loraScale: loraScaleOf(version.settings),
+  });
   const loadSeconds = (performance.now() - loadStarted) / 1000;
   await deps.node.serve(version.id, version.memoryBytes, settings.concurrency, settings.idleTtlSeconds, base);
   log.info('LoRA adapter loaded', { versionId: version.id, base, downloadedBytes: cached.downloadedBytes, loadSeconds });

@@ -8,11 +8,11 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { Readable } from 'node:stream';
 import { batchIndexKey, batchInputKey, batchPartKey } from '../db/batches';
-import { succeededLines } from './batch-rerun';
-import type { Storage } from '../lib/storage';
 import { chunkProgressOf, furthest, type BatchChunkRequest, type ChunkProgress, type ChunkResult } from '../domain/batch-contracts';
-import { isNonRetryableType, kilnFailure, RETRYABLE_TYPES, type KilnFailureType } from '../domain/failures';
 import type { PredictRequest, PredictResult } from '../domain/contracts';
+import { isNonRetryableType, kilnFailure, RETRYABLE_TYPES, type KilnFailureType } from '../domain/failures';
+import type { Storage } from '../lib/storage';
+import { succeededLines } from './batch-rerun';
 
 export interface BatchChunkDeps {
   storage?: Storage;
@@ -36,7 +36,8 @@ async function readChunkInputs(storage: Storage, req: BatchChunkRequest, signal:
   const end = Number(index.readBigUInt64LE(8));
   const text = (await readAll(await storage.read(batchInputKey(req.batchId), { start, end, signal }))).toString('utf8');
   const lines = text.split('\n').filter((l) => l.trim() !== '');
-  if (lines.length !== req.count) throw kilnFailure('EngineFault', `chunk ${req.chunk} has ${lines.length} input lines, expected ${req.count}`);
+  if (lines.length !== req.count)
+    throw kilnFailure('EngineFault', `chunk ${req.chunk} has ${lines.length} input lines, expected ${req.count}`);
   return lines.map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
@@ -117,7 +118,11 @@ export function createBatchChunkActivities({ storage, nodeId, runItem }: BatchCh
         }
         canceled = progress.lines.length < req.count;
         if (canceled && !cancelRequested()) {
-          throw kilnFailure('EngineInterrupted', `chunk ${req.chunk} interrupted on node ${nodeId} after ${progress.lines.length} of ${req.count} items`, [progress]);
+          throw kilnFailure(
+            'EngineInterrupted',
+            `chunk ${req.chunk} interrupted on node ${nodeId} after ${progress.lines.length} of ${req.count} items`,
+            [progress],
+          );
         }
         const body = progress.lines.length > 0 ? `${progress.lines.join('\n')}\n` : '';
         await storage.putStream(batchPartKey(req.batchId, req.chunk), Readable.from([Buffer.from(body)]));

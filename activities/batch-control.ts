@@ -4,14 +4,14 @@ import type { Client } from '@temporalio/client';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { batchPartKey, upsertOutputFile, writeBatchSnapshot } from '../db/batches';
-import { type BatchSnapshot } from '../domain/batch-contracts';
 import type { Db } from '../db/client';
+import type { RerunPlan } from '../domain/batch-contracts';
+import { type BatchSnapshot } from '../domain/batch-contracts';
 import { FILE_REF_PREFIX, fileKey } from '../lib/file-keys';
 import { renderFileRefs } from '../lib/file-urls';
-import type { UrlSigner } from '../lib/signing';
 import { idFromKey } from '../lib/ids';
+import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
-import type { RerunPlan } from '../domain/batch-contracts';
 import { planRerun } from './batch-rerun';
 import { currentRunWriter } from './run-writer';
 
@@ -53,7 +53,9 @@ export function createBatchControlActivities({ db, temporal, storage, baseUrl, s
     if (!part.includes(FILE_REF_PREFIX)) return part;
     const lines = part.toString('utf8').split('\n');
     const linked = lines.map((l) =>
-      l.includes(FILE_REF_PREFIX) ? JSON.stringify(renderFileRefs(JSON.parse(l), baseUrl, signer, (id) => `${baseUrl}/v1/files/${id}/content`)) : l,
+      l.includes(FILE_REF_PREFIX)
+        ? JSON.stringify(renderFileRefs(JSON.parse(l), baseUrl, signer, (id) => `${baseUrl}/v1/files/${id}/content`))
+        : l,
     );
     return Buffer.from(linked.join('\n'));
   };
@@ -83,7 +85,8 @@ export function createBatchControlActivities({ db, temporal, storage, baseUrl, s
         for (const [n, chunk] of order.entries()) {
           // A part holds one chunk's lines: small enough to read whole.
           const pieces: Buffer[] = [];
-          for await (const piece of await storage.read(batchPartKey(req.batchId, chunk), { signal: ctx.cancellationSignal })) pieces.push(piece as Buffer);
+          for await (const piece of await storage.read(batchPartKey(req.batchId, chunk), { signal: ctx.cancellationSignal }))
+            pieces.push(piece as Buffer);
           const b = withFileLinks(Buffer.concat(pieces));
           hash.update(b);
           size += b.length;

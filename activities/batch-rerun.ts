@@ -5,11 +5,16 @@
  * chunk's part this way.
  */
 import { batchPartKey } from '../db/batches';
-import type { Storage } from '../lib/storage';
 import type { RerunPlan } from '../domain/batch-contracts';
+import type { Storage } from '../lib/storage';
 
 /** The succeeded lines of a chunk's part by item index; undefined when the chunk has no part. */
-export async function succeededLines(storage: Storage, batchId: string, chunk: number, signal?: AbortSignal): Promise<Map<number, string> | undefined> {
+export async function succeededLines(
+  storage: Storage,
+  batchId: string,
+  chunk: number,
+  signal?: AbortSignal,
+): Promise<Map<number, string> | undefined> {
   if ((await storage.size(batchPartKey(batchId, chunk))) === undefined) return undefined;
   const pieces: Buffer[] = [];
   for await (const piece of await storage.read(batchPartKey(batchId, chunk), { signal })) pieces.push(piece as Buffer);

@@ -2,31 +2,31 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { eq } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
+import { admit, release } from '../db/admissions';
 import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
 import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
-import { sessionNode } from '../db/session-affinity';
-import { admit, release } from '../db/admissions';
 import { writePredictionSnapshot } from '../db/predictions';
-import { type PredictionSnapshot } from '../domain/prediction-snapshot';
-import { recordUsage, usageOf, type UsageRecord } from '../db/usage';
 import { accounts } from '../db/schema';
-import { isTerminalStatus } from '../domain/statuses';
-import { eq } from 'drizzle-orm';
-import { LRUCache } from 'lru-cache';
+import { sessionNode } from '../db/session-affinity';
+import { recordUsage, usageOf, type UsageRecord } from '../db/usage';
 import { kilnFailure } from '../domain/failures';
-import { observePrediction } from '../lib/metrics';
-import { currentRunWriter } from './run-writer';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
+import { isTerminalStatus } from '../domain/statuses';
 import { tooLargeMessage } from '../lib/hardware';
 import { loraBaseOf } from '../lib/lora';
+import { observePrediction } from '../lib/metrics';
+import { currentRunWriter } from './run-writer';
 
-import { modelQueue, type Placement, type ReplicaLoad } from '../domain/contracts';
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
+import { modelQueue, type Placement, type ReplicaLoad } from '../domain/contracts';
+import { coldNodeFor, freeBytes, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
 import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
-import { coldNodeFor, freeBytes, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
 
 /** x-session-affinity: whose session placement keeps on one node. */
 type SessionOf = { accountId: string; session: string };
@@ -117,7 +117,6 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       return plan;
     },
 
-
     async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
       const applied = await writePredictionSnapshot(db, snapshot, currentRunWriter(client));
       // Counted once: a retried or late write of the same transition is not applied again.
@@ -129,7 +128,15 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * prediction waits (a plain error: Temporal retries with backoff) or, if the account says
      * so, fails with OverCapacity.
      */
-    async admitPrediction({ predictionId, accountId, versionId }: { predictionId: string; accountId: string; versionId: string }): Promise<void> {
+    async admitPrediction({
+      predictionId,
+      accountId,
+      versionId,
+    }: {
+      predictionId: string;
+      accountId: string;
+      versionId: string;
+    }): Promise<void> {
       const [account, version] = await Promise.all([cached.account(accountId), cached.version(versionId)]);
       if (!account || account.disabled) throw kilnFailure('AccountDisabled', `account ${accountId} is disabled`);
       if (!version) {
@@ -155,7 +162,15 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * free memory that still holds it, so big nodes stay free for big models (bin-packing).
      * No live node is a retryable fault: one may come up.
      */
-    async placeModel({ versionId, excludeNodes = [], session }: { versionId: string; excludeNodes?: string[]; session?: SessionOf }): Promise<Placement> {
+    async placeModel({
+      versionId,
+      excludeNodes = [],
+      session,
+    }: {
+      versionId: string;
+      excludeNodes?: string[];
+      session?: SessionOf;
+    }): Promise<Placement> {
       const [version, live] = await Promise.all([cached.version(versionId), liveNodes(db)]);
       if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
       const candidates = placementCandidates(live, excludeNodes);
@@ -194,7 +209,13 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * retry changes nothing. No node yet is not a failure here: the workflow places the model
      * itself, under placement's own time limit.
      */
-    async beginPrediction({ snapshot, session }: { snapshot: PredictionSnapshot; session?: SessionOf }): Promise<{ placement?: Placement }> {
+    async beginPrediction({
+      snapshot,
+      session,
+    }: {
+      snapshot: PredictionSnapshot;
+      session?: SessionOf;
+    }): Promise<{ placement?: Placement }> {
       await steps.projectPrediction(snapshot);
       await steps.admitPrediction({ predictionId: snapshot.id, accountId: snapshot.accountId, versionId: snapshot.versionId });
       try {
@@ -209,7 +230,13 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
      * Attempt `attempt` begins after a failed one: fences the failed attempts' late writes out of
      * the stream and answers the output they left there, which a streaming task continues.
      */
-    async beginAttempt({ predictionId, attempt }: { predictionId: string; attempt: number }): Promise<{ continues: string; continuedTokens?: number }> {
+    async beginAttempt({
+      predictionId,
+      attempt,
+    }: {
+      predictionId: string;
+      attempt: number;
+    }): Promise<{ continues: string; continuedTokens?: number }> {
       const { text, tokens } = await beginAttempt(db, predictionId, attempt);
       return { continues: text, ...(tokens !== undefined ? { continuedTokens: tokens } : {}) };
     },

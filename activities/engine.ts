@@ -3,12 +3,18 @@ import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
 import { finishSucceededPrediction, writePredictionSnapshot, type RunWriter } from '../db/predictions';
 import { usageOf } from '../db/usage';
-import { PREDICTION_STARTED_SIGNAL, predictionWorkflowId, type PredictionStartedSignal, type PredictRequest, type PredictResult } from '../domain/contracts';
+import {
+  PREDICTION_STARTED_SIGNAL,
+  predictionWorkflowId,
+  type PredictionStartedSignal,
+  type PredictRequest,
+  type PredictResult,
+} from '../domain/contracts';
 import { processingSnapshot, succeededSnapshot } from '../domain/engine-projection';
 import { observePrediction } from '../lib/metrics';
 import { createBatchChunkActivities } from './batch-chunk';
-import { mappingEngineErrors } from './engine-failures';
 import type { EngineDeps } from './engine-deps';
+import { mappingEngineErrors } from './engine-failures';
 import { createModelLoader } from './model-load';
 import { currentRunWriter } from './run-writer';
 import { runTask } from './task-runners';
@@ -71,8 +77,8 @@ function announceStart(deps: EngineDeps, ctx: Context, req: PredictRequest, star
   let processing: Promise<unknown> | undefined;
   const timer = setTimeout(() => {
     if (req.project) {
-      processing = writePredictionSnapshot(deps.db, processingSnapshot(req.snapshot, startedAt), writer, { existing: true }).catch((err: Error) =>
-        log.warn('could not write processing', { error: err.message }),
+      processing = writePredictionSnapshot(deps.db, processingSnapshot(req.snapshot, startedAt), writer, { existing: true }).catch(
+        (err: Error) => log.warn('could not write processing', { error: err.message }),
       );
       return;
     }

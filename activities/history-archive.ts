@@ -15,14 +15,14 @@
  * about four times instead of thirteen took it from about 12 ms of CPU a prediction to about 5
  * (README, Benchmarks).
  */
-import { randomUUID } from 'node:crypto';
-import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Client } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
 import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { temporal } from '@temporalio/proto';
 import { LRUCache } from 'lru-cache';
+import { randomUUID } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Storage } from '../lib/storage';
 
 type History = temporal.api.history.v1.IHistory;
@@ -89,7 +89,8 @@ export async function archivedThrough(storage: Storage): Promise<Date | undefine
 /** The runs closed after `from` (workflow id, run id, close time), read from visibility as they come. */
 export async function* closedRuns(client: Client, from: Date): AsyncGenerator<{ workflowId: string; runId: string; closedAt: number }> {
   const query = `WorkflowType IN ('predictionWorkflow', 'batchWorkflow') AND ExecutionStatus != 'Running' AND CloseTime > '${from.toISOString()}'`;
-  for await (const run of client.workflow.list({ query })) yield { workflowId: run.workflowId, runId: run.runId, closedAt: run.closeTime?.getTime() ?? 0 };
+  for await (const run of client.workflow.list({ query }))
+    yield { workflowId: run.workflowId, runId: run.runId, closedAt: run.closeTime?.getTime() ?? 0 };
 }
 
 /** Writes runs as one bundle (nothing when there are none). */
@@ -168,7 +169,9 @@ export async function* archivedHistories(storage: Storage): AsyncGenerator<Archi
   for await (const keys of storage.list(ARCHIVE_PREFIX)) {
     for (const key of keys) {
       if (key.startsWith(BUNDLE_PREFIX) && key.endsWith('.ndjson.gz')) {
-        for (const text of gunzipSync(await readBytes(storage, key)).toString('utf8').split('\n')) {
+        for (const text of gunzipSync(await readBytes(storage, key))
+          .toString('utf8')
+          .split('\n')) {
           if (!text) continue;
           const line = JSON.parse(text) as BundleLine;
           const history = temporal.api.history.v1.History.decode(Buffer.from(line.history, 'base64'));

@@ -15,7 +15,13 @@ type Settings = Record<string, unknown> | undefined;
 
 const concurrencyOf = (settings: Settings) => (typeof settings?.sequences === 'number' ? settings.sequences : undefined);
 const idleTtlOf = (settings: Settings) => (typeof settings?.idleTtlSeconds === 'number' ? settings.idleTtlSeconds : undefined);
-const notLoaded = (nodeId: string): LoadResult => ({ nodeId, downloadSeconds: 0, loadSeconds: 0, downloadedBytes: 0, alreadyLoaded: false });
+const notLoaded = (nodeId: string): LoadResult => ({
+  nodeId,
+  downloadSeconds: 0,
+  loadSeconds: 0,
+  downloadedBytes: 0,
+  alreadyLoaded: false,
+});
 
 /**
  * Fixtures only (the echo fixture is there exactly where fixtures are enabled): a version's
@@ -28,7 +34,11 @@ async function holdWarmUpPhase(echoFixture: EngineDeps['echoFixture'], settings:
 }
 
 /** The local path of the draft model's GGUF where the version decodes with one. */
-async function draftFileOf(db: EngineDeps['db'], settings: Settings, ensure: (file: VersionFile) => Promise<string>): Promise<string | undefined> {
+async function draftFileOf(
+  db: EngineDeps['db'],
+  settings: Settings,
+  ensure: (file: VersionFile) => Promise<string>,
+): Promise<string | undefined> {
   const speculative = (settings as LlamaLoadSettings | undefined)?.speculative;
   if (speculative?.type !== 'draft') return undefined;
   const draft = await getVersion(db, speculative.version);
@@ -80,7 +90,8 @@ export function createModelLoader(deps: EngineDeps) {
       return notLoaded(node.nodeId);
     }
     const loraBase = loraBaseOf(version.settings);
-    if (loraBase) return loadAdapterVersion({ cache, llama, node, loadBase: (id) => loadModel({ versionId: id }) }, version, loraBase, serving);
+    if (loraBase)
+      return loadAdapterVersion({ cache, llama, node, loadBase: (id) => loadModel({ versionId: id }) }, version, loraBase, serving);
     if (version.engine !== 'llama.cpp' && !(version.engine === 'onnxruntime' && onnx)) {
       throw kilnFailure('ModelLoadFailed', `engine ${version.engine} is not available on node ${node.nodeId}`);
     }
@@ -100,7 +111,12 @@ export function createModelLoader(deps: EngineDeps) {
     const loadSeconds = (performance.now() - loadStarted) / 1000;
     await node.serve(versionId, version.memoryBytes, serving.concurrency, serving.idleTtlSeconds);
     log.info('model loaded', { versionId, downloadedBytes: files.downloadedBytes, downloadSeconds: files.seconds, loadSeconds });
-    return { ...notLoaded(node.nodeId), downloadSeconds: round(files.seconds), loadSeconds: round(loadSeconds), downloadedBytes: files.downloadedBytes };
+    return {
+      ...notLoaded(node.nodeId),
+      downloadSeconds: round(files.seconds),
+      loadSeconds: round(loadSeconds),
+      downloadedBytes: files.downloadedBytes,
+    };
   }
 
   /** Downloads (if not cached) and loads a version, then polls its queue. Concurrent calls share one load. */
@@ -109,7 +125,13 @@ export function createModelLoader(deps: EngineDeps) {
     await node.settled(versionId);
     if (isLoaded(versionId)) {
       const version = await getVersion(db, versionId);
-      await node.serve(versionId, version?.memoryBytes ?? 0, concurrencyOf(version?.settings), idleTtlOf(version?.settings), loraBaseOf(version?.settings));
+      await node.serve(
+        versionId,
+        version?.memoryBytes ?? 0,
+        concurrencyOf(version?.settings),
+        idleTtlOf(version?.settings),
+        loraBaseOf(version?.settings),
+      );
       return { ...notLoaded(node.nodeId), alreadyLoaded: true };
     }
     let pending = loading.get(versionId);

@@ -4,8 +4,8 @@
  * state always arrives with the `completed` webhook that the prediction workflow sends.
  */
 import type { Client } from '@temporalio/client';
-import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { outputWebhookId, WEBHOOK_THROTTLE_MS, type WebhookDelivery } from '../domain/contracts';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 
 export class OutputWebhooks {
   private n = 0;

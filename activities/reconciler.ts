@@ -11,20 +11,18 @@
 import { log } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
-import { writeBatchSnapshot, type BatchRow } from '../db/batches';
-import { type BatchSnapshot } from '../domain/batch-contracts';
-import type { Db } from '../db/client';
 import { release } from '../db/admissions';
-import { writePredictionSnapshot } from '../db/predictions';
-import { type PredictionSnapshot } from '../domain/prediction-snapshot';
+import { writeBatchSnapshot, type BatchRow } from '../db/batches';
+import type { Db } from '../db/client';
+import { rowToSnapshot, writePredictionSnapshot } from '../db/predictions';
 import { heldSlots, openBatches, openPredictions, versionTask } from '../db/reconcile';
-import { rowToSnapshot } from '../db/predictions';
 import { recordUsage, usageOf } from '../db/usage';
-import { batchWorkflowId } from '../domain/batch-contracts';
+import { batchWorkflowId, type BatchSnapshot } from '../domain/batch-contracts';
+import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import type { Storage } from '../lib/storage';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
 import { runWriterOf } from './run-writer';
-import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
 
 export interface ReconcilerDeps {
   db: Db;
@@ -51,7 +49,8 @@ export async function withClosedRuns(client: Client, workflowIds: string[]): Pro
   for (let i = 0; i < workflowIds.length; i += 50) {
     // Kiln's workflow ids are made of ids it generates: nothing to escape.
     const ids = workflowIds.slice(i, i + 50).map((id) => `'${id}'`);
-    for await (const wf of client.workflow.list({ query: `WorkflowId IN (${ids.join(', ')}) AND ExecutionStatus != 'Running'` })) closed.add(wf.workflowId);
+    for await (const wf of client.workflow.list({ query: `WorkflowId IN (${ids.join(', ')}) AND ExecutionStatus != 'Running'` }))
+      closed.add(wf.workflowId);
   }
   return closed;
 }
@@ -103,7 +102,11 @@ export function outcomeOf(run: ClosedRun): { status: 'failed' | 'canceled'; erro
       return { status: 'failed', error, logLine: `Error: ${error}` };
     }
     case 'TIMED_OUT':
-      return { status: 'failed', error: 'the workflow timed out before it finished', logLine: 'Error: the workflow timed out before it finished' };
+      return {
+        status: 'failed',
+        error: 'the workflow timed out before it finished',
+        logLine: 'Error: the workflow timed out before it finished',
+      };
     default: {
       const error = `the workflow failed before its last step: ${run.reason || 'no reason given'}`;
       return { status: 'failed', error, logLine: `Error: ${error}` };
@@ -148,7 +151,10 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
     let final: PredictionSnapshot;
     if (run.status === 'COMPLETED') {
       // It finished (its final writes ran, or were lost since): its result is the final state.
-      const result = await temporal.workflow.getHandle(workflowId, run.runId).result().catch(() => undefined);
+      const result = await temporal.workflow
+        .getHandle(workflowId, run.runId)
+        .result()
+        .catch(() => undefined);
       final = (result as PredictionSnapshot | undefined) ?? rowToSnapshot(row);
     } else {
       const state = (await stateOf<PredictionSnapshot>(workflowId, run.runId, 'prediction')) ?? rowToSnapshot(row);
@@ -187,7 +193,11 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
     };
     let final: BatchSnapshot;
     if (run.status === 'COMPLETED') {
-      final = ((await temporal.workflow.getHandle(workflowId, run.runId).result().catch(() => undefined)) as BatchSnapshot | undefined) ?? fromRow;
+      final =
+        ((await temporal.workflow
+          .getHandle(workflowId, run.runId)
+          .result()
+          .catch(() => undefined)) as BatchSnapshot | undefined) ?? fromRow;
     } else {
       const state = (await stateOf<BatchSnapshot>(workflowId, run.runId, 'batch')) ?? fromRow;
       const outcome = outcomeOf(run);
@@ -231,13 +241,13 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         }
         return found;
       }
-      for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next; ) {
+      for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next;) {
         page = await openPredictions(db, olderThan, pageSize, page?.next);
         for (const { row, run } of await closedAmong(page.rows, (r) => predictionWorkflowId(r.id))) {
           if (await finishPrediction(row, run)) done.predictions += 1;
         }
       }
-      for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next; ) {
+      for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next;) {
         page = await openBatches(db, olderThan, pageSize, page?.next);
         for (const { row, run } of await closedAmong(page.rows, (r) => batchWorkflowId(r.id))) {
           if (await finishBatch(row, run)) done.batches += 1;
@@ -245,7 +255,7 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
       }
       // A batch's slot is named after its workflow; a prediction's after the prediction.
       const slotWorkflow = (slot: { id: string }) => (slot.id.startsWith('batch-') ? slot.id : predictionWorkflowId(slot.id));
-      for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next; ) {
+      for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next;) {
         page = await heldSlots(db, olderThan, pageSize, page?.next);
         for (const { row: slot, run } of await closedAmong(page.rows, slotWorkflow)) {
           await release(db, slot.id);

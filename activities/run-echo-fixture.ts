@@ -12,7 +12,8 @@ export const runEchoFixture: TaskRunner<EchoFixtureInput> = async ({ req, input,
   // Heartbeats carry cancellation to the activity, and keep a long sleep alive.
   const beat = setInterval(() => mode.heartbeat({}), 1000);
   const r = await deps.echoFixture.run(input, ctx.cancellationSignal, req.predictionId).finally(() => clearInterval(beat));
-  if (r.aborted && !ctx.cancellationDetails?.cancelRequested) throw kilnFailure('EngineInterrupted', `interrupted on node ${deps.node.nodeId}`);
+  if (r.aborted && !ctx.cancellationDetails?.cancelRequested)
+    throw kilnFailure('EngineInterrupted', `interrupted on node ${deps.node.nodeId}`);
   const seconds = (performance.now() - t0) / 1000;
   return {
     output: r.output,

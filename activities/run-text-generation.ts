@@ -4,8 +4,8 @@
  * attempt continues it (docs/architecture.md#what-survives-a-crash).
  */
 import { log } from '@temporalio/activity';
-import { kilnFailure } from '../domain/failures';
 import type { PredictResult } from '../domain/contracts';
+import { kilnFailure } from '../domain/failures';
 import type { TextGenerationInput } from '../domain/tasks/text-generation';
 import { draftMetrics } from '../lib/metrics';
 import { heartbeatThrottle, round } from './heartbeat-throttle';
@@ -22,11 +22,23 @@ export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) =>
   const beatDue = heartbeatThrottle();
   const beat = setInterval(() => mode.heartbeat({ tokens }), 1000);
   const stream = mode.live
-    ? new OutputStream(deps.db, req.predictionId, (err) => log.warn('stream write failed', { error: err.message }), req.attempt, deps.streamBatchMs)
+    ? new OutputStream(
+        deps.db,
+        req.predictionId,
+        (err) => log.warn('stream write failed', { error: err.message }),
+        req.attempt,
+        deps.streamBatchMs,
+      )
     : undefined;
   const output: string[] = continues ? [continues] : [];
   const webhooks = mode.live
-    ? new OutputWebhooks(ctx.client, deps.controlQueue, req.snapshot, (err) => log.warn('could not start an output webhook', { error: err.message }), req.attempt)
+    ? new OutputWebhooks(
+        ctx.client,
+        deps.controlQueue,
+        req.snapshot,
+        (err) => log.warn('could not start an output webhook', { error: err.message }),
+        req.attempt,
+      )
     : undefined;
   // A later attempt has taken the stream over (this one was given up for lost): stop generating.
   const replaced = new AbortController();
@@ -60,7 +72,11 @@ export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) =>
 };
 
 /** The prediction's result: the text (continuing a failed attempt's), its logs and metrics. */
-export function generationResult(run: Pick<TaskRun<unknown>, 'startedAt' | 'queueSeconds' | 'deps'>, g: Generation, continues: string): PredictResult {
+export function generationResult(
+  run: Pick<TaskRun<unknown>, 'startedAt' | 'queueSeconds' | 'deps'>,
+  g: Generation,
+  continues: string,
+): PredictResult {
   const generated = g.outputTokens - g.continuedTokens;
   const tokensPerSecond = generated / Math.max(g.predictSeconds, 1e-6);
   const logs = [`Using seed: ${g.seed}`];

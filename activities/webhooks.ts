@@ -7,11 +7,11 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { Webhook } from 'standardwebhooks';
 import type { Db } from '../db/client';
 import { recordDelivery, signingSecrets } from '../db/webhooks';
+import type { WebhookDelivery } from '../domain/contracts';
+import { webhookAttempts } from '../lib/metrics';
 import { pinnedRequest } from '../lib/pinned-request';
 import type { SecretBox } from '../lib/secret-box';
 import { resolveWebhookTarget, WebhookTargetError, type WebhookTarget } from '../lib/webhook-target';
-import { webhookAttempts } from '../lib/metrics';
-import type { WebhookDelivery } from '../domain/contracts';
 
 export interface WebhookDeps {
   db: Db;
@@ -38,7 +38,13 @@ interface PostResult {
   retryAfter?: string;
 }
 
-async function post(target: WebhookTarget, body: string, headers: Record<string, string>, timeoutMs: number, signal: AbortSignal): Promise<PostResult> {
+async function post(
+  target: WebhookTarget,
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<PostResult> {
   const res = await pinnedRequest(target, { method: 'POST', headers, body, timeoutMs, signal });
   return new Promise((resolve, reject) => {
     res.resume();

@@ -1,38 +1,38 @@
 /** The HTTP API as an express app; `api/index.ts` listens, tests may mount it directly. */
 import type { Client } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
-import path from 'node:path';
 import express, { type Request } from 'express';
+import path from 'node:path';
 import type { Db } from '../db/client';
 import type { FetchInputDeps } from '../lib/fetch-input';
 import type { Logger } from '../lib/logger';
+import { httpRequests, registry } from '../lib/metrics';
 import type { SecretBox } from '../lib/secret-box';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
+import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 import { requireAuth, requireOperatorToken } from './auth';
 import { codecServer, type CodecServerDeps } from './codec-server';
-import { openApiDocument } from './openapi';
-import { REFERENCE_HTML } from './reference-page';
-import { httpRequests, registry } from '../lib/metrics';
 import { errorHandler, notFoundHandler } from './errors';
+import type { EventHub } from './event-hub';
 import { rejectNulOutsideInput } from './nul-guard';
+import { openaiRoutes } from './openai/router';
+import { openApiDocument } from './openapi';
 import { rejectMalformedPath } from './path-guard';
+import type { UrlContext } from './prediction-json';
+import { REFERENCE_HTML } from './reference-page';
 import { requestLog } from './request-log';
 import { requestTrace } from './request-trace';
-import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
-import type { EventHub } from './event-hub';
-import type { UrlContext } from './prediction-json';
 import { accountRoutes } from './routes/account';
 import { batchRoutes } from './routes/batches';
 import { deploymentRoutes } from './routes/deployments';
 import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
-import { openaiRoutes } from './openai/router';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
 import { webhookRoutes } from './routes/webhooks';
+import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { ResourceLimits } from './version-resources';
-import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 
 export interface AppDeps {
   db: Db;
@@ -111,7 +111,10 @@ export function createApp(deps: AppDeps): express.Express {
     });
   });
   const playground = path.join(__dirname, 'playground');
-  app.use('/playground', express.static(playground, { index: false, fallthrough: true, setHeaders: (res) => pagePolicy(res, PLAYGROUND_CSP) }));
+  app.use(
+    '/playground',
+    express.static(playground, { index: false, fallthrough: true, setHeaders: (res) => pagePolicy(res, PLAYGROUND_CSP) }),
+  );
   app.get('/', (_req, res) => {
     pagePolicy(res, PLAYGROUND_CSP);
     res.sendFile(path.join(playground, 'index.html'));
@@ -153,7 +156,15 @@ export function createApp(deps: AppDeps): express.Express {
   );
   v1.use(accountRoutes({ db: deps.db }));
   v1.use(fileRoutes(files));
-  v1.use(modelRoutes({ db: deps.db, storage: deps.storage, baseUrl: (req) => urls(req).baseUrl, maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40, resources: deps.resources ?? DEFAULT_RESOURCES }));
+  v1.use(
+    modelRoutes({
+      db: deps.db,
+      storage: deps.storage,
+      baseUrl: (req) => urls(req).baseUrl,
+      maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40,
+      resources: deps.resources ?? DEFAULT_RESOURCES,
+    }),
+  );
   v1.use(
     deploymentRoutes({
       db: deps.db,
@@ -171,7 +182,11 @@ export function createApp(deps: AppDeps): express.Express {
       temporal: deps.temporal,
       storage: deps.storage,
       controlQueue: deps.controlQueue,
-      fetch: { storage: deps.storage, signer: deps.signer, ...(deps.fetch ?? { allowPrivate: false, maxBytes: 50 * 2 ** 20, timeoutMs: 30_000 }) },
+      fetch: {
+        storage: deps.storage,
+        signer: deps.signer,
+        ...(deps.fetch ?? { allowPrivate: false, maxBytes: 50 * 2 ** 20, timeoutMs: 30_000 }),
+      },
       parallelism: deps.batches?.parallelism ?? 2,
       chunksPerRun: deps.batches?.chunksPerRun ?? 500,
       maxInputBytes: deps.batches?.maxInputBytes ?? 50 * 2 ** 20,

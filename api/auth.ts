@@ -1,9 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
+import { LRUCache } from 'lru-cache';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { accountForToken, touchApiToken, type Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { ApiError, NotFoundError, UnauthorizedError } from './errors';
-import { LRUCache } from 'lru-cache';
 
 // last_used_at is kept to the minute: a token this process marked used within the minute
 // needs no write (not even one that changes nothing) on every request.
@@ -48,10 +48,17 @@ export function requireOperatorToken(expected: string | undefined, setting: stri
   const digest = (s: string) => createHash('sha256').update(s).digest();
   const want = expected ? digest(expected) : undefined;
   return (req, _res, next) => {
-    if (!want) throw new NotFoundError(`${req.path} is not served here: set ${setting} to serve it to a client that sends it as a bearer token`);
+    if (!want)
+      throw new NotFoundError(`${req.path} is not served here: set ${setting} to serve it to a client that sends it as a bearer token`);
     const given = bearerToken(req);
     if (!given || !timingSafeEqual(digest(given), want)) {
-      throw new ApiError(401, 'Unauthenticated', `${req.path} needs the operator's token: Authorization: Bearer <${setting}>`, {}, { 'WWW-Authenticate': 'Bearer' });
+      throw new ApiError(
+        401,
+        'Unauthenticated',
+        `${req.path} needs the operator's token: Authorization: Bearer <${setting}>`,
+        {},
+        { 'WWW-Authenticate': 'Bearer' },
+      );
     }
     next();
   };

@@ -9,8 +9,8 @@ import type { z } from 'zod';
 import { batchIndexKey, batchInputKey } from '../db/batches';
 import type { Db } from '../db/client';
 import { getFile } from '../db/files';
-import { fileKey } from '../lib/file-keys';
 import { fetchInput, InputFetchError, InputTooLargeError, type FetchInputDeps } from '../lib/fetch-input';
+import { fileKey } from '../lib/file-keys';
 import type { Storage } from '../lib/storage';
 import { ApiError, ValidationError, type InvalidField } from './errors';
 
@@ -51,7 +51,8 @@ function parseJsonl(text: string, field: string): unknown[] {
     try {
       items.push(JSON.parse(raw));
     } catch {
-      if (invalid.length < MAX_REPORTED) invalid.push({ field: `inputs[${items.length}]`, description: `line ${line} of ${field} is not valid JSON` });
+      if (invalid.length < MAX_REPORTED)
+        invalid.push({ field: `inputs[${items.length}]`, description: `line ${line} of ${field} is not valid JSON` });
       items.push(undefined);
     }
     if (items.length > MAX_BATCH_INPUTS) throw new ValidationError([{ field, description: `holds more than ${MAX_BATCH_INPUTS} inputs` }]);
@@ -61,16 +62,14 @@ function parseJsonl(text: string, field: string): unknown[] {
   return items;
 }
 
-async function loadRaw(
-  source: BatchSource,
-  accountId: string,
-  deps: BatchInputDeps,
-): Promise<{ items: unknown[]; source: string }> {
+async function loadRaw(source: BatchSource, accountId: string, deps: BatchInputDeps): Promise<{ items: unknown[]; source: string }> {
   if ('inputs' in source) return { items: source.inputs, source: 'inline' };
   if ('input_file' in source) {
     const file = await getFile(deps.db, source.input_file);
     if (!file || file.accountId !== accountId) {
-      throw new ValidationError([{ field: 'input_file', description: `no file ${source.input_file} of yours: upload one with POST /v1/files` }]);
+      throw new ValidationError([
+        { field: 'input_file', description: `no file ${source.input_file} of yours: upload one with POST /v1/files` },
+      ]);
     }
     if (file.size > deps.maxInputBytes) throw tooLarge('input_file', deps.maxInputBytes, file.size);
     const chunks: Buffer[] = [];
@@ -115,7 +114,12 @@ export async function loadBatchInputs(
 }
 
 /** Writes the inputs as JSONL and the byte offset where each chunk starts (then the total length). */
-export async function storeBatchInputs(storage: Storage, batchId: string, inputs: Record<string, unknown>[], chunkSize: number): Promise<void> {
+export async function storeBatchInputs(
+  storage: Storage,
+  batchId: string,
+  inputs: Record<string, unknown>[],
+  chunkSize: number,
+): Promise<void> {
   const lines = inputs.map((input) => Buffer.from(`${JSON.stringify(input)}\n`));
   const chunks = Math.ceil(inputs.length / chunkSize);
   const index = Buffer.alloc((chunks + 1) * 8);

@@ -23,7 +23,9 @@ export function batchJson(row: BatchRow, ctx: UrlContext, outputSize?: number) {
     created_at: row.createdAt.toISOString(),
     started_at: row.startedAt?.toISOString() ?? null,
     completed_at: row.completedAt?.toISOString() ?? null,
-    output_file: row.outputFileId ? { id: row.outputFileId, size: outputSize ?? null, content_type: 'application/jsonl', urls: { get: output } } : null,
+    output_file: row.outputFileId
+      ? { id: row.outputFileId, size: outputSize ?? null, content_type: 'application/jsonl', urls: { get: output } }
+      : null,
     urls: { get: self, cancel: `${self}/cancel`, retry: `${self}/retry`, output },
   };
 }

@@ -17,8 +17,14 @@ export function answerClientErrors(server: Server): void {
         ? [431, 'Request Header Fields Too Large', 'headers: larger than the server accepts (16 KiB with the request line)']
         : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? [408, 'Request Timeout', 'request: the headers or body did not arrive in time']
-          : [400, 'Bad Request', 'request: not valid HTTP (a header name or value holds a character HTTP does not allow, or the framing is wrong)'];
+          : [
+              400,
+              'Bad Request',
+              'request: not valid HTTP (a header name or value holds a character HTTP does not allow, or the framing is wrong)',
+            ];
     const body = JSON.stringify({ title, detail, status });
-    socket.end(`HTTP/1.1 ${status} ${title}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   });
 }

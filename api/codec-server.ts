@@ -10,9 +10,9 @@
  * `/codec/<token>/decode` (the request log never writes it). The UI calls from its own origin:
  * those in KILN_CODEC_CORS_ORIGINS get CORS answers, preflight included.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import express, { Router, type Request, type RequestHandler } from 'express';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import express, { Router, type Request, type RequestHandler } from 'express';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { bearerToken } from './auth';
 import { ApiError, NotFoundError } from './errors';
@@ -28,9 +28,7 @@ export interface CodecServerDeps {
 
 const base64 = z.string().regex(/^[A-Za-z0-9+/_-]*={0,2}$/, 'must be base64');
 const codecBody = z.object({
-  payloads: z
-    .array(z.object({ metadata: z.record(z.string(), base64).nullish(), data: base64.nullish() }))
-    .max(10_000),
+  payloads: z.array(z.object({ metadata: z.record(z.string(), base64).nullish(), data: base64.nullish() })).max(10_000),
 });
 
 const toPayload = (p: z.infer<typeof codecBody>['payloads'][number]): Payload => ({
@@ -58,7 +56,11 @@ export function codecServer(deps: CodecServerDeps): Router {
   const preflight: RequestHandler = (req, res) => {
     const origin = req.get('origin');
     if (!origin || !origins.has(origin)) {
-      throw new ApiError(403, 'Forbidden', `Origin: ${origin ?? '(none)'} may not call the codec server; add it to KILN_CODEC_CORS_ORIGINS`);
+      throw new ApiError(
+        403,
+        'Forbidden',
+        `Origin: ${origin ?? '(none)'} may not call the codec server; add it to KILN_CODEC_CORS_ORIGINS`,
+      );
     }
     res.set({
       'Access-Control-Allow-Methods': 'POST, OPTIONS',
@@ -72,7 +74,13 @@ export function codecServer(deps: CodecServerDeps): Router {
     if (!want) throw new NotFoundError('/codec is not served here: set KILN_OPERATOR_TOKEN to serve the codec server');
     const given = (req.params.token as string | undefined) ?? bearerToken(req);
     if (!given || !timingSafeEqual(digest(given), want)) {
-      throw new ApiError(401, 'Unauthenticated', 'the codec server needs the operator token: Authorization: Bearer <KILN_OPERATOR_TOKEN>, or the endpoint <api>/codec/<KILN_OPERATOR_TOKEN>', {}, { 'WWW-Authenticate': 'Bearer' });
+      throw new ApiError(
+        401,
+        'Unauthenticated',
+        'the codec server needs the operator token: Authorization: Bearer <KILN_OPERATOR_TOKEN>, or the endpoint <api>/codec/<KILN_OPERATOR_TOKEN>',
+        {},
+        { 'WWW-Authenticate': 'Bearer' },
+      );
     }
   };
 
@@ -86,7 +94,8 @@ export function codecServer(deps: CodecServerDeps): Router {
     try {
       out = op === 'decode' ? await deps.codec.decode(payloads) : await deps.codec.encode(payloads);
     } catch (err) {
-      if ((err as { name?: string }).name === 'NoSuchKey') throw new NotFoundError('a referenced payload is not in the store (payloads/sha256/…)');
+      if ((err as { name?: string }).name === 'NoSuchKey')
+        throw new NotFoundError('a referenced payload is not in the store (payloads/sha256/…)');
       throw err;
     }
     res.json({ payloads: out.map(toJson) });

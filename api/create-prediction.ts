@@ -6,29 +6,29 @@
  * version goes along too, so the workflow need not place it (workflows/prediction.ts, the hot path).
  */
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { workflowExists } from '../lib/temporal-workflows';
 import type { Account } from '../db/accounts';
+import { lockAdmissions, takeSlot } from '../db/admissions';
 import type { Db } from '../db/client';
 import type { Tx } from '../db/events';
 import type { ResolvedVersion } from '../db/models';
-import { lockAdmissions, takeSlot } from '../db/admissions';
 import { recentLiveNodes } from '../db/nodes';
-import { sessionNode, type SessionKey } from '../db/session-affinity';
 import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow } from '../db/predictions';
-import { type PredictionSnapshot } from '../domain/prediction-snapshot';
-import { idFromKey, newId } from '../lib/ids';
-import { taskInputSchema } from '../domain/tasks';
-import type { predictionWorkflow } from '../workflows/prediction';
-import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
-import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../domain/contracts';
-import { parseOr422 } from './validation';
-import { withLora } from './lora-adapters';
-import { checkLimits } from './admission-limits';
 import type { RateLimitResult } from '../db/rate-limits';
-import { aboutPrediction, ValidationError } from './errors';
-import { webhookEvents, type WebhookEvent } from '../domain/statuses';
-import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
+import { sessionNode, type SessionKey } from '../db/session-affinity';
+import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../domain/contracts';
 import { servingNodes } from '../domain/node-placement';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
+import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
+import { webhookEvents, type WebhookEvent } from '../domain/statuses';
+import { taskInputSchema } from '../domain/tasks';
+import { idFromKey, newId } from '../lib/ids';
+import { workflowExists } from '../lib/temporal-workflows';
+import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
+import type { predictionWorkflow } from '../workflows/prediction';
+import { checkLimits } from './admission-limits';
+import { aboutPrediction, ValidationError } from './errors';
+import { withLora } from './lora-adapters';
+import { parseOr422 } from './validation';
 
 export interface CreateDeps {
   db: Db;
@@ -156,7 +156,11 @@ export async function admitAndStart(
 ): Promise<{ row: PredictionRow | undefined; runId?: string }> {
   const [{ row, admitted }, placement] = await Promise.all([
     run.admit(),
-    servingNode(deps.db, args.versionId, args.session !== undefined ? { accountId: account.id, session: args.session, versionId: args.versionId } : undefined),
+    servingNode(
+      deps.db,
+      args.versionId,
+      args.session !== undefined ? { accountId: account.id, session: args.session, versionId: args.versionId } : undefined,
+    ),
   ]);
   if (admitted) args.admitted = true;
   if (placement) args.placement = placement;
@@ -191,7 +195,12 @@ export async function admitAndStart(
  * `StartRun.admit` for a row written by the caller's own statement (a retry reopens its row):
  * the row and the account's lock go to the server together, and the slot is taken under the lock.
  */
-export function admitWith(db: Db, account: Account, predictionId: string, writeRow: (tx: Tx) => Promise<PredictionRow | undefined>): StartRun['admit'] {
+export function admitWith(
+  db: Db,
+  account: Account,
+  predictionId: string,
+  writeRow: (tx: Tx) => Promise<PredictionRow | undefined>,
+): StartRun['admit'] {
   return () =>
     db.transaction(async (tx) => {
       const [written] = await Promise.all([writeRow(tx), lockAdmissions(tx, account.id)]);
@@ -213,5 +222,13 @@ async function servingNode(db: Db, versionId: string, session?: SessionKey): Pro
   if (serving.length === 0) return undefined;
   const any = serving[Math.floor(Math.random() * serving.length)].id;
   if (!session) return { nodeId: any, warm: true };
-  return { nodeId: await sessionNode(db, session, serving.map((n) => n.id), any), warm: true };
+  return {
+    nodeId: await sessionNode(
+      db,
+      session,
+      serving.map((n) => n.id),
+      any,
+    ),
+    warm: true,
+  };
 }

@@ -4,9 +4,9 @@
  */
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { z } from 'zod';
+import { KilnError } from '../lib/kiln-error';
 import type { Logger } from '../lib/logger';
 import { predictionIdOf, redactCodecPath } from './request-log';
-import { KilnError } from '../lib/kiln-error';
 
 export class ApiError extends KilnError {
   constructor(
@@ -87,15 +87,30 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
 };
 
 // Postgres gone (restarting, failing over) or refusing connections, as postgres.js reports it.
-const PG_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03']);
+const PG_UNAVAILABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  '57P01',
+  '57P02',
+  '57P03',
+]);
 // gRPC UNAVAILABLE and DEADLINE_EXCEEDED: Temporal is restarting or unreachable.
 const GRPC_UNAVAILABLE = new Set([14, 4]);
 
 /** Which dependency is down, if that is what `err` (or an error it wraps) says; else undefined. */
 export function unavailableDependency(err: unknown): 'Temporal' | 'the database' | undefined {
-  for (let e = err as { code?: unknown; cause?: unknown; name?: string } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+  for (
+    let e = err as { code?: unknown; cause?: unknown; name?: string } | undefined, depth = 0;
+    e && depth < 5;
+    e = e.cause as typeof e, depth++
+  ) {
     if (typeof e.code === 'string' && PG_UNAVAILABLE.has(e.code)) return 'the database';
-    if (typeof e.code === 'number' && GRPC_UNAVAILABLE.has(e.code) && (e.name === 'ServiceError' || 'details' in e || 'metadata' in e)) return 'Temporal';
+    if (typeof e.code === 'number' && GRPC_UNAVAILABLE.has(e.code) && (e.name === 'ServiceError' || 'details' in e || 'metadata' in e))
+      return 'Temporal';
     if (e.name === 'ServiceError' && /unavailable|deadline|connect/i.test(String((e as Error).message))) return 'Temporal';
   }
   return undefined;
@@ -108,19 +123,27 @@ export function unavailableDependency(err: unknown): 'Temporal' | 'the database'
  */
 export function requestError(err: unknown): ApiError | undefined {
   if (err instanceof ApiError) return err;
-  const e = err as { type?: string; status?: number; expose?: boolean; message?: string; limit?: number; charset?: string; encoding?: string } | undefined;
+  const e = err as
+    { type?: string; status?: number; expose?: boolean; message?: string; limit?: number; charset?: string; encoding?: string } | undefined;
   if (!e || typeof e !== 'object') return undefined;
   const field = (status: number, title: string, name: string, description: string) =>
     new ApiError(status, title, `${name}: ${description}`, { invalid_fields: [{ type: 'invalid', field: name, description }] });
   if (e.type === 'entity.parse.failed') return field(400, 'Bad request', 'body', `is not valid JSON (${e.message})`);
   if (e.type === 'entity.too.large') {
-    return field(413, 'Payload too large', 'body', `is larger than the ${e.limit} byte limit (${((e.limit ?? 0) / 2 ** 20).toFixed(0)} MiB): upload large inputs with POST /v1/files and pass the file's URL`);
+    return field(
+      413,
+      'Payload too large',
+      'body',
+      `is larger than the ${e.limit} byte limit (${((e.limit ?? 0) / 2 ** 20).toFixed(0)} MiB): upload large inputs with POST /v1/files and pass the file's URL`,
+    );
   }
-  if (e.type === 'charset.unsupported') return field(415, 'Unsupported media type', 'Content-Type', `charset ${e.charset} is not supported: send UTF-8`);
+  if (e.type === 'charset.unsupported')
+    return field(415, 'Unsupported media type', 'Content-Type', `charset ${e.charset} is not supported: send UTF-8`);
   if (e.type === 'encoding.unsupported') return field(415, 'Unsupported media type', 'Content-Encoding', `${e.encoding} is not supported`);
   // The router's own decoding of a path parameter (rejectMalformedPath usually answers first).
   if (err instanceof URIError) return field(400, 'Bad request', 'path', 'is not valid percent-encoded UTF-8');
-  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) return new ApiError(e.status, 'Bad request', String(e.message));
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose)
+    return new ApiError(e.status, 'Bad request', String(e.message));
   return undefined;
 }
 

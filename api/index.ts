@@ -1,20 +1,20 @@
 /** Entry point of an API process. Stateless: run as many as you like behind a balancer. */
 import { Client, Connection } from '@temporalio/client';
 import { closeDb, createDb } from '../db/client';
+import { enableFixtureTasks } from '../fixtures/enable';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
-import { publicBaseUrl } from '../lib/public-url';
+import { payloadRefCodec } from '../lib/payload-refs';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
+import { publicBaseUrl } from '../lib/public-url';
 import { announceReady } from '../lib/ready';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
-import { payloadRefCodec } from '../lib/payload-refs';
-import { createApp } from './app';
-import { EventHub } from './event-hub';
-import { answerClientErrors } from './client-errors';
 import { startTracing } from '../lib/tracing';
-import { enableFixtureTasks } from '../fixtures/enable';
+import { createApp } from './app';
+import { answerClientErrors } from './client-errors';
+import { EventHub } from './event-hub';
 
 async function main() {
   const c = config();
@@ -51,7 +51,11 @@ async function main() {
     temporalUi: c.KILN_TEMPORAL_UI_URL ? { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE } : undefined,
     temporalNamespace: c.TEMPORAL_NAMESPACE,
     fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
-    batches: { parallelism: c.KILN_BATCH_PARALLELISM, chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN, maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES },
+    batches: {
+      parallelism: c.KILN_BATCH_PARALLELISM,
+      chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN,
+      maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES,
+    },
     resources: {
       defaultContextSize: c.KILN_ENGINE_CONTEXT_SIZE,
       defaultSequences: c.KILN_ENGINE_SEQUENCES,

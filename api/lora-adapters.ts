@@ -7,14 +7,14 @@
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { ResolvedVersion } from '../db/models';
+import { estimateLlamaMemoryBytes, llamaShapeOf } from '../domain/llama-memory';
 import type { VersionFile } from '../domain/statuses';
+import { engineFileIndex } from '../lib/engine-file';
 import { loraBaseOf } from '../lib/lora';
 import type { Storage } from '../lib/storage';
-import { estimateLlamaMemoryBytes, llamaShapeOf } from '../domain/llama-memory';
 import { ValidationError } from './errors';
 import { resolveVersionRef } from './resolve-version';
 import { ggufMetadata, type ResourceLimits, type VersionSettings } from './version-resources';
-import { engineFileIndex } from '../lib/engine-file';
 
 const invalid = (field: string, description: string) => new ValidationError([{ field, description }]);
 
@@ -29,9 +29,11 @@ export async function adapterVersion(
   adapter: { task: string; engine: string; files: VersionFile[]; settings: VersionSettings; declared?: number; loraFor: string },
 ): Promise<{ settings: Record<string, unknown>; memoryBytes: number }> {
   const base = await resolveVersionRef(deps.db, account.id, adapter.loraFor, 'lora_for');
-  if (base.version.engine !== 'llama.cpp' || adapter.engine !== 'llama.cpp') throw invalid('lora_for', 'LoRA adapters run on llama.cpp models only');
+  if (base.version.engine !== 'llama.cpp' || adapter.engine !== 'llama.cpp')
+    throw invalid('lora_for', 'LoRA adapters run on llama.cpp models only');
   if (loraBaseOf(base.version.settings)) throw invalid('lora_for', `${adapter.loraFor} is a LoRA adapter itself; name its base`);
-  if (base.version.task !== adapter.task) throw invalid('lora_for', `the base is a ${base.version.task} model and this one ${adapter.task}`);
+  if (base.version.task !== adapter.task)
+    throw invalid('lora_for', `the base is a ${base.version.task} model and this one ${adapter.task}`);
   const i = engineFileIndex(adapter.files, '.gguf');
   const field = `files.${i}.sha256`;
   const meta = await ggufMetadata(deps.storage, adapter.files[i], field);
@@ -41,7 +43,10 @@ export async function adapterVersion(
   const baseFile = base.version.files[engineFileIndex(base.version.files, '.gguf')];
   const baseMeta = await ggufMetadata(deps.storage, baseFile, 'lora_for');
   if (meta.get('general.architecture') !== baseMeta.get('general.architecture')) {
-    throw invalid(field, `the adapter is for ${String(meta.get('general.architecture'))} and the base is ${String(baseMeta.get('general.architecture'))}`);
+    throw invalid(
+      field,
+      `the adapter is for ${String(meta.get('general.architecture'))} and the base is ${String(baseMeta.get('general.architecture'))}`,
+    );
   }
   const shape = llamaShapeOf(baseMeta);
   if (!shape) throw invalid('lora_for', "the base's GGUF metadata lacks its shape");
@@ -67,16 +72,26 @@ const VERSION_ID = /^[a-f0-9]{64}$/;
  * The version a prediction runs: the resolved one, or the adapter of it that `lora` names (a 422
  * naming `field` when it names none the account may use, or an adapter of another base).
  */
-export async function withLora(db: Db, account: Account, resolved: ResolvedVersion, lora: unknown, field = 'input.lora'): Promise<ResolvedVersion> {
+export async function withLora(
+  db: Db,
+  account: Account,
+  resolved: ResolvedVersion,
+  lora: unknown,
+  field = 'input.lora',
+): Promise<ResolvedVersion> {
   if (lora === undefined) return resolved;
   if (typeof lora !== 'string' || lora === '') throw invalid(field, 'expected an adapter: owner/name, name or a version id');
-  if (loraBaseOf(resolved.version.settings)) throw invalid(field, `${resolved.model.owner}/${resolved.model.name} is a LoRA adapter already`);
+  if (loraBaseOf(resolved.version.settings))
+    throw invalid(field, `${resolved.model.owner}/${resolved.model.name} is a LoRA adapter already`);
   // A bare name is one of the caller's own models.
   const ref = lora.includes('/') || VERSION_ID.test(lora) ? lora : `${account.username}/${lora}`;
   const adapter = await resolveVersionRef(db, account.id, ref, field);
   const base = loraBaseOf(adapter.version.settings);
   if (base !== resolved.version.id) {
-    throw invalid(field, base ? `${lora} is an adapter of version ${base}, not of ${resolved.version.id}` : `${lora} is not a LoRA adapter`);
+    throw invalid(
+      field,
+      base ? `${lora} is an adapter of version ${base}, not of ${resolved.version.id}` : `${lora} is not a LoRA adapter`,
+    );
   }
   return adapter;
 }

@@ -1,8 +1,8 @@
 /** Models and versions in Replicate's JSON shapes; a version carries its task's JSON schemas. */
 import { z } from 'zod';
 import type { Model, ModelVersion } from '../db/models';
-import { taskType } from '../domain/tasks';
 import { DEFAULT_RETRY_POLICY } from '../domain/contracts';
+import { taskType } from '../domain/tasks';
 
 export function versionSchemas(task: string) {
   const t = taskType(task);

@@ -14,7 +14,9 @@ const MODEL_INPUT = new Set(['input', 'inputs', 'messages', 'prompt']);
 export function nulField(body: unknown): string | undefined {
   if (!body || typeof body !== 'object') return undefined;
   // Iterative: a body may nest thousands deep.
-  const stack: Array<[unknown, string]> = Object.entries(body).filter(([k]) => !MODEL_INPUT.has(k)).map(([k, v]) => [v, k]);
+  const stack: Array<[unknown, string]> = Object.entries(body)
+    .filter(([k]) => !MODEL_INPUT.has(k))
+    .map(([k, v]) => [v, k]);
   for (const [k] of Object.entries(body)) if (k.includes('\u0000')) return JSON.stringify(k);
   while (stack.length > 0) {
     const [value, path] = stack.pop()!;

@@ -8,14 +8,14 @@
 import { OpenApiGeneratorV31, OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { taskNames, taskType } from '../domain/tasks';
-import { jsonResponse, type RouteContract } from './route-contract';
+import { openaiContracts } from './openai/contracts';
 import { errorBody } from './response-schemas';
+import { jsonResponse, type RouteContract } from './route-contract';
 import { accountContracts } from './routes/account';
 import { batchContracts } from './routes/batches';
 import { deploymentContracts } from './routes/deployments';
 import { fileContracts } from './routes/files';
 import { modelContracts } from './routes/models';
-import { openaiContracts } from './openai/contracts';
 import { predictionContracts } from './routes/predictions';
 import { streamContracts } from './routes/streams';
 import { webhookContracts } from './routes/webhooks';
@@ -25,15 +25,36 @@ const html = (description: string) => ({ description, content: { 'text/html': { 
 
 /** The routes api/app.ts declares itself: health, metrics, this document and the pages. */
 const serviceContracts: RouteContract[] = [
-  { method: 'get', path: '/healthz', summary: 'Up, and the database answers', security: open, responses: { '200': jsonResponse('Healthy', z.object({ status: z.literal('ok') })) } },
+  {
+    method: 'get',
+    path: '/healthz',
+    summary: 'Up, and the database answers',
+    security: open,
+    responses: { '200': jsonResponse('Healthy', z.object({ status: z.literal('ok') })) },
+  },
   {
     method: 'get',
     path: '/metrics',
     summary: "Prometheus metrics, for the operator's scraper (KILN_METRICS_TOKEN as bearer token; not served without it)",
-    responses: { '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: z.string() } } }, '401': jsonResponse('Not the metrics token', errorBody) },
+    responses: {
+      '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: z.string() } } },
+      '401': jsonResponse('Not the metrics token', errorBody),
+    },
   },
-  { method: 'get', path: '/openapi.json', summary: 'This document', security: open, responses: { '200': jsonResponse('OpenAPI 3.1', z.record(z.string(), z.unknown())) } },
-  { method: 'get', path: '/docs', summary: 'The API reference, rendered from /openapi.json', security: open, responses: { '200': html('A page') } },
+  {
+    method: 'get',
+    path: '/openapi.json',
+    summary: 'This document',
+    security: open,
+    responses: { '200': jsonResponse('OpenAPI 3.1', z.record(z.string(), z.unknown())) },
+  },
+  {
+    method: 'get',
+    path: '/docs',
+    summary: 'The API reference, rendered from /openapi.json',
+    security: open,
+    responses: { '200': html('A page') },
+  },
   { method: 'get', path: '/', summary: 'The playground', security: open, responses: { '200': html('A page') } },
   {
     method: 'get',

@@ -1,9 +1,9 @@
 import type { PredictionRow } from '../db/predictions';
-import type { UrlSigner } from '../lib/signing';
+import { predictionWorkflowId } from '../domain/contracts';
 import { signUntil, verifyUntil } from '../lib/expiring-signature';
 import { renderFileRefs } from '../lib/file-urls';
+import type { UrlSigner } from '../lib/signing';
 import { temporalUiUrl, type TemporalUi } from '../lib/temporal-ui';
-import { predictionWorkflowId } from '../domain/contracts';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
 export interface UrlContext {
@@ -60,4 +60,3 @@ export function predictionJson(row: Omit<PredictionRow, 'retries'> & { retries?:
     },
   };
 }
-

@@ -3,16 +3,20 @@
  * routes: the body schemas and the headers (`Cancel-After`, `Kiln-Priority`, `Prefer: wait`).
  */
 import { z } from 'zod';
+import { PRIORITY_KEYS } from '../domain/contracts';
 import { webhookEvents } from '../domain/statuses';
 import { parseDurationMs } from '../lib/duration';
-import { PRIORITY_KEYS } from '../domain/contracts';
 import { ValidationError } from './errors';
 
 const inputSchema = z.record(z.string(), z.unknown());
 
 const predictionOptions = {
   input: inputSchema,
-  webhook: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('Called with the prediction as it changes'),
+  webhook: z
+    .url({ protocol: /^https?$/ })
+    .max(2048)
+    .optional()
+    .describe('Called with the prediction as it changes'),
   webhook_events_filter: z.array(z.enum(webhookEvents)).min(1).optional().describe('Which events call the webhook'),
   /** Accepted for compatibility with Replicate's clients; every prediction can be streamed. */
   stream: z.boolean().optional(),
@@ -36,9 +40,7 @@ export function parseCancelAfter(header: string | undefined): number | undefined
     if (ms !== undefined) seconds = ms / 1000;
   }
   if (seconds === undefined || seconds < 5 || seconds > 24 * 3600) {
-    throw new ValidationError([
-      { field: 'Cancel-After', description: 'must be a duration between 5s and 24h, like 30, 90s or 5m' },
-    ]);
+    throw new ValidationError([{ field: 'Cancel-After', description: 'must be a duration between 5s and 24h, like 30, 90s or 5m' }]);
   }
   return seconds;
 }

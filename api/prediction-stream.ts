@@ -6,12 +6,12 @@
  * goes out, for a client that had some of that output before it reconnected. An `attempt` event
  * (a new attempt continues the output so far) changes nothing for a reader and is not passed on.
  */
+import { eq } from 'drizzle-orm';
 import type { Db } from '../db/client';
 import { eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/events';
 import { predictions } from '../db/schema';
-import { eq } from 'drizzle-orm';
-import type { EventHub } from './event-hub';
 import { isTerminalStatus } from '../domain/statuses';
+import type { EventHub } from './event-hub';
 
 /** A missed notification (a reconnect of the LISTEN connection) costs at most this long. */
 const FALLBACK_POLL_MS = 1_000;

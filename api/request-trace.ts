@@ -5,8 +5,8 @@
  */
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { RequestHandler } from 'express';
-import { predictionIdOf } from './request-log';
 import { tracer } from '../lib/tracing';
+import { predictionIdOf } from './request-log';
 
 export const requestTrace: RequestHandler = (req, res, next) => {
   // Named by the method until a route matches: a raw path may hold a secret (the codec server's token).

@@ -41,7 +41,9 @@ export const predictionBody = z
     run_id: z
       .string()
       .optional()
-      .describe("The workflow's run this state is from (absent until its first write, and in webhooks); a retry or an operator's reset starts a new run, and earlier runs stay in the history"),
+      .describe(
+        "The workflow's run this state is from (absent until its first write, and in webhooks); a retry or an operator's reset starts a new run, and earlier runs stay in the history",
+      ),
     retries: z
       .number()
       .int()
@@ -52,8 +54,13 @@ export const predictionBody = z
       cancel: z.string(),
       stream: z
         .string()
-        .describe('SSE: output, logs, error, done; reset (the output so far came from a failed attempt: drop it). Signed; expires an hour after the read that returned it'),
-      temporal_ui: z.string().optional().describe("The workflow in the operators' Temporal UI; only where the server sets KILN_TEMPORAL_UI_URL, never in webhooks"),
+        .describe(
+          'SSE: output, logs, error, done; reset (the output so far came from a failed attempt: drop it). Signed; expires an hour after the read that returned it',
+        ),
+      temporal_ui: z
+        .string()
+        .optional()
+        .describe("The workflow in the operators' Temporal UI; only where the server sets KILN_TEMPORAL_UI_URL, never in webhooks"),
     }),
   })
   .meta({ id: 'Prediction' });
@@ -105,7 +112,12 @@ export const batchBody = z
     started_at: nullableTimestamp,
     completed_at: nullableTimestamp,
     output_file: z
-      .object({ id: z.string(), size: z.number().int().nullable(), content_type: z.string(), urls: z.object({ get: z.string().nullable() }) })
+      .object({
+        id: z.string(),
+        size: z.number().int().nullable(),
+        content_type: z.string(),
+        urls: z.object({ get: z.string().nullable() }),
+      })
       .nullable()
       .describe('JSONL, one line per input in input order: {index, output} or {index, error}, with attempt on the lines a retry wrote'),
     urls: z.object({ get: z.string(), cancel: z.string(), retry: z.string(), output: z.string().nullable() }),
@@ -123,7 +135,9 @@ export const versionBody = z
     memory_bytes: z.number().int(),
     settings: z.record(z.string(), z.unknown()),
     retry: z.object({ max_attempts: z.number().int(), initial_interval_s: z.number(), backoff: z.number() }),
-    openapi_schema: z.object({ components: z.object({ schemas: z.record(z.string(), z.unknown()) }) }).describe("The task's Input and Output JSON schemas"),
+    openapi_schema: z
+      .object({ components: z.object({ schemas: z.record(z.string(), z.unknown()) }) })
+      .describe("The task's Input and Output JSON schemas"),
   })
   .meta({ id: 'Version' });
 
@@ -188,7 +202,14 @@ export const newTokenBody = z
 
 export const tokenListBody = z.object({
   results: z.array(
-    z.object({ id: z.string(), name: z.string(), prefix: z.string(), created_at: timestamp, last_used_at: nullableTimestamp, revoked_at: nullableTimestamp }),
+    z.object({
+      id: z.string(),
+      name: z.string(),
+      prefix: z.string(),
+      created_at: timestamp,
+      last_used_at: nullableTimestamp,
+      revoked_at: nullableTimestamp,
+    }),
   ),
 });
 
@@ -213,7 +234,10 @@ export const usageBody = z.object({
 });
 
 export const webhookSecretBody = z.object({ key: z.string().describe('whsec_…: verify webhook signatures with it') });
-export const rotatedSecretBody = z.object({ key: z.string(), previous_key_expires_at: timestamp.describe('Until then the previous key signs too') });
+export const rotatedSecretBody = z.object({
+  key: z.string(),
+  previous_key_expires_at: timestamp.describe('Until then the previous key signs too'),
+});
 
 export const webhookDeliveriesBody = z.object({
   webhook: z.string().nullable(),

@@ -4,11 +4,11 @@
  * output included. Admission, rate limits and webhooks are the create's (api/create-prediction.ts).
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { predictionWorkflowId } from '../domain/contracts';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
 import { getPrediction, reopenForRetry, restoreAfterFailedRetry, retryableStatuses, type PredictionRow } from '../db/predictions';
 import type { RateLimitResult } from '../db/rate-limits';
+import { predictionWorkflowId } from '../domain/contracts';
 import { taskInputSchema } from '../domain/tasks';
 import { checkLimits } from './admission-limits';
 import { admitAndStart, admitWith, predictionArgs, type CreateDeps, type CreateOptions } from './create-prediction';
@@ -50,7 +50,11 @@ export async function retryPrediction(
   );
   const { row, runId } = await admitAndStart(deps, account, args, {
     admit: admitWith(deps.db, account, before.id, async (tx) => {
-      const reopened = await reopenForRetry(tx, before.id, { versionId: args.versionId, model: args.model, deadline: args.deadline ? new Date(args.deadline) : null });
+      const reopened = await reopenForRetry(tx, before.id, {
+        versionId: args.versionId,
+        model: args.model,
+        deadline: args.deadline ? new Date(args.deadline) : null,
+      });
       // Retried twice at once: the other retry reopened it first.
       if (!reopened) throw new NotRetryableError(before.id, (await getPrediction(deps.db, account.id, before.id))?.status ?? 'gone');
       return reopened;

@@ -3,7 +3,7 @@
  * request and of each response. `/openapi.json` is generated from these declarations
  * (api/openapi.ts) and the route-coverage test fails on any Express route that has none.
  */
-import type { RouteConfig, ResponseConfig } from '@asteasolutions/zod-to-openapi';
+import type { ResponseConfig, RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { errorBody } from './response-schemas';
 
@@ -37,7 +37,11 @@ export const predictionCreateHeaders = z.object({
   'cancel-after': z.string().optional().describe('Cancel if not done by then, e.g. 90s or 5m (aborted if never started)'),
   'idempotency-key': z.string().optional().describe('A retried create returns the same prediction'),
   'kiln-priority': z.enum(['interactive', 'default', 'batch']).optional(),
-  'x-session-affinity': z.string().max(256).optional().describe("A session's id: its requests go to the node that keeps its evaluated tokens (prefix caching)"),
+  'x-session-affinity': z
+    .string()
+    .max(256)
+    .optional()
+    .describe("A session's id: its requests go to the node that keeps its evaluated tokens (prefix caching)"),
 });
 
 /** A capability URL's query (file content, streams): the signature is the permission until it expires. */

@@ -3,9 +3,9 @@
  * nothing is sniffed into another type, nothing is framed, no page leaks its URL as a referrer.
  * Pages (the playground, the reference) replace the API's policy with one of their own.
  */
+import type { RequestHandler } from 'express';
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { RequestHandler } from 'express';
 
 /** JSON and event streams load nothing and run nothing. */
 export const API_CSP = "default-src 'none'; frame-ancestors 'none'";
@@ -28,7 +28,9 @@ export const PLAYGROUND_CSP = [
 /** A policy for a page whose only script and style are the inline ones the API wrote: allowed by hash. */
 export function inlinePageCsp(html: string): string {
   const hashes = (tag: string) =>
-    [...html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, 'g'))].map((m) => `'sha256-${createHash('sha256').update(m[1]).digest('base64')}'`).join(' ') || "'none'";
+    [...html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, 'g'))]
+      .map((m) => `'sha256-${createHash('sha256').update(m[1]).digest('base64')}'`)
+      .join(' ') || "'none'";
   return `default-src 'none'; script-src ${hashes('script')}; style-src ${hashes('style')}; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'`;
 }
 

@@ -5,10 +5,10 @@
 import type { Client } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
-import type { batchWorkflow } from '../workflows/batch';
 import { batchWorkflowId, type BatchArgs } from '../domain/batch-contracts';
-import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
 import { PRIORITY_KEYS } from '../domain/contracts';
+import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
+import type { batchWorkflow } from '../workflows/batch';
 
 export interface BatchRunSettings {
   temporal: Client;
@@ -31,7 +31,11 @@ export function batchArgsOf(
     versionId: resolved.version.id,
     task: resolved.version.task,
     // Below interactive and default work of every account in the model's fair queue.
-    priority: { fairnessKey: account.fairnessGroup ?? account.id, fairnessWeight: account.fairnessWeight, priorityKey: PRIORITY_KEYS.batch },
+    priority: {
+      fairnessKey: account.fairnessGroup ?? account.id,
+      fairnessWeight: account.fairnessWeight,
+      priorityKey: PRIORITY_KEYS.batch,
+    },
     retry: resolved.version.retry ?? undefined,
     parallelism: settings.parallelism,
     chunksPerRun: settings.chunksPerRun,
@@ -50,7 +54,15 @@ export async function startBatchRun(settings: BatchRunSettings, account: Account
       { key: KilnModel, value: args.model },
       { key: KilnStatus, value: 'starting' },
     ],
-    memo: { kind: 'batch', total: args.total, chunk_size: args.chunkSize, source: args.source, completed: 0, failed: 0, ...(args.rerun ? { attempt: args.rerun.attempt } : {}) },
+    memo: {
+      kind: 'batch',
+      total: args.total,
+      chunk_size: args.chunkSize,
+      source: args.source,
+      completed: 0,
+      failed: 0,
+      ...(args.rerun ? { attempt: args.rerun.attempt } : {}),
+    },
     staticSummary: `${args.rerun ? `retry ${args.rerun.attempt - 1} of ` : ''}batch of ${args.total} on ${args.model} for ${account.username}`,
     priority: args.priority,
     ...(args.rerun ? { workflowIdReusePolicy: 'ALLOW_DUPLICATE' as const, workflowIdConflictPolicy: 'FAIL' as const } : {}),

@@ -3,12 +3,12 @@
  * nodes by this figure, so a pusher's own `memory_bytes` may raise it but never lower it, and
  * settings that multiply it (context size, sequences) are capped.
  */
+import { estimateLlamaMemoryBytes, llamaShapeOf } from '../domain/llama-memory';
 import type { EngineName, VersionFile } from '../domain/statuses';
+import { engineFileIndex } from '../lib/engine-file';
 import { parseGgufMetadata } from '../lib/gguf-metadata';
 import { blobKey, type Storage } from '../lib/storage';
-import { estimateLlamaMemoryBytes, llamaShapeOf } from '../domain/llama-memory';
 import { ValidationError } from './errors';
-import { engineFileIndex } from '../lib/engine-file';
 
 export interface ResourceLimits {
   /** Context an engine gives a version whose settings name none (KILN_ENGINE_CONTEXT_SIZE). */

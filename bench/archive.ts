@@ -11,8 +11,8 @@ import { ARCHIVE_PREFIX, ArchiveMemory, archiveClosedHistories, closedRuns } fro
 import { config } from '../lib/config';
 import { Storage } from '../lib/storage';
 import { cpuBetween, cpuByProcess } from './cpu';
-import { echoPrediction, historiesArchived } from './floor/compare';
 import { Floor } from './floor/bare';
+import { echoPrediction, historiesArchived } from './floor/compare';
 import { apiToken, pool, saveResult, table } from './lib';
 
 /** CPU ms per run of the archive's processes over `f`: Temporal, this process (the reconciler's part), MinIO. */
@@ -69,11 +69,31 @@ export async function archiveCost(opts: { requests: number }) {
     const total = look.temporal + look.reconciler + look.minio;
     const ms = (v: number) => v.toFixed(2);
     table(`The history archive: ${look.runs} predictions' runs copied in one look, beside ${bare.requests} bare workflows (16 at once)`, [
-      { what: 'one look: list, fetch each history, one bundle', temporal: ms(look.temporal), 'reconciler (this process)': ms(look.reconciler), minio: ms(look.minio), total: ms(total) },
-      { what: 'each further listing of a run (looks within the overlap)', temporal: ms(listed.temporal), 'reconciler (this process)': ms(listed.reconciler), minio: ms(listed.minio), total: ms(listed.temporal + listed.reconciler + listed.minio) },
-      { what: 'floor: a bare workflow, whole stack', temporal: ms(bare.cpu.temporal * 1000 / bare.requests), 'reconciler (this process)': '-', minio: '-', total: ms(floorMs) },
+      {
+        what: 'one look: list, fetch each history, one bundle',
+        temporal: ms(look.temporal),
+        'reconciler (this process)': ms(look.reconciler),
+        minio: ms(look.minio),
+        total: ms(total),
+      },
+      {
+        what: 'each further listing of a run (looks within the overlap)',
+        temporal: ms(listed.temporal),
+        'reconciler (this process)': ms(listed.reconciler),
+        minio: ms(listed.minio),
+        total: ms(listed.temporal + listed.reconciler + listed.minio),
+      },
+      {
+        what: 'floor: a bare workflow, whole stack',
+        temporal: ms((bare.cpu.temporal * 1000) / bare.requests),
+        'reconciler (this process)': '-',
+        minio: '-',
+        total: ms(floorMs),
+      },
     ]);
-    console.log(`archive ÷ floor: ${(total / floorMs).toFixed(2)}× of a bare workflow's CPU (one listing); bundle bytes per run: ${(bytes / look.runs).toFixed(0)}`);
+    console.log(
+      `archive ÷ floor: ${(total / floorMs).toFixed(2)}× of a bare workflow's CPU (one listing); bundle bytes per run: ${(bytes / look.runs).toFixed(0)}`,
+    );
     console.log(`saved ${await saveResult('archive', { look, listed, floorMs, bytesPerRun: bytes / look.runs })}`);
   } finally {
     await floor.stop();

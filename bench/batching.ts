@@ -15,12 +15,12 @@ import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { textGenerationInput } from '../domain/tasks/text-generation';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { cpuHost, sourceBuildSetting } from '../engines/llama/backend';
 import { LlamaEngine } from '../engines/llama/engine';
 import { MIN_REUSED_TOKENS } from '../engines/llama/sequence-pool';
-import { cpuHost, sourceBuildSetting } from '../engines/llama/backend';
-import { batchedBench, batchedBenchBinary } from './llama-floor';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
+import { batchedBench, batchedBenchBinary } from './llama-floor';
 
 /** The prompts' text: the generated vocabulary's words, which tokenize one token a character. */
 const FILLER = 'the kiln was warm and the model ran on it all night long ';
@@ -85,7 +85,10 @@ function promptOf(tokens: number): string {
  * cold, as llama.cpp's is.
  */
 function coldPrompt(engine: LlamaEngine, version: string, tokens: number): string {
-  const head = `q${randomBytes(6).toString('base64url').replace(/[^a-z0-9]/gi, 'x').slice(0, 7)} `;
+  const head = `q${randomBytes(6)
+    .toString('base64url')
+    .replace(/[^a-z0-9]/gi, 'x')
+    .slice(0, 7)} `;
   const body = FILLER.repeat(Math.ceil((tokens * 2) / 50));
   let chars = tokens;
   for (let i = 0; i < 20; i++) {
@@ -124,7 +127,12 @@ export async function batching(o: BatchingOptions) {
     `model ${o.model}: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ` +
       `${spec.type}; ${o.tokens} tokens per stream after a ~${o.promptTokens}-token prompt; ${o.threads} thread(s); greedy`,
   );
-  console.log(`floor: ${bin}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `floor: ${bin}; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
 
   const engine = new LlamaEngine({ gpu: 'auto', contextSize, sequences: maxN, threads: o.threads });
   await engine.load('direct', file, { sequences: maxN, contextSize });
@@ -137,17 +145,26 @@ export async function batching(o: BatchingOptions) {
   let model: string | undefined;
   if (!o.skipApi) {
     token = await apiToken();
-    model = await pushGguf(token, { path: file, sha256: written.sha256, size: (await stat(file)).size }, `batching-${o.model}-${Date.now().toString(36)}`, {
-      sequences: maxN,
-      contextSize,
-    });
+    model = await pushGguf(
+      token,
+      { path: file, sha256: written.sha256, size: (await stat(file)).size },
+      `batching-${o.model}-${Date.now().toString(36)}`,
+      {
+        sequences: maxN,
+        contextSize,
+      },
+    );
     // Loads it on a node (cold start), and checks that it generates what is asked.
     const warm = await call(token, `/v1/models/${model}/predictions`, { input }, { prefer: 'wait=60' });
     if (warm.status !== 'succeeded') throw new Error(`warm-up prediction ${warm.id}: ${warm.status} ${warm.error ?? ''}`);
-    console.log(`API: ${model} on ${warm.metrics?.output_token_count} tokens per stream, ${warm.metrics?.tokens_per_second} tokens/s alone`);
+    console.log(
+      `API: ${model} on ${warm.metrics?.output_token_count} tokens per stream, ${warm.metrics?.tokens_per_second} tokens/s alone`,
+    );
   }
 
-  const rounds = new Map<number, { floor: number[]; direct: number[]; api: number[] }>(o.sequences.map((n) => [n, { floor: [], direct: [], api: [] }]));
+  const rounds = new Map<number, { floor: number[]; direct: number[]; api: number[] }>(
+    o.sequences.map((n) => [n, { floor: [], direct: [], api: [] }]),
+  );
   for (let r = 0; r < o.rounds; r++) {
     for (const n of o.sequences) {
       const at = rounds.get(n)!;
@@ -179,9 +196,11 @@ export async function batching(o: BatchingOptions) {
       const p = await streamPrediction(token!, model!, ttftInput(coldPrompt(engine, 'direct', o.ttftPromptTokens)));
       // The node's figures, read after the timing: the same prompt length, and nothing reused.
       const { metrics } = await call(token!, `/v1/predictions/${p.id}`);
-      if (metrics?.input_token_count !== o.ttftPromptTokens) throw new Error(`API TTFT prompt of ${metrics?.input_token_count} tokens, not ${o.ttftPromptTokens}`);
+      if (metrics?.input_token_count !== o.ttftPromptTokens)
+        throw new Error(`API TTFT prompt of ${metrics?.input_token_count} tokens, not ${o.ttftPromptTokens}`);
       ttft.apiCached.push(metrics.cached_tokens);
-      if (metrics.cached_tokens >= MIN_REUSED_TOKENS) throw new Error(`API TTFT prompt found ${metrics.cached_tokens} tokens cached: not a cold prompt`);
+      if (metrics.cached_tokens >= MIN_REUSED_TOKENS)
+        throw new Error(`API TTFT prompt found ${metrics.cached_tokens} tokens cached: not a cold prompt`);
       return p.ttft;
     };
     await directTtft();
@@ -193,7 +212,9 @@ export async function batching(o: BatchingOptions) {
       ttft.direct.push(await directTtft());
       if (token && model) ttft.api.push(await apiTtft());
       const f = (xs: number[]) => (xs.length ? `${xs.at(-1)!.toFixed(0)} ms` : '-');
-      console.log(`round ${r + 1}, TTFT of ${o.ttftPromptTokens} tokens: llama.cpp prompt ${f(ttft.floor)}, direct ${f(ttft.direct)}, API ${f(ttft.api)}`);
+      console.log(
+        `round ${r + 1}, TTFT of ${o.ttftPromptTokens} tokens: llama.cpp prompt ${f(ttft.floor)}, direct ${f(ttft.direct)}, API ${f(ttft.api)}`,
+      );
     }
   }
   const binary = engine.binary;
@@ -217,7 +238,10 @@ export async function batching(o: BatchingOptions) {
   const ttftRows: Array<Record<string, string | number>> = [];
   if (o.ttftPromptTokens > 0) {
     const floor = percentile(ttft.floor, 50);
-    for (const [via, xs] of [['engine direct', ttft.direct], ['API (SSE)', ttft.api]] as const) {
+    for (const [via, xs] of [
+      ['engine direct', ttft.direct],
+      ['API (SSE)', ttft.api],
+    ] as const) {
       const v = percentile(xs, 50);
       if (!Number.isFinite(v)) continue;
       ttftRows.push({
@@ -230,9 +254,17 @@ export async function batching(o: BatchingOptions) {
         target: '≤ 1.2×',
       });
     }
-    table(`Time to first token, cold ${o.ttftPromptTokens}-token prompt, 1 stream (p50 of rounds; prompt tokens found cached: direct ${ttft.cached.join(', ')}, API ${ttft.apiCached.join(', ') || '-'})`, ttftRows);
+    table(
+      `Time to first token, cold ${o.ttftPromptTokens}-token prompt, 1 stream (p50 of rounds; prompt tokens found cached: direct ${ttft.cached.join(', ')}, API ${ttft.apiCached.join(', ') || '-'})`,
+      ttftRows,
+    );
   }
-  const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  const load = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   console.log(`load average at the end: ${load}`);
-  console.log(`saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds], ttft: { promptTokens: o.ttftPromptTokens, rows: ttftRows, ...ttft } })}`);
+  console.log(
+    `saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds], ttft: { promptTokens: o.ttftPromptTokens, rows: ttftRows, ...ttft } })}`,
+  );
 }

@@ -9,11 +9,11 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { LlamaEngine } from '../engines/llama/engine';
+import { ModelCache } from '../engines/model-cache';
 import { config } from '../lib/config';
 import { blobKey, Storage } from '../lib/storage';
-import { LlamaEngine } from '../engines/llama/engine';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
-import { ModelCache } from '../engines/model-cache';
 import { apiToken, call, DATA_DIR, pushGguf, saveResult, table } from './lib';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -91,7 +91,6 @@ export async function coldStart(opts: { sizes: number[] }) {
     const cachedT = performance.now();
     const cached = await predict();
     const cachedMs = performance.now() - cachedT;
-
 
     const download = secondsFrom(cold.logs, /Downloaded [\d.]+ MiB in ([\d.]+) s/);
     const load = secondsFrom(cold.logs, /Loaded in ([\d.]+) s/);

@@ -48,8 +48,7 @@ export function cpuByProcess(extra: Map<number, string> = new Map()): Map<number
         // A backend's title is `postgres: [<cluster>: ]<user> <database> <client> <state>` (Debian names the cluster, e.g. 15/main).
         const db = /^postgres: (?:\S+: )?\S+ (\S+) (?:\S+\(\d+\)|\[local\])/.exec(cmd)?.[1];
         component = db === DATABASE ? 'postgres' : 'postgres (others)';
-      }
-      else if (/\/minio server /.test(cmd)) component = 'minio';
+      } else if (/\/minio server /.test(cmd)) component = 'minio';
     }
     if (component) out.set(pid, { component, seconds });
   }
@@ -58,7 +57,15 @@ export function cpuByProcess(extra: Map<number, string> = new Map()): Map<number
 
 /** CPU seconds each component used between two readings (processes that exited meanwhile are missed). */
 export function cpuBetween(before: ReturnType<typeof cpuByProcess>, after: ReturnType<typeof cpuByProcess>): Record<string, number> {
-  const totals: Record<string, number> = { api: 0, 'control-worker': 0, 'engine-worker': 0, temporal: 0, postgres: 0, minio: 0, 'load generator': 0 };
+  const totals: Record<string, number> = {
+    api: 0,
+    'control-worker': 0,
+    'engine-worker': 0,
+    temporal: 0,
+    postgres: 0,
+    minio: 0,
+    'load generator': 0,
+  };
   for (const [pid, a] of after) totals[a.component] = (totals[a.component] ?? 0) + a.seconds - (before.get(pid)?.seconds ?? 0);
   return totals;
 }

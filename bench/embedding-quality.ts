@@ -11,9 +11,9 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { LlamaEngine } from '../engines/llama/engine';
+import { trainedModelPath, trainedModels } from '../infra/trained-models';
 import { kilnCache } from '../lib/llama-cpu-build';
 import { cosineSimilarity } from '../lib/vectors';
-import { trainedModelPath, trainedModels } from '../infra/trained-models';
 import { rocAuc, saveResult, table } from './lib';
 
 const MODEL = 'minilm';
@@ -34,10 +34,15 @@ function referenceVectors(sentences: string[]): Promise<{ vectors?: number[][]; 
   const python = path.join(kilnCache(), 'python', 'venv', 'bin', 'python');
   if (!existsSync(python)) return Promise.resolve({ skipped: `no ${python} (python3 infra/fetch-trained-models.py makes it)` });
   return new Promise((resolve) => {
-    const child = execFile(python, [REFERENCE], { maxBuffer: 256 * 2 ** 20, env: { ...process.env, KILN_CACHE: kilnCache() } }, (err, stdout, stderr) => {
-      if (err) resolve({ skipped: `embedding-reference.py failed: ${stderr.trim().split('\n').at(-1) ?? err.message}` });
-      else resolve({ vectors: (JSON.parse(stdout) as { vectors: number[][] }).vectors });
-    });
+    const child = execFile(
+      python,
+      [REFERENCE],
+      { maxBuffer: 256 * 2 ** 20, env: { ...process.env, KILN_CACHE: kilnCache() } },
+      (err, stdout, stderr) => {
+        if (err) resolve({ skipped: `embedding-reference.py failed: ${stderr.trim().split('\n').at(-1) ?? err.message}` });
+        else resolve({ vectors: (JSON.parse(stdout) as { vectors: number[][] }).vectors });
+      },
+    );
     child.stdin!.end(JSON.stringify({ sentences }));
   });
 }
@@ -48,7 +53,8 @@ const f4 = (v: number) => v.toFixed(4);
 export async function embeddingQuality(opts: { threads: number; reference: boolean }) {
   const model = trainedModels().find((m) => m.name === MODEL)!;
   const file = trainedModelPath(model);
-  if (!existsSync(file)) throw new Error(`${file} is not there: npm start (or python3 infra/fetch-trained-models.py) fetches and converts it`);
+  if (!existsSync(file))
+    throw new Error(`${file} is not there: npm start (or python3 infra/fetch-trained-models.py) fetches and converts it`);
   const pairs = (JSON.parse(readFileSync(PAIRS_FILE, 'utf8')) as { pairs: Pair[] }).pairs;
   const sentences = [...new Set(pairs.flatMap((p) => [p.a, p.b]))];
 
@@ -72,7 +78,12 @@ export async function embeddingQuality(opts: { threads: number; reference: boole
   const refScores = ref && pairs.map((p) => score(ref, p));
   table(
     `kiln/${MODEL}: cosine similarity of each pair (Kiln's engine${ref ? ', and the numpy reference' : ''})`,
-    pairs.map((p, i) => ({ topic: p.topic, same: p.same ? 'yes' : 'no', kiln: f4(kilnScores[i]), ...(refScores ? { reference: f4(refScores[i]) } : {}) })),
+    pairs.map((p, i) => ({
+      topic: p.topic,
+      same: p.same ? 'yes' : 'no',
+      kiln: f4(kilnScores[i]),
+      ...(refScores ? { reference: f4(refScores[i]) } : {}),
+    })),
   );
 
   const labels = pairs.map((p) => p.same);
@@ -82,7 +93,10 @@ export async function embeddingQuality(opts: { threads: number; reference: boole
   // The same-topic pairs against each kind of different-topic pair alone.
   const aucAgainst = (sharedWord: boolean) => {
     const kept = pairs.map((p, i) => i).filter((i) => pairs[i].same || !!pairs[i].shared_word === sharedWord);
-    return rocAuc(kept.map((i) => kilnScores[i]), kept.map((i) => labels[i]));
+    return rocAuc(
+      kept.map((i) => kilnScores[i]),
+      kept.map((i) => labels[i]),
+    );
   };
   const norms = kiln.map((v) => Math.hypot(...v));
   const separation = {
@@ -120,6 +134,15 @@ export async function embeddingQuality(opts: { threads: number; reference: boole
   } else {
     console.log(`Reference skipped: ${reference.skipped}`);
   }
-  const saved = await saveResult('embedding-quality', { model: `kiln/${MODEL}`, sha256: model.sha256, threads: opts.threads, separation, agreement, embedMsPerSentence: embedMs / sentences.length, kilnScores, refScores });
+  const saved = await saveResult('embedding-quality', {
+    model: `kiln/${MODEL}`,
+    sha256: model.sha256,
+    threads: opts.threads,
+    separation,
+    agreement,
+    embedMsPerSentence: embedMs / sentences.length,
+    kilnScores,
+    refScores,
+  });
   console.log(`\nsaved ${saved}`);
 }

@@ -16,16 +16,16 @@
  * `--jitter`: fixture work varies uniformly by ± that share (mean unchanged): with exact work, a
  * flood that took every slot at once frees them together, a second apart, for as long as it lasts.
  */
-import { createAccount, createApiToken, updateAccount } from '../db/accounts';
-import { closeDb, createDb, type Db } from '../db/client';
-import { predictions } from '../db/schema';
-import { isTerminalStatus } from '../domain/statuses';
-import { inArray } from 'drizzle-orm';
-import { newId } from '../lib/ids';
 import { Client, Connection } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { inArray } from 'drizzle-orm';
+import { createAccount, createApiToken, updateAccount } from '../db/accounts';
+import { closeDb, createDb, type Db } from '../db/client';
+import { predictions } from '../db/schema';
 import { predictionWorkflowId } from '../domain/contracts';
+import { isTerminalStatus } from '../domain/statuses';
+import { newId } from '../lib/ids';
 import { busyShare, machineCpu } from './cpu';
 import { API_URL, call, ms, percentile, saveResult, table } from './lib';
 
@@ -117,7 +117,10 @@ async function stagesOf(client: Client, ids: string[]): Promise<Stages[]> {
       const scheduled = at(EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED);
       const started = at(EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED);
       const completed = at(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED);
-      const predict = at(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'predict');
+      const predict = at(
+        EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+        (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'predict',
+      );
       const predictStarted = at(
         EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
         (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === predict.id,
@@ -156,7 +159,8 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
   // two thirds of one slot of eight, and so does 1 s every 1.5 s. At a fixed 300 ms, 1 s of work
   // asked for 3.3 slots, 83% of a fair half: the account then queued behind its own work.
   const gapMs = opts.gapMs ?? Math.max(300, Math.round(opts.sleepMs * 1.5));
-  if (!(opts.jitter >= 0 && opts.jitter < 1)) throw new Error(`--jitter is a share of the work, from 0 up to (not including) 1: got ${opts.jitter}`);
+  if (!(opts.jitter >= 0 && opts.jitter < 1))
+    throw new Error(`--jitter is a share of the work, from 0 up to (not including) 1: got ${opts.jitter}`);
   const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 2 });
   const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' });
@@ -193,8 +197,18 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       scenario: name,
       'wait p50': ms(percentile(waits(d), 50)),
       'wait p99': ms(percentile(waits(d), 99)),
-      'queue p50': ms(percentile(d.map((x) => x.queue), 50)),
-      'queue p99': ms(percentile(d.map((x) => x.queue), 99)),
+      'queue p50': ms(
+        percentile(
+          d.map((x) => x.queue),
+          50,
+        ),
+      ),
+      'queue p99': ms(
+        percentile(
+          d.map((x) => x.queue),
+          99,
+        ),
+      ),
     });
     const quietRows = [
       row('quiet alone', solo),
@@ -208,8 +222,13 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
 
     // Each scenario's histories are read once, for both tables.
-    const [soloStages, fairStages, fifoStages] = [await stagesOf(client, solo.ids), await stagesOf(client, fair.ids), await stagesOf(client, fifo.ids)];
-    const p50p99 = <T>(items: T[], pick: (x: T) => number) => `${percentile(items.map(pick), 50).toFixed(0)} / ${percentile(items.map(pick), 99).toFixed(0)} ms`;
+    const [soloStages, fairStages, fifoStages] = [
+      await stagesOf(client, solo.ids),
+      await stagesOf(client, fair.ids),
+      await stagesOf(client, fifo.ids),
+    ];
+    const p50p99 = <T>(items: T[], pick: (x: T) => number) =>
+      `${percentile(items.map(pick), 50).toFixed(0)} / ${percentile(items.map(pick), 99).toFixed(0)} ms`;
     const stageRow = (name: string, run: { busy: number }, stages: Stages[]) => {
       const both = (pick: (s: Stages) => number) => p50p99(stages, pick);
       return {

@@ -16,7 +16,11 @@ export async function floorScenario(opts: { requests: number; concurrency: numbe
   try {
     for (const concurrency of opts.concurrency) {
       const { kiln, bare } = await kilnAgainstFloor(token, floor, opts.requests, concurrency, opts.rounds);
-      results.push({ concurrency, kiln: { ...kiln, latencies: undefined, overheads: undefined }, floor: { ...bare, latencies: undefined } });
+      results.push({
+        concurrency,
+        kiln: { ...kiln, latencies: undefined, overheads: undefined },
+        floor: { ...bare, latencies: undefined },
+      });
     }
   } finally {
     await floor.stop();

@@ -6,9 +6,9 @@
  * `runs` times and shows the median and the range: how many workflow tasks a prediction takes
  * depends on timing (an activity that ends while a workflow task runs joins the next one).
  */
-import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { randomBytes } from 'node:crypto';
 import { loadSharp } from '../engines/onnx/engine';
 import { API_URL, apiToken, saveResult, table } from './lib';
 
@@ -39,7 +39,11 @@ function payloadsIn(node: unknown, out: AnyPayload[] = []): AnyPayload[] {
   return out;
 }
 
-async function predict(token: string, model: string, input: unknown): Promise<{ status: number; id?: string; state: string; bodyBytes: number }> {
+async function predict(
+  token: string,
+  model: string,
+  input: unknown,
+): Promise<{ status: number; id?: string; state: string; bodyBytes: number }> {
   const body = JSON.stringify({ input });
   const res = await fetch(`${API_URL}/v1/models/${model}/predictions`, {
     method: 'POST',
@@ -47,7 +51,12 @@ async function predict(token: string, model: string, input: unknown): Promise<{ 
     body,
   });
   const json = (await res.json()) as { id?: string; status?: string; detail?: string };
-  return { status: res.status, id: json.id, state: json.status ?? `HTTP ${res.status}: ${json.detail}`, bodyBytes: Buffer.byteLength(body) };
+  return {
+    status: res.status,
+    id: json.id,
+    state: json.status ?? `HTTP ${res.status}: ${json.detail}`,
+    bodyBytes: Buffer.byteLength(body),
+  };
 }
 
 export async function historySize(opts: { runs: number }): Promise<void> {
@@ -56,13 +65,29 @@ export async function historySize(opts: { runs: number }): Promise<void> {
   // No codec: the history as the server holds it, which is what this measures.
   const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'default' });
   const sharp = await loadSharp();
-  const small = await sharp(Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="240" height="160"><rect width="100%" height="100%" fill="white"/><circle cx="120" cy="80" r="50" fill="#d01818"/></svg>')).png().toBuffer();
+  const small = await sharp(
+    Buffer.from(
+      '<svg xmlns="http://www.w3.org/2000/svg" width="240" height="160"><rect width="100%" height="100%" fill="white"/><circle cx="120" cy="80" r="50" fill="#d01818"/></svg>',
+    ),
+  )
+    .png()
+    .toBuffer();
   // Noise does not compress: 1024×1024 RGB makes a PNG of about 3 MB.
-  const large = await sharp(randomBytes(1024 * 1024 * 3), { raw: { width: 1024, height: 1024, channels: 3 } }).png().toBuffer();
+  const large = await sharp(randomBytes(1024 * 1024 * 3), { raw: { width: 1024, height: 1024, channels: 3 } })
+    .png()
+    .toBuffer();
   const cases: Array<[string, string, unknown]> = [
     ['tiny-llama, warm, 16 tokens', 'kiln/tiny-llama', { prompt: 'Once upon a time', max_tokens: 16 }],
-    [`remove-background, ${(small.length / 1024).toFixed(1)} KiB PNG`, 'kiln/remove-background', { image: `data:image/png;base64,${small.toString('base64')}` }],
-    [`remove-background, ${(large.length / 2 ** 20).toFixed(2)} MiB PNG`, 'kiln/remove-background', { image: `data:image/png;base64,${large.toString('base64')}` }],
+    [
+      `remove-background, ${(small.length / 1024).toFixed(1)} KiB PNG`,
+      'kiln/remove-background',
+      { image: `data:image/png;base64,${small.toString('base64')}` },
+    ],
+    [
+      `remove-background, ${(large.length / 2 ** 20).toFixed(2)} MiB PNG`,
+      'kiln/remove-background',
+      { image: `data:image/png;base64,${large.toString('base64')}` },
+    ],
   ];
   // Warm both models first: the figures are of warm predictions.
   await predict(token, 'kiln/tiny-llama', { prompt: 'warm up', max_tokens: 4 });
@@ -93,7 +118,16 @@ export async function historySize(opts: { runs: number }): Promise<void> {
       const body = runs[0].r.bodyBytes;
       rows.push(
         ok.length === 0
-          ? { case: name, status: statuses, body_bytes: body, history_bytes: '-', events: '-', largest_payload_bytes: '-', references: '-', history_per_body_byte: '-' }
+          ? {
+              case: name,
+              status: statuses,
+              body_bytes: body,
+              history_bytes: '-',
+              events: '-',
+              largest_payload_bytes: '-',
+              references: '-',
+              history_per_body_byte: '-',
+            }
           : {
               case: name,
               status: statuses,
@@ -109,6 +143,9 @@ export async function historySize(opts: { runs: number }): Promise<void> {
   } finally {
     await connection.close();
   }
-  table('Workflow history of one prediction (protobuf bytes as stored; floor: the request body)', rows as unknown as Array<Record<string, string | number>>);
+  table(
+    'Workflow history of one prediction (protobuf bytes as stored; floor: the request body)',
+    rows as unknown as Array<Record<string, string | number>>,
+  );
   console.log(`saved ${await saveResult('history-size', rows)}`);
 }

@@ -1,16 +1,16 @@
 /** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
 import { Command, Option } from 'commander';
+import { DEFAULT_DRAFT_TOKENS } from '../engines/llama/speculative';
 import { archiveCost } from './archive';
 import { batching, BATCHING_MODELS } from './batching';
 import { coldStart } from './cold-start';
 import { embeddingQuality } from './embedding-quality';
 import { fairness } from './fairness';
-import { historySize } from './history-size';
 import { floorScenario } from './floor';
+import { historySize } from './history-size';
 import { overhead } from './overhead';
-import { speculative } from './speculative';
-import { DEFAULT_DRAFT_TOKENS } from '../engines/llama/speculative';
 import { defaultThreads, prefixCache } from './prefix-cache';
+import { speculative } from './speculative';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
 import { visibilityCost } from './visibility';
@@ -21,10 +21,17 @@ const program = new Command('bench').description('Kiln benchmarks; each prints a
 
 program
   .command('floor')
-  .description('kiln/echo-fixture next to a bare one-activity Temporal workflow on the same server: CPU per prediction by process, throughput, latency, ratios')
+  .description(
+    'kiln/echo-fixture next to a bare one-activity Temporal workflow on the same server: CPU per prediction by process, throughput, latency, ratios',
+  )
   .option('-n, --requests <n>', 'predictions (and bare workflows) per concurrency level', int, 200)
   .option('-c, --concurrency <list>', 'concurrency levels', (v) => v.split(',').map(int), [16, 1])
-  .option('-r, --rounds <n>', 'turns Kiln and the floor take, each with its share of the predictions (the machine drifts alike for both)', int, 4)
+  .option(
+    '-r, --rounds <n>',
+    'turns Kiln and the floor take, each with its share of the predictions (the machine drifts alike for both)',
+    int,
+    4,
+  )
   .action((o) => floorScenario({ requests: o.requests, concurrency: o.concurrency, rounds: o.rounds }));
 
 program
@@ -50,7 +57,12 @@ program
 program
   .command('sustained')
   .description('open-loop load at fixed rates on kiln/echo-fixture: the highest rate with p99 < 1 s, and CPU by component')
-  .option('-r, --rates <list>', 'arrival rates per second, tried in order until one is not sustained', (v) => v.split(',').map(int), [5, 10, 20, 40, 60, 100])
+  .option(
+    '-r, --rates <list>',
+    'arrival rates per second, tried in order until one is not sustained',
+    (v) => v.split(',').map(int),
+    [5, 10, 20, 40, 60, 100],
+  )
   .option('-d, --seconds <n>', 'seconds at each rate', int, 60)
   .option('-s, --sleep-ms <n>', 'fixture work per prediction', int, 0)
   .action((o) => sustained({ rates: o.rates, seconds: o.seconds, sleepMs: o.sleepMs }));
@@ -88,35 +100,68 @@ program
 
 program
   .command('history')
-  .description('workflow history size (bytes, events, largest payload) of one warm tiny-llama and remove-background predictions (small and 3 MB image)')
+  .description(
+    'workflow history size (bytes, events, largest payload) of one warm tiny-llama and remove-background predictions (small and 3 MB image)',
+  )
   .option('-n, --runs <n>', 'predictions per case', int, 5)
   .action((o) => historySize({ runs: o.runs }));
 
 program
   .command('batching')
-  .description("aggregate tokens/s at N concurrent streams: llama.cpp's own llama-batched-bench (built once from the shipped source) beside Kiln's engine direct and through the API")
+  .description(
+    "aggregate tokens/s at N concurrent streams: llama.cpp's own llama-batched-bench (built once from the shipped source) beside Kiln's engine direct and through the API",
+  )
   .addOption(new Option('-m, --model <name>', 'generated model').choices(Object.keys(BATCHING_MODELS)).default('226m'))
   .option('-s, --sequences <list>', 'concurrent streams', (v) => v.split(',').map(int), [1, 4, 16])
   .option('-t, --tokens <n>', 'tokens generated per stream', int, 128)
   .option('-p, --prompt-tokens <n>', 'prompt tokens per stream', int, 32)
   .option('-r, --rounds <n>', 'rounds (the table shows the median)', int, 1)
-  .option('--threads <n>', "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .option(
+    '--threads <n>',
+    "CPU threads for llama.cpp and the direct engine (the engine worker's KILN_ENGINE_THREADS)",
+    int,
+    defaultThreads(),
+  )
   .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
-  .option('--ttft-prompt-tokens <n>', "time to first token for a cold prompt of n tokens beside llama.cpp's prompt time (0 skips it)", int, 1000)
+  .option(
+    '--ttft-prompt-tokens <n>',
+    "time to first token for a cold prompt of n tokens beside llama.cpp's prompt time (0 skips it)",
+    int,
+    1000,
+  )
   .action((o) =>
-    batching({ model: o.model, sequences: o.sequences, tokens: o.tokens, promptTokens: o.promptTokens, rounds: o.rounds, threads: o.threads, skipApi: o.skipApi, ttftPromptTokens: o.ttftPromptTokens }),
+    batching({
+      model: o.model,
+      sequences: o.sequences,
+      tokens: o.tokens,
+      promptTokens: o.promptTokens,
+      rounds: o.rounds,
+      threads: o.threads,
+      skipApi: o.skipApi,
+      ttftPromptTokens: o.ttftPromptTokens,
+    }),
   );
 
 program
   .command('speculative')
-  .description('greedy tokens/s of an F32 model with and without its own weights in Q8_0 as draft, next to node-llama-cpp direct without a draft (no running stack needed)')
+  .description(
+    'greedy tokens/s of an F32 model with and without its own weights in Q8_0 as draft, next to node-llama-cpp direct without a draft (no running stack needed)',
+  )
   .option('-t, --tokens <n>', 'tokens generated per run', int, 128)
   .option('-r, --runs <n>', 'runs of each (the table shows the median)', int, 3)
   // The engine's defaults (a draft of 16, waited for); without waiting the target outruns the draft.
   .option('--draft-tokens <n>', 'most tokens drafted ahead at a time', int, DEFAULT_DRAFT_TOKENS)
   .option('--min-draft-tokens <n>', 'tokens the target waits for before it checks a draft (default: --draft-tokens)', int)
   .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
-  .action((o) => speculative({ tokens: o.tokens, runs: o.runs, threads: o.threads, draftTokens: o.draftTokens, minDraftTokens: o.minDraftTokens ?? o.draftTokens }));
+  .action((o) =>
+    speculative({
+      tokens: o.tokens,
+      runs: o.runs,
+      threads: o.threads,
+      draftTokens: o.draftTokens,
+      minDraftTokens: o.minDraftTokens ?? o.draftTokens,
+    }),
+  );
 
 program
   .command('prefix-cache')
@@ -128,7 +173,9 @@ program
 
 program
   .command('embedding-quality')
-  .description("kiln/minilm through Kiln's engine: cosine similarity of labelled same-topic and different-topic sentence pairs, their ROC AUC, and agreement with a numpy float64 reference (no running stack needed)")
+  .description(
+    "kiln/minilm through Kiln's engine: cosine similarity of labelled same-topic and different-topic sentence pairs, their ROC AUC, and agreement with a numpy float64 reference (no running stack needed)",
+  )
   .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .option('--no-reference', 'skip bench/embedding-reference.py')
   .action((o) => embeddingQuality({ threads: o.threads, reference: o.reference }));

@@ -25,7 +25,15 @@ export interface BatchedBenchResult {
   t_tg: number;
 }
 
-export async function batchedBench(bin: string, file: string, n: number, prompt: number, tokens: number, threads: number, attempt = 1): Promise<BatchedBenchResult> {
+export async function batchedBench(
+  bin: string,
+  file: string,
+  n: number,
+  prompt: number,
+  tokens: number,
+  threads: number,
+  attempt = 1,
+): Promise<BatchedBenchResult> {
   const { stdout, stderr } = await promisify(execFile)(
     bin,
     ['-m', file, '-c', String(n * (prompt + tokens)), '-b', '2048', '-ub', '512', '-ngl', '99']

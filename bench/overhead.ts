@@ -4,9 +4,9 @@
  * the same generation run directly on node-llama-cpp in this process, in the same run.
  */
 import path from 'node:path';
-import { TINY_LLAMA } from '../infra/seed';
 import { textGenerationInput } from '../domain/tasks/text-generation';
 import { LlamaEngine } from '../engines/llama/engine';
+import { TINY_LLAMA } from '../infra/seed';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { Floor } from './floor/bare';
 import { apiToken, call, DATA_DIR, ms, percentile, pool, saveResult, table } from './lib';
@@ -42,12 +42,32 @@ export async function overhead(opts: { requests: number; concurrency: number[] }
       'overhead p50': ms(percentile(o, 50)),
       'overhead p99': ms(percentile(o, 99)),
       // The wait for one of the model's sequences (4 on tiny-llama) is queueing, not orchestration.
-      'queue p50': ms(percentile(samples.map((s) => s.queue), 50)),
-      'excl. queue p50': ms(percentile(samples.map((s) => s.orchestration), 50)),
-      'excl. queue p99': ms(percentile(samples.map((s) => s.orchestration), 99)),
+      'queue p50': ms(
+        percentile(
+          samples.map((s) => s.queue),
+          50,
+        ),
+      ),
+      'excl. queue p50': ms(
+        percentile(
+          samples.map((s) => s.orchestration),
+          50,
+        ),
+      ),
+      'excl. queue p99': ms(
+        percentile(
+          samples.map((s) => s.orchestration),
+          99,
+        ),
+      ),
       'e2e p50': ms(percentile(e, 50)),
       'e2e p99': ms(percentile(e, 99)),
-      'predict_time p50': ms(percentile(samples.map((s) => s.predict), 50)),
+      'predict_time p50': ms(
+        percentile(
+          samples.map((s) => s.predict),
+          50,
+        ),
+      ),
       'predictions/s': Number((opts.requests / seconds).toFixed(1)),
       'floor start→close p50': ms(percentile(bare.latencies, 50)),
       'floor start→close p99': ms(percentile(bare.latencies, 99)),
@@ -86,6 +106,9 @@ export async function overhead(opts: { requests: number; concurrency: number[] }
     'overhead p50 ÷ floor': '-',
     'floor /s': '-',
   });
-  table('Overhead: warm kiln/tiny-llama, 16 tokens (overhead = total_time − predict_time; excl. queue: minus queue_time, the wait for a free sequence)', rows);
+  table(
+    'Overhead: warm kiln/tiny-llama, 16 tokens (overhead = total_time − predict_time; excl. queue: minus queue_time, the wait for a free sequence)',
+    rows,
+  );
   console.log(`saved ${await saveResult('overhead', rows)}`);
 }

@@ -4,13 +4,13 @@
  * had the same prefix), through the API and through node-llama-cpp directly in this process (the
  * floor: one sequence, kept between the two calls, or cleared for the cold one). Runs alternate.
  */
+import type { LlamaContextSequence } from 'node-llama-cpp';
+import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { mkdir } from 'node:fs/promises';
-import type { LlamaContextSequence } from 'node-llama-cpp';
 import { loadNodeLlamaCpp } from '../engines/llama/engine';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { newId } from '../lib/ids';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { apiToken, DATA_DIR, ms, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
 /** Big enough that evaluating the prefix dominates a cold request: ~50M parameters, F16. */
@@ -43,7 +43,14 @@ export async function prefixCache(o: PrefixCacheOptions) {
   const written = await writeLlamaGguf(file, { ...PREFIX_CACHE_MODEL, name: 'kiln-prefix-cache' });
 
   const { getLlama, LlamaCompletion } = await loadNodeLlamaCpp();
-  const llama = await getLlama({ gpu: 'auto', build: 'never', skipDownload: true, usePrebuiltBinaries: true, progressLogs: false, maxThreads: o.threads });
+  const llama = await getLlama({
+    gpu: 'auto',
+    build: 'never',
+    skipDownload: true,
+    usePrebuiltBinaries: true,
+    progressLogs: false,
+    maxThreads: o.threads,
+  });
   const model = await llama.loadModel({ modelPath: file });
   // Words for about `prefixTokens` tokens: the repeated sentence rounds up to whole sentences.
   const tokensOf = (words: number) => model.tokenizer(prefixOf(words)).length;
@@ -62,14 +69,23 @@ export async function prefixCache(o: PrefixCacheOptions) {
     contextSize: PREFIX_CACHE_MODEL.contextLength,
     sequences: 2,
   });
-  const input = (prefix: string, question: string) => ({ prompt: `${prefix}\nQ: ${question}\nA:`, max_tokens: 4, min_tokens: 4, temperature: 0 });
+  const input = (prefix: string, question: string) => ({
+    prompt: `${prefix}\nQ: ${question}\nA:`,
+    max_tokens: 4,
+    min_tokens: 4,
+    temperature: 0,
+  });
   const viaApi = async (prefix: string, question: string) => (await streamPrediction(token, ref, input(prefix, question))).ttft;
   const direct = async (seq: LlamaContextSequence, prefix: string, question: string, cold: boolean) => {
     if (cold) await seq.clearHistory();
     const completion = new LlamaCompletion({ contextSequence: seq });
     const t0 = performance.now();
     let first: number | undefined;
-    await completion.generateCompletion(input(prefix, question).prompt, { maxTokens: 4, temperature: 0, onToken: () => (first ??= performance.now()) });
+    await completion.generateCompletion(input(prefix, question).prompt, {
+      maxTokens: 4,
+      temperature: 0,
+      onToken: () => (first ??= performance.now()),
+    });
     completion.dispose({ disposeSequence: false });
     return first! - t0;
   };
@@ -94,7 +110,13 @@ export async function prefixCache(o: PrefixCacheOptions) {
   const row = (name: string, r: { cold: number[]; cached: number[] }) => {
     const cold = percentile(r.cold, 50);
     const cached = percentile(r.cached, 50);
-    return { path: name, runs: r.cold.length, 'TTFT cold p50': ms(cold), 'TTFT cached p50': ms(cached), 'cold / cached': `${(cold / cached).toFixed(1)}×` };
+    return {
+      path: name,
+      runs: r.cold.length,
+      'TTFT cold p50': ms(cold),
+      'TTFT cached p50': ms(cached),
+      'cold / cached': `${(cold / cached).toFixed(1)}×`,
+    };
   };
   const rows = [row('API: create + SSE, prefix cached on the node', runs.api), row('node-llama-cpp direct (floor)', runs.direct)];
   table(`Prefix caching: time to first token after a ~${prefixTokens}-token shared prefix`, rows);

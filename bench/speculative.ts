@@ -8,8 +8,8 @@
 import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { textGenerationInput } from '../domain/tasks/text-generation';
-import { loadNodeLlamaCpp, LlamaEngine } from '../engines/llama/engine';
 import { sourceBuildSetting } from '../engines/llama/backend';
+import { LlamaEngine, loadNodeLlamaCpp } from '../engines/llama/engine';
 import { writeLlamaGguf, type LlamaSpecInput, type TensorType } from '../tools/gguf/gguf-writer';
 import { DATA_DIR, percentile, saveResult, table } from './lib';
 import { batchedBench, batchedBenchBinary } from './llama-floor';
@@ -21,7 +21,17 @@ import { batchedBench, batchedBenchBinary } from './llama-floor';
  * structure: random weights leave the next token a near tie everywhere, where a trained model is
  * mostly sure of it; with it, the one-block draft picks the target's token too (without, ~60 %).
  */
-const SHAPE: LlamaSpecInput = { embedding: 768, layers: 12, heads: 12, feedForward: 2048, vocabWords: 400, contextLength: 2048, residualScale: 0.01, bigram: 1, seed: 1616 };
+const SHAPE: LlamaSpecInput = {
+  embedding: 768,
+  layers: 12,
+  heads: 12,
+  feedForward: 2048,
+  vocabWords: 400,
+  contextLength: 2048,
+  residualScale: 0.01,
+  bigram: 1,
+  seed: 1616,
+};
 const DRAFT_LAYERS = 1;
 const PROMPT = 'the river and the old house near the garden';
 
@@ -51,7 +61,16 @@ async function llamaCppBound(target: string, draft: string, opts: { draftTokens:
   const median = async (file: string) => {
     const runs = [];
     for (let i = 0; i < 3; i++) runs.push(await batchedBench(bin, file, 1, k + 1, opts.tokens, opts.threads));
-    return { decodeMs: percentile(runs.map((r) => (r.t_tg / r.tg) * 1000), 50), checkMs: percentile(runs.map((r) => r.t_pp * 1000), 50) };
+    return {
+      decodeMs: percentile(
+        runs.map((r) => (r.t_tg / r.tg) * 1000),
+        50,
+      ),
+      checkMs: percentile(
+        runs.map((r) => r.t_pp * 1000),
+        50,
+      ),
+    };
   };
   const t = await median(target);
   const d = await median(draft);
@@ -92,14 +111,26 @@ export async function speculative(opts: { tokens: number; runs: number; threads:
     const completion = new LlamaCompletion({ contextSequence: floorSequence });
     let tokens = 0;
     const t0 = performance.now();
-    const text = await completion.generateCompletion(PROMPT, { maxTokens: opts.tokens, temperature: 0, topK: 1, seed: 1, repeatPenalty: false, onToken: (t) => void (tokens += t.length) });
+    const text = await completion.generateCompletion(PROMPT, {
+      maxTokens: opts.tokens,
+      temperature: 0,
+      topK: 1,
+      seed: 1,
+      repeatPenalty: false,
+      onToken: (t) => void (tokens += t.length),
+    });
     const seconds = (performance.now() - t0) / 1000;
     completion.dispose({ disposeSequence: false });
     return { text, tokensPerSecond: tokens / seconds };
   }
   async function engineOnce(version: string): Promise<Run> {
     const g = await engine.generate(version, input);
-    return { text: g.chunks.join(''), tokensPerSecond: g.outputTokens / g.predictSeconds, accepted: g.draft?.accepted, rejected: g.draft?.rejected };
+    return {
+      text: g.chunks.join(''),
+      tokensPerSecond: g.outputTokens / g.predictSeconds,
+      accepted: g.draft?.accepted,
+      rejected: g.draft?.rejected,
+    };
   }
 
   // One warm-up each: the first decode of a model pays for paging its weights in.
@@ -114,7 +145,11 @@ export async function speculative(opts: { tokens: number; runs: number; threads:
     runs.draft.push(await engineOnce('draft'));
     runs.small.push(await engineOnce('small'));
   }
-  const tps = (r: Run[]) => percentile(r.map((x) => x.tokensPerSecond), 50);
+  const tps = (r: Run[]) =>
+    percentile(
+      r.map((x) => x.tokensPerSecond),
+      50,
+    );
   const floor = tps(runs.floor);
   const texts = new Set(Object.values(runs).flatMap((r) => r.map((x) => x.text)));
   const acceptance = (r: Run[]) => {
@@ -135,10 +170,15 @@ export async function speculative(opts: { tokens: number; runs: number; threads:
     row(`Kiln engine, ${DRAFT_LAYERS}-block Q8_0 draft (${(await stat(small)).size >> 20} MiB)`, runs.small, acceptance(runs.small)),
   ];
   console.log(`llama.cpp: ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${sourceBuildSetting()})`);
-  table(`Speculative decoding: ${opts.tokens} greedy tokens, ${(await stat(target)).size >> 20} MiB F32 target (${SHAPE.layers} blocks), draft tokens ${opts.draftTokens} (min ${opts.minDraftTokens}), ${opts.threads} thread(s), median of ${opts.runs}`, rows);
+  table(
+    `Speculative decoding: ${opts.tokens} greedy tokens, ${(await stat(target)).size >> 20} MiB F32 target (${SHAPE.layers} blocks), draft tokens ${opts.draftTokens} (min ${opts.minDraftTokens}), ${opts.threads} thread(s), median of ${opts.runs}`,
+    rows,
+  );
   const speedup = tps(runs.draft) / tps(runs.plain);
   const smallSpeedup = tps(runs.small) / tps(runs.plain);
-  console.log(`with draft / without: Q8_0 copy ${speedup.toFixed(2)}×, ${DRAFT_LAYERS}-block draft ${smallSpeedup.toFixed(2)}× (target ≥ 1.5×); greedy output identical in all ${4 * opts.runs} runs: ${texts.size === 1 ? 'yes' : `NO (${texts.size} different texts)`}`);
+  console.log(
+    `with draft / without: Q8_0 copy ${speedup.toFixed(2)}×, ${DRAFT_LAYERS}-block draft ${smallSpeedup.toFixed(2)}× (target ≥ 1.5×); greedy output identical in all ${4 * opts.runs} runs: ${texts.size === 1 ? 'yes' : `NO (${texts.size} different texts)`}`,
+  );
   const bound = await llamaCppBound(target, draft, opts);
   const file = await saveResult('speculative', { opts, shape: SHAPE, rows, speedup, smallSpeedup, identical: texts.size === 1, bound });
   console.log(`saved ${file}`);

@@ -5,15 +5,19 @@
  * pair for N concurrent streams, so the engine's own batching gain is the floor beside the API's.
  */
 import path from 'node:path';
-import { TINY_LLAMA } from '../infra/seed';
 import { textGenerationInput } from '../domain/tasks/text-generation';
 import { LlamaEngine } from '../engines/llama/engine';
+import { TINY_LLAMA } from '../infra/seed';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { cpuBetween, cpuByProcess } from './cpu';
 import { apiToken, call, DATA_DIR, ms, percentile, saveResult, streamPrediction, table } from './lib';
 
 async function sseOnce(token: string, tokens: number): Promise<Run> {
-  const { created, ttft, total } = await streamPrediction(token, 'kiln/tiny-llama', { prompt: 'Once upon a time', max_tokens: tokens, min_tokens: tokens });
+  const { created, ttft, total } = await streamPrediction(token, 'kiln/tiny-llama', {
+    prompt: 'Once upon a time',
+    max_tokens: tokens,
+    min_tokens: tokens,
+  });
   return { created, ttft, total, tokensPerSecond: tokens / ((total - ttft) / 1000) };
 }
 
@@ -69,26 +73,78 @@ export async function streaming(opts: { runs: number; tokens: number; concurrenc
   const row = (name: string, s: Run[]) => ({
     path: name,
     runs: s.length,
-    'create p50': s[0].created === undefined ? '-' : ms(percentile(s.map((x) => x.created!), 50)),
-    'TTFT p50': ms(percentile(s.map((x) => x.ttft), 50)),
-    'TTFT p99': ms(percentile(s.map((x) => x.ttft), 99)),
-    'TTFT − create p50': s[0].created === undefined ? '-' : ms(percentile(s.map((x) => x.ttft - x.created!), 50)),
-    'first→last token, tokens/s p50': Number(percentile(s.map((x) => x.tokensPerSecond), 50).toFixed(0)),
-    'request→last token p50': ms(percentile(s.map((x) => x.total), 50)),
+    'create p50':
+      s[0].created === undefined
+        ? '-'
+        : ms(
+            percentile(
+              s.map((x) => x.created!),
+              50,
+            ),
+          ),
+    'TTFT p50': ms(
+      percentile(
+        s.map((x) => x.ttft),
+        50,
+      ),
+    ),
+    'TTFT p99': ms(
+      percentile(
+        s.map((x) => x.ttft),
+        99,
+      ),
+    ),
+    'TTFT − create p50':
+      s[0].created === undefined
+        ? '-'
+        : ms(
+            percentile(
+              s.map((x) => x.ttft - x.created!),
+              50,
+            ),
+          ),
+    'first→last token, tokens/s p50': Number(
+      percentile(
+        s.map((x) => x.tokensPerSecond),
+        50,
+      ).toFixed(0),
+    ),
+    'request→last token p50': ms(
+      percentile(
+        s.map((x) => x.total),
+        50,
+      ),
+    ),
   });
   const rows = [row('API: create + SSE (end to end)', api), row('node-llama-cpp direct', direct)];
   table(`Streaming: ${opts.tokens} tokens from kiln/tiny-llama`, rows);
   const perStream = (c: Record<string, number>) =>
-    Object.fromEntries(Object.entries(c).filter(([, v]) => v > 0).map(([k, v]) => [k, ms((v * 1000) / opts.runs)]));
+    Object.fromEntries(
+      Object.entries(c)
+        .filter(([, v]) => v > 0)
+        .map(([k, v]) => [k, ms((v * 1000) / opts.runs)]),
+    );
   table('CPU per stream by process (the direct runs are the load generator’s)', [
     { path: 'API: create + SSE', ...perStream(cpu.api) },
     { path: 'node-llama-cpp direct', ...perStream(cpu.direct) },
   ]);
-  const tps = (runs: Run[]) => percentile(runs.map((x) => x.tokensPerSecond), 50);
+  const tps = (runs: Run[]) =>
+    percentile(
+      runs.map((x) => x.tokensPerSecond),
+      50,
+    );
   const sseRatio = tps(api) / tps(direct);
   console.log(`SSE tokens/s / direct: ${sseRatio.toFixed(2)}×`);
   // The target: TTFT within 20 ms of direct's once the create has been answered.
-  const ttftOver = percentile(api.map((x) => x.ttft - x.created!), 50) - percentile(direct.map((x) => x.ttft), 50);
+  const ttftOver =
+    percentile(
+      api.map((x) => x.ttft - x.created!),
+      50,
+    ) -
+    percentile(
+      direct.map((x) => x.ttft),
+      50,
+    );
   console.log(`TTFT − create, API − direct (p50): ${ttftOver.toFixed(1)} ms`);
 
   // Continuous batching: N streams at once share one loaded model (N sequences of one context).

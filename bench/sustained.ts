@@ -74,7 +74,9 @@ export async function sustained(opts: { rates: number[]; seconds: number; sleepM
     const r = await runRate(token, rate, opts.seconds, opts.sleepMs);
     results.push(r);
     const held = r.failed === 0 && r.p99 < 1000 && r.completed >= 0.95 * r.offered;
-    console.log(`${rate}/s: completed ${r.completed}/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, failed ${r.failed}${held ? '' : '  ← not sustained'}`);
+    console.log(
+      `${rate}/s: completed ${r.completed}/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, failed ${r.failed}${held ? '' : '  ← not sustained'}`,
+    );
     if (held) best = rate;
     else break;
   }

@@ -47,7 +47,7 @@ export async function webhookLatency(opts: { requests: number; concurrency: numb
       predictions: latencies.length,
       concurrency: opts.concurrency,
       'completed → delivered p50': ms(percentile(latencies, 50)),
-      'p99': ms(percentile(latencies, 99)),
+      p99: ms(percentile(latencies, 99)),
       max: ms(Math.max(...latencies)),
     },
   ];

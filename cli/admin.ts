@@ -2,21 +2,21 @@
  * `npm run admin -- <command>`: operator commands that talk to the database directly, such as
  * creating accounts. Tokens are printed once and stored only as hashes.
  */
+import { Client, Connection } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Command, InvalidArgumentError } from 'commander';
+import { and, asc, eq } from 'drizzle-orm';
+import { archivedHistories, type ArchivedHistory } from '../activities/history-archive';
 import { createAccount, createApiToken, findAccountByUsername, updateAccount, type AccountSettings } from '../db/accounts';
 import { closeDb, createDb } from '../db/client';
 import { shareModel } from '../db/models';
-import { resealWebhookSecrets } from '../db/webhooks';
-import { secretBoxFromConfig } from '../lib/secret-box';
 import { accounts, models } from '../db/schema';
+import { resealWebhookSecrets } from '../db/webhooks';
 import { configSchema } from '../lib/config';
-import { Storage } from '../lib/storage';
-import { and, asc, eq } from 'drizzle-orm';
-import { Client, Connection } from '@temporalio/client';
-import { rebuildProjections } from './rebuild-projections';
 import { kilnDataConverter } from '../lib/payload-refs';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { archivedHistories, type ArchivedHistory } from '../activities/history-archive';
+import { secretBoxFromConfig } from '../lib/secret-box';
+import { Storage } from '../lib/storage';
+import { rebuildProjections } from './rebuild-projections';
 
 // Only the database and Temporal are needed here, so only their variables are required.
 const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } = configSchema
@@ -63,7 +63,11 @@ function withSettings(cmd: Command): Command {
     .option('--max-queued <n>', 'predictions waiting for admission before 429', positive)
     .option('--over-cap <mode>', 'wait (default) or refuse when max-running is reached')
     .option('--rate-limit <task=n>', 'requests per minute for a task type (repeatable)', rateLimit)
-    .option('--max-pinned-replicas <n>', "replicas the account's deployments may keep loaded at all times (sum of min_instances)", wholeOrZero);
+    .option(
+      '--max-pinned-replicas <n>',
+      "replicas the account's deployments may keep loaded at all times (sum of min_instances)",
+      wholeOrZero,
+    );
 }
 
 async function mustFind(username: string) {
@@ -146,7 +150,17 @@ program
 /** The bucket's settings from the environment, or an error naming what is missing and why `command` needs it. */
 function bucketSettings(why: string) {
   const parsed = configSchema
-    .pick({ S3_ENDPOINT: true, S3_REGION: true, S3_FORCE_PATH_STYLE: true, S3_ACCESS_KEY_ID: true, S3_SECRET_ACCESS_KEY: true, S3_SESSION_TOKEN: true, S3_BUCKET: true, KILN_PAYLOAD_INLINE_MAX_BYTES: true, KILN_PAYLOAD_CACHE_MB: true })
+    .pick({
+      S3_ENDPOINT: true,
+      S3_REGION: true,
+      S3_FORCE_PATH_STYLE: true,
+      S3_ACCESS_KEY_ID: true,
+      S3_SECRET_ACCESS_KEY: true,
+      S3_SESSION_TOKEN: true,
+      S3_BUCKET: true,
+      KILN_PAYLOAD_INLINE_MAX_BYTES: true,
+      KILN_PAYLOAD_CACHE_MB: true,
+    })
     .safeParse(process.env);
   if (!parsed.success) {
     const names = parsed.error.issues.map((i) => i.path.join('.')).join(', ');
@@ -170,18 +184,24 @@ program
       const archive = Storage.fromConfig(s3);
       const temporal = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter: kilnDataConverter(archive, s3) });
       const started = Date.now();
-      const { predictions, batches, archive: archived } = await rebuildProjections(
-        db,
-        temporal,
-        (kind, c) => console.error(`${kind}: read ${c.read} workflow runs…`),
-        archive,
-      );
+      const {
+        predictions,
+        batches,
+        archive: archived,
+      } = await rebuildProjections(db, temporal, (kind, c) => console.error(`${kind}: read ${c.read} workflow runs…`), archive);
       const secs = ((Date.now() - started) / 1000).toFixed(1);
-      for (const [kind, c] of [['predictions', predictions], ['batches', batches]] as const) {
-        console.log(`rebuilt ${c.written} ${kind} from Temporal (read ${c.read} runs; kept ${c.kept} rows that knew as much or more; ${c.unreadable} runs without a readable state)`);
+      for (const [kind, c] of [
+        ['predictions', predictions],
+        ['batches', batches],
+      ] as const) {
+        console.log(
+          `rebuilt ${c.written} ${kind} from Temporal (read ${c.read} runs; kept ${c.kept} rows that knew as much or more; ${c.unreadable} runs without a readable state)`,
+        );
       }
       if (archived) {
-        console.log(`rebuilt ${archived.written} rows from archived histories of workflows Temporal no longer has (kept ${archived.kept}; ${archived.unreadable} without a result)`);
+        console.log(
+          `rebuilt ${archived.written} rows from archived histories of workflows Temporal no longer has (kept ${archived.kept}; ${archived.unreadable} without a result)`,
+        );
       }
       console.log(`took ${secs} s`);
     } finally {

@@ -6,12 +6,18 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 const ENDED = ['succeeded', 'failed', 'canceled'];
 
 function printBatch(b: Json): void {
-  console.log(`batch ${b.id} ${b.status} (attempt ${b.attempt}${b.run_id ? `, run ${b.run_id}` : ''}): ${b.completed} of ${b.total} done, ${b.failed} failed`);
+  console.log(
+    `batch ${b.id} ${b.status} (attempt ${b.attempt}${b.run_id ? `, run ${b.run_id}` : ''}): ${b.completed} of ${b.total} done, ${b.failed} failed`,
+  );
   if (b.error) console.log(`error: ${b.error}`);
   if (b.output_file?.urls?.get) console.log(`output: ${b.output_file.urls.get}`);
 }
 
-export async function retryBatch(ctx: ApiContext, id: string, o: { wait?: boolean; out: (value: unknown, human: () => void) => void }): Promise<void> {
+export async function retryBatch(
+  ctx: ApiContext,
+  id: string,
+  o: { wait?: boolean; out: (value: unknown, human: () => void) => void },
+): Promise<void> {
   let b = await request<Json>(ctx, `/v1/batches/${id}/retry`, { method: 'POST', json: {} });
   if (o.wait) {
     while (!ENDED.includes(b.status)) {

@@ -6,12 +6,11 @@ import type { Command } from 'commander';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isTerminalStatus } from '../domain/statuses';
-import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
 import { retryBatch } from './batch-retry';
+import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
 import { showWarmUp } from './warm-up';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
-
 
 /** `-i key=value`: numbers, booleans and JSON stay typed; `@path` uploads the file first. */
 export async function parseInputs(ctx: ApiContext, pairs: string[]): Promise<Record<string, unknown>> {
@@ -44,7 +43,12 @@ export async function parseInputs(ctx: ApiContext, pairs: string[]): Promise<Rec
 function printPrediction(p: Json): void {
   console.log(`${p.id}  ${p.model}  ${p.status}`);
   if (p.error) console.log(`error: ${p.error}`);
-  if (p.output != null) console.log(Array.isArray(p.output) && p.output.every((x: unknown) => typeof x === 'string') ? p.output.join('') : JSON.stringify(p.output, null, 2));
+  if (p.output != null)
+    console.log(
+      Array.isArray(p.output) && p.output.every((x: unknown) => typeof x === 'string')
+        ? p.output.join('')
+        : JSON.stringify(p.output, null, 2),
+    );
   const m = p.metrics ?? {};
   const figures = Object.entries(m).map(([k, v]) => `${k}=${v}`);
   if (figures.length > 0) console.log(figures.join(' '));
@@ -118,12 +122,17 @@ export function registerCommands(program: Command): void {
 
   program
     .command('retry <id>')
-    .description('run a failed, canceled or aborted prediction again, as a new run of its workflow (same id and input); for a batch, its failed and unfinished items')
+    .description(
+      'run a failed, canceled or aborted prediction again, as a new run of its workflow (same id and input); for a batch, its failed and unfinished items',
+    )
     .option('--version <version>', 'run this version instead (id, owner/name or owner/name:version)')
     .option('--wait', 'wait for the new run to end and print the prediction')
     .action(async (id: string, o: { version?: string; wait?: boolean }) => {
       const ctx = apiContext();
-      const p = await request<Json>(ctx, `/v1/predictions/${id}/retry`, { method: 'POST', json: o.version ? { version: o.version } : {} }).catch(async (err: unknown) => {
+      const p = await request<Json>(ctx, `/v1/predictions/${id}/retry`, {
+        method: 'POST',
+        json: o.version ? { version: o.version } : {},
+      }).catch(async (err: unknown) => {
         // Prediction and batch ids look alike: an id no prediction has may be a batch's.
         if (!(err instanceof CliError) || err.status !== 404 || o.version) throw err;
         await retryBatch(ctx, id, { wait: o.wait, out });
@@ -140,14 +149,12 @@ export function registerCommands(program: Command): void {
     });
 
   const predictions = program.command('predictions').description('list, show, cancel and watch predictions');
-  predictions
-    .command('list')
-    .action(async () => {
-      const page = await request<Json>(apiContext(), '/v1/predictions');
-      out(page.results, () => {
-        for (const p of page.results) console.log(`${p.id}  ${p.created_at}  ${p.model.padEnd(28)} ${p.status}`);
-      });
+  predictions.command('list').action(async () => {
+    const page = await request<Json>(apiContext(), '/v1/predictions');
+    out(page.results, () => {
+      for (const p of page.results) console.log(`${p.id}  ${p.created_at}  ${p.model.padEnd(28)} ${p.status}`);
     });
+  });
   predictions.command('get <id>').action(async (id: string) => {
     const p = await request<Json>(apiContext(), `/v1/predictions/${id}`);
     out(p, () => printPrediction(p));

@@ -5,9 +5,9 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { z } from 'zod';
+import { predictionWorkflowId } from '../domain/contracts';
 import { configSchema } from '../lib/config';
 import { DEFAULT_TEMPORAL_UI_URL, temporalUiUrl } from '../lib/temporal-ui';
-import { predictionWorkflowId } from '../domain/contracts';
 import { request, type ApiContext } from './client';
 
 const temporalSettings = configSchema.pick({ TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true, KILN_TEMPORAL_UI_URL: true });
@@ -36,7 +36,9 @@ async function describeWorkflow(settings: z.infer<typeof temporalSettings>, work
   try {
     connection = await Connection.connect({ address: settings.TEMPORAL_ADDRESS, connectTimeout: 3000 });
   } catch (err) {
-    return { error: `Temporal at ${settings.TEMPORAL_ADDRESS} is not reachable from here (${(err as Error).message}); set TEMPORAL_ADDRESS` };
+    return {
+      error: `Temporal at ${settings.TEMPORAL_ADDRESS} is not reachable from here (${(err as Error).message}); set TEMPORAL_ADDRESS`,
+    };
   }
   try {
     const d = await new Client({ connection, namespace: settings.TEMPORAL_NAMESPACE }).workflow.getHandle(workflowId).describe();
@@ -71,7 +73,10 @@ export async function inspectPrediction(ctx: ApiContext, id: string, env: NodeJS
   const workflow = await describeWorkflow(settings, prediction.workflow_id);
   const temporal_ui =
     prediction.urls.temporal_ui ??
-    temporalUiUrl({ url: settings.KILN_TEMPORAL_UI_URL ?? DEFAULT_TEMPORAL_UI_URL, namespace: settings.TEMPORAL_NAMESPACE }, prediction.workflow_id);
+    temporalUiUrl(
+      { url: settings.KILN_TEMPORAL_UI_URL ?? DEFAULT_TEMPORAL_UI_URL, namespace: settings.TEMPORAL_NAMESPACE },
+      prediction.workflow_id,
+    );
   return { prediction, workflow, temporal_ui };
 }
 
@@ -81,8 +86,14 @@ export function printInspection({ prediction: p, workflow: w, temporal_ui }: Ins
   if ('error' in w) console.log(`temporal     ${w.error}`);
   else {
     console.log(`run          ${w.run_id}`);
-    console.log(`temporal     ${w.status}  task queue ${w.task_queue}  ${w.history_length} events  started ${w.started_at}${w.closed_at ? `  closed ${w.closed_at}` : ''}`);
-    console.log(`attributes   ${Object.entries(w.search_attributes).map(([k, v]) => `${k}=${String(v)}`).join('  ')}`);
+    console.log(
+      `temporal     ${w.status}  task queue ${w.task_queue}  ${w.history_length} events  started ${w.started_at}${w.closed_at ? `  closed ${w.closed_at}` : ''}`,
+    );
+    console.log(
+      `attributes   ${Object.entries(w.search_attributes)
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join('  ')}`,
+    );
     for (const a of w.pending_activities) {
       console.log(`pending      ${a.activity} attempt ${a.attempt} ${a.state}${a.last_failure ? `: ${a.last_failure}` : ''}`);
     }

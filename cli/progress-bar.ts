@@ -3,7 +3,12 @@ import { Presets, SingleBar } from 'cli-progress';
 
 export function byteBar(label: string, total: number, quiet: boolean) {
   const b = new SingleBar(
-    { format: `${label.padEnd(9)} {bar} {percentage}% | {value_mb}/{total_mb} MB | {speed} MB/s`, hideCursor: true, noTTYOutput: !quiet, notTTYSchedule: 2000 },
+    {
+      format: `${label.padEnd(9)} {bar} {percentage}% | {value_mb}/{total_mb} MB | {speed} MB/s`,
+      hideCursor: true,
+      noTTYOutput: !quiet,
+      notTTYSchedule: 2000,
+    },
     Presets.shades_classic,
   );
   const started = Date.now();

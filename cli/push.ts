@@ -42,7 +42,10 @@ export async function push(
   for (const file of files) {
     const { size } = await stat(file);
     const sha256 = await sha256Of(file, size, opts.quiet);
-    const exists = await fetch(`${ctx.url}/v1/blobs/sha256/${sha256}`, { method: 'HEAD', headers: { authorization: `Bearer ${ctx.token}` } });
+    const exists = await fetch(`${ctx.url}/v1/blobs/sha256/${sha256}`, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${ctx.token}` },
+    });
     if (exists.status === 200) {
       if (!opts.quiet) console.log(`${path.basename(file)}: already stored (sha256 ${sha256.slice(0, 12)}…)`);
     } else {

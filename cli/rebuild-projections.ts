@@ -7,14 +7,14 @@
  * without a result (terminated, timed out), which the reconciler finished from their history.
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { workflowExists } from '../lib/temporal-workflows';
 import { archivedHistories, resultOf, type ArchivedHistory } from '../activities/history-archive';
 import { runWriterOf } from '../activities/run-writer';
-import type { Storage } from '../lib/storage';
-import type { BatchSnapshot } from '../domain/batch-contracts';
 import type { Db } from '../db/client';
-import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { upsertBatchFromHistory, upsertPredictionFromHistory, type RebuildOutcome } from '../db/rebuild';
+import type { BatchSnapshot } from '../domain/batch-contracts';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
+import type { Storage } from '../lib/storage';
+import { workflowExists } from '../lib/temporal-workflows';
 
 export interface RebuildCounts {
   /** Workflow runs read. */
@@ -33,7 +33,11 @@ interface Kind<S> {
   upsert: (db: Db, state: S, writer: ReturnType<typeof runWriterOf>) => Promise<RebuildOutcome>;
 }
 
-const PREDICTIONS: Kind<PredictionSnapshot> = { workflowType: 'predictionWorkflow', query: 'prediction', upsert: upsertPredictionFromHistory };
+const PREDICTIONS: Kind<PredictionSnapshot> = {
+  workflowType: 'predictionWorkflow',
+  query: 'prediction',
+  upsert: upsertPredictionFromHistory,
+};
 const BATCHES: Kind<BatchSnapshot> = { workflowType: 'batchWorkflow', query: 'batch', upsert: upsertBatchFromHistory };
 
 /** Workflows listed per page, and read at once within a page: fast, without flooding the frontend. */
@@ -52,7 +56,13 @@ async function stateOf<S>(temporal: Client, kind: Kind<S>, execution: WorkflowEx
   return undefined;
 }
 
-async function rebuildKind<S>(db: Db, temporal: Client, kind: Kind<S>, counts: RebuildCounts, onProgress?: (c: RebuildCounts) => void): Promise<void> {
+async function rebuildKind<S>(
+  db: Db,
+  temporal: Client,
+  kind: Kind<S>,
+  counts: RebuildCounts,
+  onProgress?: (c: RebuildCounts) => void,
+): Promise<void> {
   const page: WorkflowExecutionInfo[] = [];
   const flush = async () => {
     const pending = [...page];
@@ -109,7 +119,8 @@ async function rebuildFromArchive(db: Db, temporal: Client, storage: Storage, co
       continue;
     }
     const writer = { runId: last.runId, isCurrent: async () => true };
-    const outcome = kind === 'prediction' ? await upsertPredictionFromHistory(db, result, writer) : await upsertBatchFromHistory(db, result, writer);
+    const outcome =
+      kind === 'prediction' ? await upsertPredictionFromHistory(db, result, writer) : await upsertBatchFromHistory(db, result, writer);
     counts[outcome] += 1;
   }
 }

@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
+import { randomBytes } from 'node:crypto';
 import { newId, sha256Hex } from '../lib/ids';
 import { builtOnce, type Db } from './client';
 import { accounts, apiTokens } from './schema';
@@ -44,7 +44,10 @@ export async function accountForToken(db: Db, token: string): Promise<Account | 
 }
 
 export type AccountSettings = Partial<
-  Pick<Account, 'name' | 'fairnessWeight' | 'fairnessGroup' | 'maxRunning' | 'maxQueued' | 'overCap' | 'rateLimits' | 'disabled' | 'maxPinnedReplicas'>
+  Pick<
+    Account,
+    'name' | 'fairnessWeight' | 'fairnessGroup' | 'maxRunning' | 'maxQueued' | 'overCap' | 'rateLimits' | 'disabled' | 'maxPinnedReplicas'
+  >
 >;
 
 export async function updateAccount(db: Db, accountId: string, settings: AccountSettings): Promise<Account> {

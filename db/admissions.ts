@@ -48,7 +48,10 @@ export async function release(db: Db | Tx, predictionId: string): Promise<void> 
 }
 
 export async function heldAdmissions(db: Db, accountId: string): Promise<number> {
-  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(admissions).where(eq(admissions.accountId, accountId));
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(admissions)
+    .where(eq(admissions.accountId, accountId));
   return row.n;
 }
 
@@ -56,6 +59,9 @@ export async function heldAdmissions(db: Db, accountId: string): Promise<number>
 export const queuedOf = (accountId: string | Placeholder) => and(eq(predictions.accountId, accountId), eq(predictions.status, 'starting'));
 
 export async function queuedPredictions(db: Db, accountId: string): Promise<number> {
-  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(queuedOf(accountId));
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(predictions)
+    .where(queuedOf(accountId));
   return row.n;
 }

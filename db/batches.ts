@@ -5,13 +5,13 @@
  * its part instead of adding lines; the output is assembled from the parts once, at the end.
  */
 import { and, desc, eq, inArray, lte } from 'drizzle-orm';
-import type { Db } from './client';
-import type { RunWriter } from './predictions';
-import { afterCursor, pageOf, type PageCursor } from './paging';
-import { withoutNul } from './sanitize';
-import { batches, files } from './schema';
 import type { BatchSnapshot } from '../domain/batch-contracts';
 import type { BatchStatus } from '../domain/statuses';
+import type { Db } from './client';
+import { afterCursor, pageOf, type PageCursor } from './paging';
+import type { RunWriter } from './predictions';
+import { withoutNul } from './sanitize';
+import { batches, files } from './schema';
 
 export type BatchRow = typeof batches.$inferSelect;
 
@@ -81,7 +81,11 @@ export async function restoreBatchAfterFailedRetry(db: Db, before: BatchRow): Pr
 }
 
 /** Newest first, cursor-paged like predictions. */
-export async function listBatches(db: Db, accountId: string, opts: { limit: number; cursor?: PageCursor }): Promise<{ rows: BatchRow[]; next?: PageCursor }> {
+export async function listBatches(
+  db: Db,
+  accountId: string,
+  opts: { limit: number; cursor?: PageCursor },
+): Promise<{ rows: BatchRow[]; next?: PageCursor }> {
   const rows = await db
     .select()
     .from(batches)

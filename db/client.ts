@@ -52,7 +52,9 @@ type Handle = Pick<Db, 'select'>;
  * given, a transaction's too: drizzle's prepared query sends its text through its `client`, the
  * handle's connection, and nothing else in it depends on where it was built.
  */
-export function builtOnce<Q extends { execute(values?: Record<string, unknown>): Promise<unknown> }>(build: (db: Db) => Q): (db: Handle) => Q {
+export function builtOnce<Q extends { execute(values?: Record<string, unknown>): Promise<unknown> }>(
+  build: (db: Db) => Q,
+): (db: Handle) => Q {
   let built: Q | undefined;
   return (db) => {
     built ??= build(db as Db);

@@ -1,14 +1,17 @@
 import { and, eq, ne, sql } from 'drizzle-orm';
 import { newId } from '../lib/ids';
+import { KilnError } from '../lib/kiln-error';
 import type { Db } from './client';
 import type { Tx } from './events';
 import { accounts, deployments } from './schema';
-import { KilnError } from '../lib/kiln-error';
 
 export type Deployment = typeof deployments.$inferSelect;
 
 export async function createDeployment(db: Db | Tx, d: Omit<typeof deployments.$inferInsert, 'id'>): Promise<Deployment> {
-  const [row] = await db.insert(deployments).values({ id: `dep_${newId()}`, ...d }).returning();
+  const [row] = await db
+    .insert(deployments)
+    .values({ id: `dep_${newId()}`, ...d })
+    .returning();
   return row;
 }
 
@@ -55,7 +58,11 @@ export async function withinPinnedQuota<T>(
   write: (tx: Tx) => Promise<T>,
 ): Promise<T> {
   return db.transaction(async (tx) => {
-    const [account] = await tx.select({ quota: accounts.maxPinnedReplicas }).from(accounts).where(eq(accounts.id, change.accountId)).for('update');
+    const [account] = await tx
+      .select({ quota: accounts.maxPinnedReplicas })
+      .from(accounts)
+      .where(eq(accounts.id, change.accountId))
+      .for('update');
     const [others] = await tx
       .select({ pinned: sql<number>`coalesce(sum(${deployments.minInstances}), 0)::int` })
       .from(deployments)
@@ -87,7 +94,9 @@ export async function replicaLimits(db: Db): Promise<Map<string, ReplicaLimits>>
       versionId: deployments.versionId,
       min: sql<number>`max(${deployments.minInstances})::int`,
       max: sql<number>`max(${deployments.maxInstances})::int`,
-      pinnedBy: sql<string[]>`coalesce(array_agg(distinct ${deployments.ownerId} order by ${deployments.ownerId}) filter (where ${deployments.minInstances} > 0), '{}')`,
+      pinnedBy: sql<
+        string[]
+      >`coalesce(array_agg(distinct ${deployments.ownerId} order by ${deployments.ownerId}) filter (where ${deployments.minInstances} > 0), '{}')`,
     })
     .from(deployments)
     .groupBy(deployments.versionId);

@@ -1,9 +1,9 @@
 import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
+import { type StreamEvent } from '../domain/statuses';
+import { KilnError } from '../lib/kiln-error';
 import { builtOnce, type Db } from './client';
 import { withoutNul } from './sanitize';
 import { predictionEvents } from './schema';
-import { type StreamEvent } from '../domain/statuses';
-import { KilnError } from '../lib/kiln-error';
 
 /** Also named in migration 0012's functions, which notify on it. */
 export const EVENTS_CHANNEL = 'kiln_prediction_events';
@@ -165,12 +165,17 @@ export async function beginAttempt(db: Db, predictionId: string, attempt: number
     const [fence] = await tx
       .select({ id: predictionEvents.id })
       .from(predictionEvents)
-      .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'attempt'), eq(predictionEvents.attempt, attempt)))
+      .where(
+        and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'attempt'), eq(predictionEvents.attempt, attempt)),
+      )
       .limit(1);
     const chunks = await outputRows(tx, predictionId, fence?.id);
     const text = chunks.map((c) => c.data).join('');
     const tokens = chunks.length === 0 ? 0 : (chunks.at(-1)!.tokens ?? undefined);
-    if (!fence) await appendEvents(tx, predictionId, [{ event: 'attempt', data: JSON.stringify({ attempt, continues_chars: text.length }), attempt }]);
+    if (!fence)
+      await appendEvents(tx, predictionId, [
+        { event: 'attempt', data: JSON.stringify({ attempt, continues_chars: text.length }), attempt },
+      ]);
     return { text, tokens };
   });
 }

@@ -1,13 +1,14 @@
 import { and, desc, eq, inArray } from 'drizzle-orm';
+import { fileKey } from '../lib/file-keys';
 import { idFromKey } from '../lib/ids';
 import type { Db } from './client';
 import { files } from './schema';
-import { fileKey } from '../lib/file-keys';
 
 export type FileRow = typeof files.$inferSelect;
 
 /** The id of the file a prediction's attempt outputs: known in advance, so a failed attempt's file can be found and removed. */
-export const outputFileId = (predictionId: string, attempt: number): string => idFromKey(`prediction ${predictionId}`, `output of attempt ${attempt}`);
+export const outputFileId = (predictionId: string, attempt: number): string =>
+  idFromKey(`prediction ${predictionId}`, `output of attempt ${attempt}`);
 
 /**
  * Removes the output files of a prediction's attempts 1..`attempts` that its final output does
@@ -49,6 +50,9 @@ export async function listFiles(db: Db, accountId: string): Promise<FileRow[]> {
 }
 
 export async function deleteFile(db: Db, accountId: string, id: string): Promise<FileRow | undefined> {
-  const [row] = await db.delete(files).where(and(eq(files.id, id), eq(files.accountId, accountId))).returning();
+  const [row] = await db
+    .delete(files)
+    .where(and(eq(files.id, id), eq(files.accountId, accountId)))
+    .returning();
   return row;
 }

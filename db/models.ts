@@ -1,8 +1,8 @@
 import { and, desc, eq, or, sql, type Placeholder } from 'drizzle-orm';
+import { type EngineName, type VersionFile, type VersionRetryPolicy } from '../domain/statuses';
 import { newId, sha256Hex } from '../lib/ids';
 import { builtOnce, type Db } from './client';
 import { modelVersions, models } from './schema';
-import { type EngineName, type VersionFile, type VersionRetryPolicy } from '../domain/statuses';
 
 export type Model = typeof models.$inferSelect;
 export type ModelVersion = typeof modelVersions.$inferSelect;
@@ -36,7 +36,16 @@ export function versionIdFor(modelId: string, manifest: VersionManifest): string
 
 export async function upsertModel(
   db: Db,
-  m: { ownerId: string; owner: string; name: string; task: string; visibility: 'public' | 'private'; description?: string; license?: string; licenseUrl?: string },
+  m: {
+    ownerId: string;
+    owner: string;
+    name: string;
+    task: string;
+    visibility: 'public' | 'private';
+    description?: string;
+    license?: string;
+    licenseUrl?: string;
+  },
 ): Promise<Model> {
   const [row] = await db
     .insert(models)
@@ -77,9 +86,14 @@ const modelVersionOf = (version: 'named' | 'latest') =>
       .from(models)
       .innerJoin(
         modelVersions,
-        and(eq(modelVersions.modelId, models.id), eq(modelVersions.id, version === 'named' ? sql.placeholder('version') : models.latestVersionId)),
+        and(
+          eq(modelVersions.modelId, models.id),
+          eq(modelVersions.id, version === 'named' ? sql.placeholder('version') : models.latestVersionId),
+        ),
       )
-      .where(and(eq(models.owner, sql.placeholder('owner')), eq(models.name, sql.placeholder('name')), visibleTo(sql.placeholder('account'))))
+      .where(
+        and(eq(models.owner, sql.placeholder('owner')), eq(models.name, sql.placeholder('name')), visibleTo(sql.placeholder('account'))),
+      )
       .limit(1)
       .prepare(`model_version_${version}`),
   );
@@ -93,7 +107,9 @@ export async function resolveModelVersion(
   ref: { owner: string; name: string; versionId?: string },
 ): Promise<ResolvedVersion | undefined> {
   const values = { owner: ref.owner, name: ref.name, account: accountId };
-  const rows = ref.versionId ? await namedVersion(db).execute({ ...values, version: ref.versionId }) : await latestVersion(db).execute(values);
+  const rows = ref.versionId
+    ? await namedVersion(db).execute({ ...values, version: ref.versionId })
+    : await latestVersion(db).execute(values);
   return rows[0];
 }
 
@@ -125,7 +141,10 @@ export async function shareModel(db: Db, modelId: string, accountIds: string[]):
 
 /** Makes owner/name private where it exists; nothing where it does not. */
 export async function makeModelPrivate(db: Db, owner: string, name: string): Promise<void> {
-  await db.update(models).set({ visibility: 'private' }).where(and(eq(models.owner, owner), eq(models.name, name)));
+  await db
+    .update(models)
+    .set({ visibility: 'private' })
+    .where(and(eq(models.owner, owner), eq(models.name, name)));
 }
 
 export async function listVisibleModels(db: Db, accountId: string, opts: { limit: number; after?: string }): Promise<Model[]> {

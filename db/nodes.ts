@@ -1,7 +1,7 @@
 import { eq, gt, sql } from 'drizzle-orm';
+import { type LoadedVersion } from '../domain/statuses';
 import { builtOnce, type Db } from './client';
 import { nodes } from './schema';
-import { type LoadedVersion } from '../domain/statuses';
 
 export type NodeRow = typeof nodes.$inferSelect;
 
@@ -19,7 +19,10 @@ export async function registerNode(db: Db, n: { id: string; memoryBytes: number;
 }
 
 export async function heartbeatNode(db: Db, id: string, loaded: LoadedVersion[]): Promise<void> {
-  await db.update(nodes).set({ loaded, heartbeatAt: sql`now()` }).where(eq(nodes.id, id));
+  await db
+    .update(nodes)
+    .set({ loaded, heartbeatAt: sql`now()` })
+    .where(eq(nodes.id, id));
 }
 
 export async function removeNode(db: Db, id: string): Promise<void> {

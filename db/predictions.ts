@@ -1,13 +1,13 @@
 import { and, desc, eq, getTableColumns, inArray, sql } from 'drizzle-orm';
-import { builtOnce, type Db } from './client';
-import { afterCursor, pageOf, type PageCursor } from './paging';
-import { appendEvents, hasEvent, type Tx } from './events';
-import { release } from './admissions';
-import { withoutNul } from './sanitize';
-import { recordUsage, type UsageRecord } from './usage';
-import { predictionEvents, predictions } from './schema';
-import { isTerminalStatus, type PredictionStatus, type StreamEvent } from '../domain/statuses';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
+import { isTerminalStatus, type PredictionStatus, type StreamEvent } from '../domain/statuses';
+import { release } from './admissions';
+import { builtOnce, type Db } from './client';
+import { appendEvents, hasEvent, type Tx } from './events';
+import { afterCursor, pageOf, type PageCursor } from './paging';
+import { withoutNul } from './sanitize';
+import { predictionEvents, predictions } from './schema';
+import { recordUsage, type UsageRecord } from './usage';
 
 export type PredictionRow = typeof predictions.$inferSelect;
 
@@ -127,7 +127,13 @@ export async function writePredictionSnapshot(
     const writes: Array<Promise<unknown>> = [];
     if (opts.existing) {
       if (!before) return false;
-      writes.push(tx.update(predictions).set({ ...transitionOf(s), runId }).where(eq(predictions.id, s.id)).execute());
+      writes.push(
+        tx
+          .update(predictions)
+          .set({ ...transitionOf(s), runId })
+          .where(eq(predictions.id, s.id))
+          .execute(),
+      );
     } else {
       const { source: _source, ...row } = snapshotToRow(s);
       const values = { ...row, runId };
@@ -146,7 +152,12 @@ export async function writePredictionSnapshot(
     if (otherRun) {
       // The new run starts the stream again: the old run's end goes (followers would stop
       // there), and a reset tells clients to drop the old run's output. Sent ahead of the events.
-      writes.push(tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, s.id), inArray(predictionEvents.event, ['done', 'error']))).execute());
+      writes.push(
+        tx
+          .delete(predictionEvents)
+          .where(and(eq(predictionEvents.predictionId, s.id), inArray(predictionEvents.event, ['done', 'error'])))
+          .execute(),
+      );
       events.push({ event: 'reset', data: '{}' });
     }
     const oldLogs = before?.logs ?? '';
@@ -175,7 +186,12 @@ const outputEventData = (output: unknown): string => (typeof output === 'string'
  * admission slot released and usage recorded. A row that a reset's run wrote goes
  * writePredictionSnapshot's way, which asks Temporal which run is current.
  */
-export async function finishSucceededPrediction(db: Db, snapshot: PredictionSnapshot, usage: UsageRecord, writer?: RunWriter): Promise<boolean> {
+export async function finishSucceededPrediction(
+  db: Db,
+  snapshot: PredictionSnapshot,
+  usage: UsageRecord,
+  writer?: RunWriter,
+): Promise<boolean> {
   const s = withoutNul(snapshot);
   const row = transitionOf(s);
   const [{ outcome }] = await db.execute<{ outcome: 'written' | 'stale' | 'missing' | 'other-run' }>(sql`
@@ -224,7 +240,11 @@ const createCall = builtOnce((db) =>
  * 0014's kiln_create_prediction). `row` is the row as written, or undefined when one was there
  * already (a create retried with the same Idempotency-Key, whose workflow admits it).
  */
-export async function createAdmitted(db: Db, snapshot: PredictionSnapshot, cap: number): Promise<{ row: PredictionRow | undefined; admitted: boolean }> {
+export async function createAdmitted(
+  db: Db,
+  snapshot: PredictionSnapshot,
+  cap: number,
+): Promise<{ row: PredictionRow | undefined; admitted: boolean }> {
   const row: PredictionRow = { ...snapshotToRow(withoutNul(snapshot)), retries: 0 };
   const byColumn = Object.fromEntries(Object.entries(columns).map(([key, column]) => [column.name, row[key as keyof PredictionRow]]));
   const [result] = await createCall(db).execute({ row: JSON.stringify(byColumn), cap });
@@ -285,7 +305,19 @@ export async function reopenForRetry(
   if (!before || !retryableStatuses.includes(before.status)) return undefined;
   const [row] = await tx
     .update(predictions)
-    .set({ ...changes, status: 'starting', output: null, logs: '', error: null, metrics: {}, startedAt: null, completedAt: null, revision: 0, runId: null, retries: before.retries + 1 })
+    .set({
+      ...changes,
+      status: 'starting',
+      output: null,
+      logs: '',
+      error: null,
+      metrics: {},
+      startedAt: null,
+      completedAt: null,
+      revision: 0,
+      runId: null,
+      retries: before.retries + 1,
+    })
     .where(eq(predictions.id, id))
     .returning();
   await tx.delete(predictionEvents).where(and(eq(predictionEvents.predictionId, id), inArray(predictionEvents.event, ['done', 'error'])));

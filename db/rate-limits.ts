@@ -19,7 +19,12 @@ const hitAndQueued = builtOnce((db) => {
   const hit = db.$with('hit').as(
     db
       .insert(rateLimitCounters)
-      .values({ accountId: sql`${sql.placeholder('account')}`, scope: sql`${sql.placeholder('scope')}`, windowStart: sql`${sql.placeholder('window')}`, count: 1 })
+      .values({
+        accountId: sql`${sql.placeholder('account')}`,
+        scope: sql`${sql.placeholder('scope')}`,
+        windowStart: sql`${sql.placeholder('window')}`,
+        count: 1,
+      })
       .onConflictDoUpdate({
         target: [rateLimitCounters.accountId, rateLimitCounters.scope, rateLimitCounters.windowStart],
         set: { count: sql`${rateLimitCounters.count} + 1` },
@@ -42,7 +47,13 @@ const hitAndQueued = builtOnce((db) => {
  * is within `limit`. One statement, so concurrent API processes never double-spend a window; the
  * same statement reads the account's queued predictions (max_queued), which every create asks next.
  */
-export async function hitRateLimit(db: Db, accountId: string, scope: string, limit: number, now = Date.now()): Promise<RateLimitResult & { queued: number }> {
+export async function hitRateLimit(
+  db: Db,
+  accountId: string,
+  scope: string,
+  limit: number,
+  now = Date.now(),
+): Promise<RateLimitResult & { queued: number }> {
   const windowStart = new Date(Math.floor(now / WINDOW_MS) * WINDOW_MS);
   const [row] = await hitAndQueued(db).execute({ account: accountId, scope, window: windowStart.toISOString() });
   const resetAt = new Date(windowStart.getTime() + WINDOW_MS);

@@ -5,13 +5,13 @@
  * finish of a terminated run is one revision past the run's own state) keeps what it knows.
  * Stream events are left alone: they are not part of the row, and rewriting them would repeat them.
  */
+import { eq } from 'drizzle-orm';
 import type { BatchSnapshot } from '../domain/batch-contracts';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import type { Db } from './client';
 import { snapshotToRow, type RunWriter } from './predictions';
-import { type PredictionSnapshot } from '../domain/prediction-snapshot';
-import { batches, predictions } from './schema';
 import { withoutNul } from './sanitize';
-import { eq } from 'drizzle-orm';
+import { batches, predictions } from './schema';
 
 export type RebuildOutcome = 'written' | 'kept';
 
@@ -19,7 +19,11 @@ export type RebuildOutcome = 'written' | 'kept';
  * Whether history's state replaces the row: yes when there is no row, when the row was written by
  * an older run of the workflow (a reset), or when the row's revision is not past history's.
  */
-async function historyWins(before: { revision: number; runId: string | null } | undefined, revision: number, writer: RunWriter): Promise<boolean> {
+async function historyWins(
+  before: { revision: number; runId: string | null } | undefined,
+  revision: number,
+  writer: RunWriter,
+): Promise<boolean> {
   if (!before) return true;
   if (before.runId && before.runId !== writer.runId) return writer.isCurrent();
   return before.revision <= revision;
@@ -45,7 +49,11 @@ export async function upsertPredictionFromHistory(db: Db, snapshot: PredictionSn
 export async function upsertBatchFromHistory(db: Db, snapshot: BatchSnapshot, writer: RunWriter): Promise<RebuildOutcome> {
   const s = withoutNul(snapshot);
   return db.transaction(async (tx) => {
-    const [before] = await tx.select({ revision: batches.revision, runId: batches.runId }).from(batches).where(eq(batches.id, s.id)).for('update');
+    const [before] = await tx
+      .select({ revision: batches.revision, runId: batches.runId })
+      .from(batches)
+      .where(eq(batches.id, s.id))
+      .for('update');
     if (!(await historyWins(before, s.revision, writer))) return 'kept';
     const toDate = (v: string | null) => (v ? new Date(v) : null);
     const values = {

@@ -4,11 +4,11 @@
  * look: each page is one question to Temporal's visibility).
  */
 import { and, desc, eq, inArray, lt } from 'drizzle-orm';
-import { afterCursor, pageOf, type PageCursor } from './paging';
-import type { Db } from './client';
-import { admissions, batches, modelVersions, predictions } from './schema';
 import { type PredictionStatus } from '../domain/statuses';
+import type { Db } from './client';
+import { afterCursor, pageOf, type PageCursor } from './paging';
 import type { PredictionRow } from './predictions';
+import { admissions, batches, modelVersions, predictions } from './schema';
 
 const OPEN_PREDICTION: PredictionStatus[] = ['starting', 'processing'];
 
@@ -19,7 +19,13 @@ export async function openPredictions(db: Db, olderThan: Date, limit: number, cu
   const rows = await db
     .select()
     .from(predictions)
-    .where(and(inArray(predictions.status, OPEN_PREDICTION), lt(predictions.createdAt, olderThan), afterCursor(predictions.createdAt, predictions.id, cursor)))
+    .where(
+      and(
+        inArray(predictions.status, OPEN_PREDICTION),
+        lt(predictions.createdAt, olderThan),
+        afterCursor(predictions.createdAt, predictions.id, cursor),
+      ),
+    )
     .orderBy(desc(predictions.createdAt), desc(predictions.id))
     .limit(limit + 1);
   return pageOf(rows, limit);
@@ -29,14 +35,25 @@ export async function openBatches(db: Db, olderThan: Date, limit: number, cursor
   const rows = await db
     .select()
     .from(batches)
-    .where(and(inArray(batches.status, ['starting', 'processing']), lt(batches.createdAt, olderThan), afterCursor(batches.createdAt, batches.id, cursor)))
+    .where(
+      and(
+        inArray(batches.status, ['starting', 'processing']),
+        lt(batches.createdAt, olderThan),
+        afterCursor(batches.createdAt, batches.id, cursor),
+      ),
+    )
     .orderBy(desc(batches.createdAt), desc(batches.id))
     .limit(limit + 1);
   return pageOf(rows, limit);
 }
 
 /** Held slots: `id` is a prediction's id, or `batch-<id>` for a batch; `createdAt` is when it was taken. */
-export async function heldSlots(db: Db, olderThan: Date, limit: number, cursor?: PageCursor): Promise<Page<{ id: string; createdAt: Date }>> {
+export async function heldSlots(
+  db: Db,
+  olderThan: Date,
+  limit: number,
+  cursor?: PageCursor,
+): Promise<Page<{ id: string; createdAt: Date }>> {
   const rows = await db
     .select({ id: admissions.predictionId, createdAt: admissions.admittedAt })
     .from(admissions)

@@ -13,7 +13,17 @@ import {
   timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
-import { engines, type VersionFile, type VersionRetryPolicy, predictionStatuses, webhookEvents, type WebhookEvent, streamEvents, type LoadedVersion, batchStatuses } from '../domain/statuses';
+import {
+  batchStatuses,
+  engines,
+  predictionStatuses,
+  streamEvents,
+  webhookEvents,
+  type LoadedVersion,
+  type VersionFile,
+  type VersionRetryPolicy,
+  type WebhookEvent,
+} from '../domain/statuses';
 
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 
@@ -28,7 +38,9 @@ export const accounts = pgTable('accounts', {
   /** The owner name in `owner/model` and in `GET /v1/account`. */
   username: text('username').notNull().unique(),
   name: text('name'),
-  type: text('type', { enum: ['user', 'organization'] }).notNull().default('user'),
+  type: text('type', { enum: ['user', 'organization'] })
+    .notNull()
+    .default('user'),
   disabled: boolean('disabled').notNull().default(false),
   /** Share of the engines under contention, relative to other accounts (Temporal fairnessWeight). */
   fairnessWeight: real('fairness_weight').notNull().default(1),
@@ -38,7 +50,9 @@ export const accounts = pgTable('accounts', {
   maxRunning: integer('max_running').notNull().default(64),
   /** Predictions waiting for admission; more are refused with 429. */
   maxQueued: integer('max_queued').notNull().default(1000),
-  overCap: text('over_cap', { enum: ['wait', 'refuse'] }).notNull().default('wait'),
+  overCap: text('over_cap', { enum: ['wait', 'refuse'] })
+    .notNull()
+    .default('wait'),
   /** Requests per minute by task type, over the defaults. */
   rateLimits: jsonb('rate_limits').$type<Record<string, number>>().notNull().default({}),
   /** Replicas the account's deployments may keep loaded at all times (the sum of their min_instances). */
@@ -75,7 +89,9 @@ export const models = pgTable(
     license: text('license'),
     /** Where the license's text is (Replicate's `license_url`). */
     licenseUrl: text('license_url'),
-    visibility: text('visibility', { enum: ['public', 'private'] }).notNull().default('private'),
+    visibility: text('visibility', { enum: ['public', 'private'] })
+      .notNull()
+      .default('private'),
     /** Account ids that may use a private model besides its owner. */
     allowedAccounts: text('allowed_accounts').array().notNull().default([]),
     task: text('task').notNull(),
@@ -139,7 +155,9 @@ export const predictions = pgTable(
     error: text('error'),
     status: text('status', { enum: predictionStatuses }).notNull(),
     metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
-    source: text('source', { enum: ['api', 'web'] }).notNull().default('api'),
+    source: text('source', { enum: ['api', 'web'] })
+      .notNull()
+      .default('api'),
     webhook: text('webhook'),
     webhookEventsFilter: jsonb('webhook_events_filter').$type<WebhookEvent[]>(),
     /** Cancel-After: a prediction not finished by then is canceled (aborted if it never started). */
@@ -161,7 +179,9 @@ export const predictions = pgTable(
     index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc()),
     // Every create counts the account's queued predictions (max_queued): with this, the count
     // reads the few rows still starting, not the account's whole history.
-    index('predictions_account_starting_idx').on(t.accountId).where(sql`${t.status} = 'starting'`),
+    index('predictions_account_starting_idx')
+      .on(t.accountId)
+      .where(sql`${t.status} = 'starting'`),
   ],
 );
 
@@ -312,7 +332,9 @@ export const nodes = pgTable('nodes', {
   gpu: text('gpu'),
   /** Version ids loaded and polled on `model:<versionId>`, with their memory and last use. */
   loaded: jsonb('loaded').$type<LoadedVersion[]>().notNull().default([]),
-  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' }).notNull().default(sql`now()`),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' })
+    .notNull()
+    .default(sql`now()`),
   startedAt: createdAt(),
 });
 

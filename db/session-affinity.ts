@@ -16,7 +16,13 @@ export interface SessionKey {
  */
 export async function sessionNode(db: Db, key: SessionKey, candidates: string[], fresh: string): Promise<string> {
   // Qualified by the table's name: in ON CONFLICT DO UPDATE that is the row already there.
-  const kept = candidates.length > 0 ? sql`session_affinities.node_id in (${sql.join(candidates.map((c) => sql`${c}`), sql`, `)})` : sql`false`;
+  const kept =
+    candidates.length > 0
+      ? sql`session_affinities.node_id in (${sql.join(
+          candidates.map((c) => sql`${c}`),
+          sql`, `,
+        )})`
+      : sql`false`;
   const [row] = await db
     .insert(sessionAffinities)
     .values({ ...key, nodeId: fresh })

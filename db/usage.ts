@@ -1,7 +1,7 @@
 import { and, eq, gte, lt, sql } from 'drizzle-orm';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import type { Db } from './client';
 import { predictions, usageRecords } from './schema';
-import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 
 export type UsageRecord = typeof usageRecords.$inferInsert;
 

@@ -150,8 +150,7 @@ export interface WebhookDelivery {
 /** The prediction state a webhook carries (db/predictions.ts PredictionSnapshot). */
 export type PredictionSnapshotLike = import('./prediction-snapshot').PredictionSnapshot;
 
-export const webhookWorkflowId = (predictionId: string, event: WebhookEvent, n: number): string =>
-  `webhook-${predictionId}-${event}-${n}`;
+export const webhookWorkflowId = (predictionId: string, event: WebhookEvent, n: number): string => `webhook-${predictionId}-${event}-${n}`;
 
 /**
  * An `output` webhook the engine sends: numbered within its attempt, so a later attempt's never

@@ -8,8 +8,8 @@
  * Revisions: the workflow sends its state at revision r; the engine writes r + 1 and r + 2, and
  * the workflow counts r + 2 after every such attempt, so its own later writes always win.
  */
-import type { PredictionSnapshot } from './prediction-snapshot';
 import type { PredictResult } from './contracts';
+import type { PredictionSnapshot } from './prediction-snapshot';
 
 /** Revisions an engine attempt may write beyond the snapshot it was sent. */
 export const ENGINE_REVISIONS = 2;

@@ -48,7 +48,8 @@ export function coldNodeFor<N extends NodeCapacity>(candidates: N[], v: ColdVers
   const withRoom = candidates
     .filter((n) => freeBytes(n) >= memoryNeeded(n, v))
     .sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || freeBytes(a) - freeBytes(b));
-  const node = withRoom[0] ?? [...candidates].sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || b.memoryBytes - a.memoryBytes)[0];
+  const node =
+    withRoom[0] ?? [...candidates].sort((a, b) => Number(holdsBase(b)) - Number(holdsBase(a)) || b.memoryBytes - a.memoryBytes)[0];
   if (!node) return undefined;
   const need = memoryNeeded(node, v);
   return { node, need, fits: node.memoryBytes >= need };
@@ -78,7 +79,12 @@ export async function replicaReason(
 }
 
 /** Best fit for a replica: the fullest node that does not hold the version and still has room. */
-export function replicaNodeFor<N extends NodeCapacity>(live: N[], free: Map<string, number>, holders: Set<string>, memoryBytes: number): N | undefined {
+export function replicaNodeFor<N extends NodeCapacity>(
+  live: N[],
+  free: Map<string, number>,
+  holders: Set<string>,
+  memoryBytes: number,
+): N | undefined {
   return live
     .filter((n) => !holders.has(n.id) && (free.get(n.id) ?? 0) >= memoryBytes)
     .sort((a, b) => (free.get(a.id) ?? 0) - (free.get(b.id) ?? 0))[0];

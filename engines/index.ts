@@ -13,5 +13,5 @@ export type ImageEngine = Pick<OnnxEngine, 'isLoaded' | 'load' | 'removeBackgrou
 /** A node's local copy of weight files, fetched from object storage on first use. */
 export type ModelFiles = Pick<ModelCache, 'ensure'>;
 
-export type { LlamaLoadSettings } from './llama/engine';
 export { EngineError } from './engine-error';
+export type { LlamaLoadSettings } from './llama/engine';

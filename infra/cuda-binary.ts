@@ -97,7 +97,7 @@ async function fatbinArchitectures(file: FileHandle, section: Section): Promise<
     }
     const headerSize = header.readUInt16LE(6);
     const bodyEnd = at + headerSize + Number(header.readBigUInt64LE(8));
-    for (let entry = at + headerSize; entry + 32 <= bodyEnd; ) {
+    for (let entry = at + headerSize; entry + 32 <= bodyEnd;) {
       const e = await readAt(file, entry, 32);
       const kind = e.readUInt16LE(0);
       const entryHeaderSize = e.readUInt32LE(4);

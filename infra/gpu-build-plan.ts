@@ -8,8 +8,8 @@
  * is such a case). Otherwise llama.cpp is built from the source node-llama-cpp ships, for the
  * host's cards, once.
  */
-import type { Gpu } from './gpu-host';
 import { cpuBuildPlan } from '../lib/llama-cpu-build';
+import type { Gpu } from './gpu-host';
 
 export interface PrebuiltCuda {
   /** The package, e.g. '@node-llama-cpp/linux-x64-cuda'. */
@@ -78,7 +78,13 @@ export function planGpuBuild(input: GpuBuildPlanInput): GpuBuildPlan {
   // An arch-specific cubin (sm_90a, sm_120a) runs only on its own architecture, so only an exact match counts.
   const uncovered = loadable ? archs.filter((a) => !loadable.cubins.includes(a)) : archs;
   if (loadable && uncovered.length === 0) {
-    return { backend: 'cuda', build: 'prebuilt', prebuilt: loadable.name, needsBuild: false, reason: `${loadable.name} has cubins for ${list(archs)} and the loader finds its CUDA libraries` };
+    return {
+      backend: 'cuda',
+      build: 'prebuilt',
+      prebuilt: loadable.name,
+      needsBuild: false,
+      reason: `${loadable.name} has cubins for ${list(archs)} and the loader finds its CUDA libraries`,
+    };
   }
   const problem = loadable
     ? `${loadable.name} has no cubins for ${list(uncovered)} (only PTX or nothing: the driver would compile it at every first load)`
@@ -87,13 +93,36 @@ export function planGpuBuild(input: GpuBuildPlanInput): GpuBuildPlan {
       : `the loader does not find the CUDA libraries of ${prebuilts.map((p) => `${p.name} (${p.missingLibs.join(', ')})`).join(' or ')}`;
   const fallback = (why: string): GpuBuildPlan =>
     loadable
-      ? { backend: 'cuda', build: 'prebuilt', prebuilt: loadable.name, needsBuild: false, reason: `${problem}; ${why}`, warning: `llama.cpp uses ${loadable.name} with PTX compiled by the driver for ${list(uncovered)}: the first model load of each engine worker is slow` }
-      : { backend: 'cpu', build: 'none', needsBuild: false, reason: `${problem}; ${why}`, warning: 'llama.cpp runs on the CPU on this GPU host' };
+      ? {
+          backend: 'cuda',
+          build: 'prebuilt',
+          prebuilt: loadable.name,
+          needsBuild: false,
+          reason: `${problem}; ${why}`,
+          warning: `llama.cpp uses ${loadable.name} with PTX compiled by the driver for ${list(uncovered)}: the first model load of each engine worker is slow`,
+        }
+      : {
+          backend: 'cpu',
+          build: 'none',
+          needsBuild: false,
+          reason: `${problem}; ${why}`,
+          warning: 'llama.cpp runs on the CPU on this GPU host',
+        };
   switch (sourceBuild.state) {
     case 'built':
-      return { backend: 'cuda', build: 'source', needsBuild: false, reason: `${problem}; using llama.cpp built from node-llama-cpp's source for ${list(archs)} (${sourceBuild.folder})` };
+      return {
+        backend: 'cuda',
+        build: 'source',
+        needsBuild: false,
+        reason: `${problem}; using llama.cpp built from node-llama-cpp's source for ${list(archs)} (${sourceBuild.folder})`,
+      };
     case 'possible':
-      return { backend: 'cuda', build: 'source', needsBuild: true, reason: `${problem}; building llama.cpp from node-llama-cpp's source for ${list(archs)}` };
+      return {
+        backend: 'cuda',
+        build: 'source',
+        needsBuild: true,
+        reason: `${problem}; building llama.cpp from node-llama-cpp's source for ${list(archs)}`,
+      };
     case 'opted-out':
       return fallback('no source build (KILN_GPU_SOURCE_BUILD=false)');
     case 'no-toolchain':

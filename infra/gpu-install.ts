@@ -17,10 +17,18 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { cpuinfoFlags } from '../lib/llama-cpu-build';
 import { KILN_ROOT } from './checkout';
 import { readCudaBinary } from './cuda-binary';
-import { cpuinfoFlags } from '../lib/llama-cpu-build';
-import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type GpuBuildPlan, type PrebuiltCuda, type SourceBuildState } from './gpu-build-plan';
+import {
+  cudaLibrariesNeeded,
+  findLoaderLibs,
+  planGpuBuild,
+  sourceBuildCmakeOptions,
+  type GpuBuildPlan,
+  type PrebuiltCuda,
+  type SourceBuildState,
+} from './gpu-build-plan';
 import { describeGpu, enginePrograms, listGpus, type Gpu } from './gpu-host';
 
 /** What STATE/gpu-build.json holds. */
@@ -67,7 +75,11 @@ async function prebuilts(): Promise<PrebuiltCuda[]> {
     const lib = path.join(KILN_ROOT, 'node_modules', p.name, p.lib);
     if (!existsSync(lib)) continue;
     const binary = await readCudaBinary(lib);
-    const libs = findLoaderLibs(cudaLibrariesNeeded(binary.needed), { ldconfig, ldLibraryPath: process.env.LD_LIBRARY_PATH ?? '', exists: existsSync });
+    const libs = findLoaderLibs(cudaLibrariesNeeded(binary.needed), {
+      ldconfig,
+      ldLibraryPath: process.env.LD_LIBRARY_PATH ?? '',
+      exists: existsSync,
+    });
     found.push({ name: p.name, missingLibs: Object.keys(libs).filter((n) => libs[n] === null), cubins: binary.cubins });
   }
   return found;
@@ -83,7 +95,8 @@ async function findNvcc(): Promise<string | null> {
 function findLocalBuild(options: Record<string, string>): string | null {
   const dir = path.join(nodeLlamaCpp, 'llama', 'localBuilds');
   if (!existsSync(dir)) return null;
-  const release = (JSON.parse(readFileSync(path.join(nodeLlamaCpp, 'llama', 'binariesGithubRelease.json'), 'utf8')) as { release: string }).release;
+  const release = (JSON.parse(readFileSync(path.join(nodeLlamaCpp, 'llama', 'binariesGithubRelease.json'), 'utf8')) as { release: string })
+    .release;
   const wanted = JSON.stringify(Object.entries(options).sort());
   for (const folder of readdirSync(dir)) {
     const metadata = path.join(dir, folder, 'Release', '_nlcBuildMetadata.json');
@@ -91,7 +104,12 @@ function findLocalBuild(options: Record<string, string>): string | null {
     const { buildOptions } = JSON.parse(readFileSync(metadata, 'utf8')) as {
       buildOptions: { gpu: string | false; customCmakeOptions: Record<string, string>; llamaCpp: { release: string } };
     };
-    if (buildOptions.gpu === 'cuda' && buildOptions.llamaCpp.release === release && JSON.stringify(Object.entries(buildOptions.customCmakeOptions).sort()) === wanted) return folder;
+    if (
+      buildOptions.gpu === 'cuda' &&
+      buildOptions.llamaCpp.release === release &&
+      JSON.stringify(Object.entries(buildOptions.customCmakeOptions).sort()) === wanted
+    )
+      return folder;
   }
   return null;
 }
@@ -100,8 +118,13 @@ async function sourceBuildState(stateDir: string, options: Record<string, string
   const folder = findLocalBuild(options);
   if (folder) return { state: 'built', folder: path.relative(KILN_ROOT, path.join(nodeLlamaCpp, 'llama', 'localBuilds', folder)) };
   if (process.env.KILN_GPU_SOURCE_BUILD === 'false') return { state: 'opted-out' };
-  if (existsSync(path.join(stateDir, FAILED_MARKER))) return { state: 'failed', log: readFileSync(path.join(stateDir, FAILED_MARKER), 'utf8').trim() };
-  const missing = [nvcc ? null : 'nvcc (the CUDA toolkit)', (await which('cmake')) ? null : 'cmake', (await which('c++')) ? null : 'a C++ compiler (c++)'];
+  if (existsSync(path.join(stateDir, FAILED_MARKER)))
+    return { state: 'failed', log: readFileSync(path.join(stateDir, FAILED_MARKER), 'utf8').trim() };
+  const missing = [
+    nvcc ? null : 'nvcc (the CUDA toolkit)',
+    (await which('cmake')) ? null : 'cmake',
+    (await which('c++')) ? null : 'a C++ compiler (c++)',
+  ];
   const absent = missing.filter((m): m is string => m !== null);
   return absent.length > 0 ? { state: 'no-toolchain', missing: absent } : { state: 'possible' };
 }
@@ -119,7 +142,11 @@ async function main() {
   const gpus = await listGpus();
   const options = sourceBuildCmakeOptions(gpus, cpuinfoFlags(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : ''));
   const nvcc = gpus.length > 0 ? await findNvcc() : null;
-  const plan = planGpuBuild({ gpus, prebuilts: gpus.length > 0 ? await prebuilts() : [], sourceBuild: gpus.length > 0 ? await sourceBuildState(stateDir, options, nvcc) : { state: 'opted-out' } });
+  const plan = planGpuBuild({
+    gpus,
+    prebuilts: gpus.length > 0 ? await prebuilts() : [],
+    sourceBuild: gpus.length > 0 ? await sourceBuildState(stateDir, options, nvcc) : { state: 'opted-out' },
+  });
   const cmakeEnv = Object.fromEntries(Object.entries(options).map(([k, v]) => [`${CMAKE_OPTION_PREFIX}${k}`, v]));
   const programs = plan.backend === 'cuda' ? enginePrograms(gpus) : enginePrograms([]);
 
@@ -133,11 +160,16 @@ async function main() {
   const out = (line: string) => process.stderr.write(`  ${line}\n`);
   process.stderr.write(`\x1b[1mkiln\x1b[0m GPU host: ${gpus.length} NVIDIA GPU${gpus.length === 1 ? '' : 's'}\n`);
   for (const gpu of gpus) out(describeGpu(gpu));
-  const build = plan.build === 'source' ? 'built from node-llama-cpp\'s llama.cpp source for this host' : plan.build === 'prebuilt' ? `prebuilt ${plan.prebuilt}` : 'no CUDA build';
+  const build =
+    plan.build === 'source'
+      ? "built from node-llama-cpp's llama.cpp source for this host"
+      : plan.build === 'prebuilt'
+        ? `prebuilt ${plan.prebuilt}`
+        : 'no CUDA build';
   out(`llama.cpp backend: ${plan.backend === 'cuda' ? 'CUDA' : 'CPU'} (${build})`);
   out(`why: ${plan.reason}`);
   if (plan.warning) out(`\x1b[33mwarning: ${plan.warning}\x1b[0m`);
-  out('ONNX models run on the CPU: onnxruntime-node\'s CUDA provider is downloaded from NuGet at install and is not installed offline');
+  out("ONNX models run on the CPU: onnxruntime-node's CUDA provider is downloaded from NuGet at install and is not installed offline");
   if (!plan.needsBuild) out(`engine workers: ${programs.join(', ')}`);
   console.log(plan.needsBuild ? 'build' : 'ready');
 }

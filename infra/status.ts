@@ -4,11 +4,11 @@
  * they listen on, whoever started them; Kiln's processes by their supervisor's state
  * (infra/supervisor.ts). Exits 1 when any component is down. `--json` prints the rows as JSON.
  */
+import { Connection } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { processAlive, readPidFile } from '../lib/pid-files';
 import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
@@ -111,8 +111,16 @@ async function kilnProcesses(runDir: string, label: string): Promise<ComponentSt
     else health = readPidFile(path.join(runDir, 'pids', `${p.name}.ready`)) === p.pid ? 'ready (polling Temporal)' : 'starting';
     const gpu = /^engine-worker-gpu(\d+)$/.exec(p.name)?.[1];
     if (up && gpu !== undefined) health += `, on GPU ${gpu}`;
-    if (p.lastExit && p.restarts > 0) health += `; last exit ${p.lastExit.signal ?? `code ${p.lastExit.code}`} at ${p.lastExit.at.slice(11, 19)}`;
-    rows.push({ component: `${label}${p.name}`, up, pid: up ? p.pid : null, uptimeS: up && p.startedAt ? Math.round((Date.now() - Date.parse(p.startedAt)) / 1000) : null, restarts: p.restarts, health });
+    if (p.lastExit && p.restarts > 0)
+      health += `; last exit ${p.lastExit.signal ?? `code ${p.lastExit.code}`} at ${p.lastExit.at.slice(11, 19)}`;
+    rows.push({
+      component: `${label}${p.name}`,
+      up,
+      pid: up ? p.pid : null,
+      uptimeS: up && p.startedAt ? Math.round((Date.now() - Date.parse(p.startedAt)) / 1000) : null,
+      restarts: p.restarts,
+      health,
+    });
   }
   return rows;
 }
@@ -158,7 +166,8 @@ export async function stackStatus(): Promise<ComponentStatus[]> {
   ]);
   const dev = await kilnProcesses(data, '');
   const test = await kilnProcesses(path.join(data, 'test'), 'test:');
-  if (dev.length === 0) dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
+  if (dev.length === 0)
+    dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
   return [...services, ...gpuBackend(path.join(process.env.KILN_GPU_STATE_DIR ?? data, GPU_BUILD_STATE)), ...dev, ...test];
 }
 
@@ -168,7 +177,14 @@ async function main() {
   else {
     const table = [
       ['COMPONENT', 'STATE', 'PID', 'UPTIME', 'RESTARTS', 'HEALTH'],
-      ...rows.map((r) => [r.component, r.up ? 'up' : 'DOWN', r.pid === null ? '-' : String(r.pid), formatUptime(r.uptimeS), r.restarts === null ? '-' : String(r.restarts), r.health]),
+      ...rows.map((r) => [
+        r.component,
+        r.up ? 'up' : 'DOWN',
+        r.pid === null ? '-' : String(r.pid),
+        formatUptime(r.uptimeS),
+        r.restarts === null ? '-' : String(r.restarts),
+        r.health,
+      ]),
     ];
     const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)));
     for (const row of table) console.log(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));

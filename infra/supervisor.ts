@@ -117,7 +117,13 @@ async function main() {
     closeSync(out);
     p.child = child;
     p.startedMs = Date.now();
-    Object.assign(p.status, { state: 'starting', pid: child.pid ?? null, startedAt: new Date().toISOString(), readyMs: null, nextStartAt: null });
+    Object.assign(p.status, {
+      state: 'starting',
+      pid: child.pid ?? null,
+      startedAt: new Date().toISOString(),
+      readyMs: null,
+      nextStartAt: null,
+    });
     writeFileSync(pidFile(name), `${child.pid}\n`);
     writeState();
     const watchReady = setInterval(() => {

@@ -4,9 +4,9 @@
  * wheel, or converted from files inside it), pinned by sha256. Setup registers those it finds; a
  * model whose file is missing is skipped with one line.
  */
+import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
@@ -57,7 +57,8 @@ export async function seedTrainedModel(db: Db, storage: Storage, owner: Account,
   const file = trainedModelPath(m);
   if (!existsSync(file) || (await stat(file)).size !== m.size) return undefined;
   // The cache is the user's: checked again here, so a file changed since the fetch is never served.
-  if ((await sha256Of(file)) !== m.sha256) throw new Error(`${file} does not have the pinned sha256 ${m.sha256}: delete it and run npm start again`);
+  if ((await sha256Of(file)) !== m.sha256)
+    throw new Error(`${file} does not have the pinned sha256 ${m.sha256}: delete it and run npm start again`);
   if ((await storage.size(blobKey(m.sha256))) !== m.size) await storage.putFile(blobKey(m.sha256), file);
   const model = await upsertModel(db, {
     ownerId: owner.id,
@@ -70,5 +71,11 @@ export async function seedTrainedModel(db: Db, storage: Storage, owner: Account,
     licenseUrl: m.license_url,
   });
   const memoryBytes = estimateLlamaMemoryBytes(m.size, m.shape, m.settings.contextSize, m.settings.sequences);
-  return addVersion(db, model, { task: m.task, engine: 'llama.cpp', files: [{ path: 'model.gguf', sha256: m.sha256, size: m.size }], memoryBytes, settings: m.settings });
+  return addVersion(db, model, {
+    task: m.task,
+    engine: 'llama.cpp',
+    files: [{ path: 'model.gguf', sha256: m.sha256, size: m.size }],
+    memoryBytes,
+    settings: m.settings,
+  });
 }

@@ -8,9 +8,7 @@ import { z } from 'zod';
 import { DURATION_LIST, retentionMs } from './duration';
 import { KilnError } from './kiln-error';
 
-const bool = z
-  .enum(['true', 'false', '1', '0'])
-  .transform((v) => v === 'true' || v === '1');
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
 /** KILN_LLAMA_SOURCE_BUILD: auto, or the bool spellings (engines/llama/backend.ts reads it too). */
 export const llamaSourceBuild = z
@@ -25,47 +23,88 @@ const hexKey = z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes as 64 hex digits'
  * group), and test/unit/config-doc.test.ts fails when that page is out of date.
  */
 export const configSchema = z.object({
-  KILN_ENV: z.enum(['development', 'test', 'production']).default('development')
-    .describe('The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. No code branches on it yet.'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info')
+  KILN_ENV: z
+    .enum(['development', 'test', 'production'])
+    .default('development')
+    .describe(
+      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. No code branches on it yet.',
+    ),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
     .describe("pino's log level in every process (`npm test`: `warn`)."),
-  KILN_DATA_DIR: z.string().default(path.resolve('.data'))
-    .describe("Runtime data: the local API token, `engine.env`, the seeded models' files and the engine's model cache (`cache/<KILN_NODE_ID>/`). `npm test` and `npm run bench` use folders of their own under `.data/`; the systemd units set `/var/lib/kiln` (setup) and `/var/cache/kiln-engine/<gpu>` (engines)."),
+  KILN_DATA_DIR: z
+    .string()
+    .default(path.resolve('.data'))
+    .describe(
+      "Runtime data: the local API token, `engine.env`, the seeded models' files and the engine's model cache (`cache/<KILN_NODE_ID>/`). `npm test` and `npm run bench` use folders of their own under `.data/`; the systemd units set `/var/lib/kiln` (setup) and `/var/cache/kiln-engine/<gpu>` (engines).",
+    ),
 
-  HOST: z.string().default('127.0.0.1')
-    .describe('Address the API listens on.'),
-  PORT: z.coerce.number().int().min(1).max(65535).default(8080)
+  HOST: z.string().default('127.0.0.1').describe('Address the API listens on.'),
+  PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(8080)
     .describe('Port the API listens on (`npm test`: 8081, or 8081 + 10 × `KILN_TEST_SLOT`; `npm run bench`: 8070).'),
   /**
    * Base of the absolute URLs the API writes (prediction, file and stream URLs, OpenAPI servers).
    * Unset: http://HOST:PORT, never the Host a client sends. Set it behind a proxy or a name.
    */
-  KILN_PUBLIC_URL: z.url().optional()
-    .describe('Base of the absolute URLs the API writes (prediction, file and stream URLs, OpenAPI servers); unset, `http://HOST:PORT`, never the `Host` a client sends. Set it behind a proxy or a name.'),
+  KILN_PUBLIC_URL: z
+    .url()
+    .optional()
+    .describe(
+      'Base of the absolute URLs the API writes (prediction, file and stream URLs, OpenAPI servers); unset, `http://HOST:PORT`, never the `Host` a client sends. Set it behind a proxy or a name.',
+    ),
   /** The bearer token a metrics scraper sends for the API's /metrics; unset, the API does not serve it. */
-  KILN_METRICS_TOKEN: z.string().min(16).optional()
-    .describe("Bearer token a metrics scraper sends for the API's `/metrics` (all tenants' traffic; at least 16 characters). Unset, the API serves no `/metrics`."),
+  KILN_METRICS_TOKEN: z
+    .string()
+    .min(16)
+    .optional()
+    .describe(
+      "Bearer token a metrics scraper sends for the API's `/metrics` (all tenants' traffic; at least 16 characters). Unset, the API serves no `/metrics`.",
+    ),
   /**
    * The Temporal UI operators open. Set, each prediction's JSON from the API links its workflow there
    * (urls.temporal_ui): set it where the API's readers are the operators (one team, local development;
    * npm start sets the dev server's). Webhook bodies never carry it. Unset, the playground assumes :8233.
    */
-  KILN_TEMPORAL_UI_URL: z.url().optional()
-    .describe("The Temporal UI operators open. Set, prediction JSON links each workflow there (`urls.temporal_ui`; never in webhooks): set it only where the API's readers are the operators. `npm start` and `npm test` set the dev server's UI (:8233; the full server's: :8243). Unset, the playground assumes :8233."),
+  KILN_TEMPORAL_UI_URL: z
+    .url()
+    .optional()
+    .describe(
+      "The Temporal UI operators open. Set, prediction JSON links each workflow there (`urls.temporal_ui`; never in webhooks): set it only where the API's readers are the operators. `npm start` and `npm test` set the dev server's UI (:8233; the full server's: :8243). Unset, the playground assumes :8233.",
+    ),
   /** Set, each process exports OpenTelemetry traces there over OTLP/HTTP (lib/tracing.ts). */
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional()
-    .describe("Where every process exports OpenTelemetry spans over OTLP/HTTP (Jaeger, Tempo, the OpenTelemetry Collector; the exporter's other `OTEL_*` settings apply). Unset, nothing is recorded."),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z
+    .url()
+    .optional()
+    .describe(
+      "Where every process exports OpenTelemetry spans over OTLP/HTTP (Jaeger, Tempo, the OpenTelemetry Collector; the exporter's other `OTEL_*` settings apply). Unset, nothing is recorded.",
+    ),
   /**
    * The operator's bearer token for the codec server (/codec/decode, /codec/encode), which shows
    * referenced payloads in the Temporal UI and CLI; unset, the API does not serve it.
    */
-  KILN_OPERATOR_TOKEN: z.string().min(16).optional()
-    .describe("Operator bearer token of the codec server (`/codec/decode`, `/codec/encode`), which decodes every account's referenced payloads for the Temporal UI and CLI (at least 16 characters; `npm start` generates one). Unset, `/codec` is not served."),
+  KILN_OPERATOR_TOKEN: z
+    .string()
+    .min(16)
+    .optional()
+    .describe(
+      "Operator bearer token of the codec server (`/codec/decode`, `/codec/encode`), which decodes every account's referenced payloads for the Temporal UI and CLI (at least 16 characters; `npm start` generates one). Unset, `/codec` is not served.",
+    ),
   /** Origins (comma-separated) whose pages may call the codec server: the Temporal UI's. */
   KILN_CODEC_CORS_ORIGINS: z
     .string()
     .default('http://localhost:8233,http://127.0.0.1:8233')
-    .transform((s) => s.split(',').map((o) => o.trim().replace(/\/$/, '')).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((o) => o.trim().replace(/\/$/, ''))
+        .filter(Boolean),
+    )
     .describe("Origins (comma-separated) whose pages, the Temporal UI's, may call the codec server."),
 
   /**
@@ -73,52 +112,87 @@ export const configSchema = z.object({
    * lib/signing.ts). The API and the control worker need it; engine nodes never get it, only the
    * two purpose keys below. Generated per user for local development.
    */
-  KILN_URL_SIGNING_KEY: z.string().min(16).optional()
-    .describe('Root of the keys that sign capability URLs: HKDF derives one key per purpose (stream URLs, file URLs, `kiln-file:` references). The API, the control worker and setup need it; engine nodes get only the two purpose keys below. Generated once per user into `~/.cache/kiln/local-secrets.env`.'),
+  KILN_URL_SIGNING_KEY: z
+    .string()
+    .min(16)
+    .optional()
+    .describe(
+      'Root of the keys that sign capability URLs: HKDF derives one key per purpose (stream URLs, file URLs, `kiln-file:` references). The API, the control worker and setup need it; engine nodes get only the two purpose keys below. Generated once per user into `~/.cache/kiln/local-secrets.env`.',
+    ),
   /** Engine nodes: the key that checks signed file URLs in inputs (purposeKey(root, 'file'), hex). */
-  KILN_FILE_URL_KEY: hexKey.optional()
+  KILN_FILE_URL_KEY: hexKey
+    .optional()
     .describe('Engine nodes: the purpose key that checks signed file URLs in inputs (64 hex digits); setup writes it into `engine.env`.'),
   /** Engine nodes: the key that signs `kiln-file:` references in outputs (purposeKey(root, 'ref'), hex). */
-  KILN_FILE_REF_KEY: hexKey.optional()
-    .describe('Engine nodes: the purpose key that signs `kiln-file:` references in outputs (64 hex digits); setup writes it into `engine.env`.'),
+  KILN_FILE_REF_KEY: hexKey
+    .optional()
+    .describe(
+      'Engine nodes: the purpose key that signs `kiln-file:` references in outputs (64 hex digits); setup writes it into `engine.env`.',
+    ),
   /**
    * Encrypts secrets stored in the database (webhook signing secrets), AES-256-GCM; 32 bytes, hex.
    * The API and the control worker need it. To rotate, move the old key to KILN_SECRETS_PREVIOUS_KEYS
    * and run setup (or `npm run admin -- secrets reseal`).
    */
-  KILN_SECRETS_KEY: hexKey.optional()
-    .describe('Seals the secrets stored in Postgres (webhook signing secrets) with AES-256-GCM: 32 bytes as 64 hex digits. The API, the control worker and setup need it. To rotate, move the old key to `KILN_SECRETS_PREVIOUS_KEYS` and run setup (or `npm run admin -- secrets reseal`).'),
+  KILN_SECRETS_KEY: hexKey
+    .optional()
+    .describe(
+      'Seals the secrets stored in Postgres (webhook signing secrets) with AES-256-GCM: 32 bytes as 64 hex digits. The API, the control worker and setup need it. To rotate, move the old key to `KILN_SECRETS_PREVIOUS_KEYS` and run setup (or `npm run admin -- secrets reseal`).',
+    ),
   /** Keys that may still have sealed stored secrets (comma-separated hex), read but never written. */
   KILN_SECRETS_PREVIOUS_KEYS: z
     .string()
     .regex(/^\s*([0-9a-fA-F]{64}\s*(,\s*|$))*$/, 'a comma-separated list of 64-hex-digit keys')
     .optional()
-    .describe('Earlier `KILN_SECRETS_KEY`s (comma-separated, 64 hex digits each) that may still have sealed stored secrets: read, never written.'),
+    .describe(
+      'Earlier `KILN_SECRETS_KEY`s (comma-separated, 64 hex digits each) that may still have sealed stored secrets: read, never written.',
+    ),
   /** The password setup gives the engine's database role (kiln_engine). */
-  KILN_ENGINE_DB_PASSWORD: z.string().min(16).optional()
+  KILN_ENGINE_DB_PASSWORD: z
+    .string()
+    .min(16)
+    .optional()
     .describe("Password setup gives the engine's Postgres role `kiln_engine` (at least 16 characters; generated locally)."),
 
   /** Webhooks to private or loopback addresses are refused unless this is set (local stacks set it). */
-  KILN_WEBHOOK_ALLOW_PRIVATE: bool.default(false)
-    .describe('Deliver webhooks to private and loopback addresses (`npm start`, `npm test` and `npm run bench`: `true`). Local development only.'),
+  KILN_WEBHOOK_ALLOW_PRIVATE: bool
+    .default(false)
+    .describe(
+      'Deliver webhooks to private and loopback addresses (`npm start`, `npm test` and `npm run bench`: `true`). Local development only.',
+    ),
   /** Delays between delivery attempts; the last one repeats until the attempts run out. */
   KILN_WEBHOOK_RETRY_SCHEDULE: z
     .string()
     .regex(DURATION_LIST, 'a comma-separated list like 5s,5m,30m,2h')
     .default('5s,5m,30m,2h,5h,10h,10h')
-    .describe("Delays between a webhook's delivery attempts (comma-separated durations, e.g. `5s,5m,30m,2h`); the last repeats until the attempts run out, and a receiver's `Retry-After` takes a delay's place (`npm test`: `1s,1s,2s`)."),
-  KILN_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8)
+    .describe(
+      "Delays between a webhook's delivery attempts (comma-separated durations, e.g. `5s,5m,30m,2h`); the last repeats until the attempts run out, and a receiver's `Retry-After` takes a delay's place (`npm test`: `1s,1s,2s`).",
+    ),
+  KILN_WEBHOOK_MAX_ATTEMPTS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(50)
+    .default(8)
     .describe('Delivery attempts of one webhook event before it is given up (`npm test`: 6).'),
 
-  DATABASE_URL: z.string().startsWith('postgres').default('postgres://postgres@127.0.0.1:5432/kiln')
-    .describe("Postgres URL of the API, the control worker, setup and the admin CLI. Engine nodes get the `kiln_engine` role's from `engine.env` (`npm test`: database `kiln_test`; `npm run bench`: `kiln_bench`)."),
+  DATABASE_URL: z
+    .string()
+    .startsWith('postgres')
+    .default('postgres://postgres@127.0.0.1:5432/kiln')
+    .describe(
+      "Postgres URL of the API, the control worker, setup and the admin CLI. Engine nodes get the `kiln_engine` role's from `engine.env` (`npm test`: database `kiln_test`; `npm run bench`: `kiln_bench`).",
+    ),
 
-  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233')
+  TEMPORAL_ADDRESS: z
+    .string()
+    .default('127.0.0.1:7233')
     .describe('Temporal frontend, `host:port` (`KILN_TEMPORAL=server`: `127.0.0.1:7243`).'),
-  TEMPORAL_NAMESPACE: z.string().default('default')
+  TEMPORAL_NAMESPACE: z
+    .string()
+    .default('default')
     .describe('Temporal namespace of the workflows and task queues (`npm test`: `kiln-test`; `npm run bench`: `kiln-bench`).'),
-  KILN_CONTROL_QUEUE: z.string().default('kiln-control')
-    .describe('Task queue of the workflows and the control activities.'),
+  KILN_CONTROL_QUEUE: z.string().default('kiln-control').describe('Task queue of the workflows and the control activities.'),
   /**
    * How long Temporal keeps a closed workflow's history (the namespace's retention; setup applies
    * it). Past it a projection row can no longer be rebuilt from Temporal (the full server archives
@@ -129,119 +203,265 @@ export const configSchema = z.object({
     .regex(/^[1-9]\d*[dh]$/, 'a whole number of days or hours, like 7d or 36h')
     .refine((v) => retentionMs(v) >= 24 * 3_600_000, 'at least a day (Temporal refuses less)')
     .default('7d')
-    .describe("How long Temporal keeps a closed workflow's history, the namespace's retention, which setup applies: whole days or hours, at least a day, e.g. `7d` or `36h`. Past it a projection row is rebuilt only from Kiln's archive."),
+    .describe(
+      "How long Temporal keeps a closed workflow's history, the namespace's retention, which setup applies: whole days or hours, at least a day, e.g. `7d` or `36h`. Past it a projection row is rebuilt only from Kiln's archive.",
+    ),
   /** Where a worker serves /metrics (0: not at all). The API serves it on its own port. */
-  KILN_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0)
-    .describe('Port a worker serves Prometheus `/metrics` on; 0: none. `npm start` sets 9464 for the control worker and 9465 (+ GPU index) for engine workers; the API serves `/metrics` on its own port.'),
+  KILN_METRICS_PORT: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .default(0)
+    .describe(
+      'Port a worker serves Prometheus `/metrics` on; 0: none. `npm start` sets 9464 for the control worker and 9465 (+ GPU index) for engine workers; the API serves `/metrics` on its own port.',
+    ),
   /** Workflow tasks and local activities the control worker runs at once. */
-  KILN_CONTROL_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8)
-    .describe("Workflow tasks and local activities the control worker runs at once; the rest wait in Temporal's fair queues. More gives throughput and costs fairness (docs/benchmarks.md)."),
+  KILN_CONTROL_CONCURRENCY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(8)
+    .describe(
+      "Workflow tasks and local activities the control worker runs at once; the rest wait in Temporal's fair queues. More gives throughput and costs fairness (docs/benchmarks.md).",
+    ),
 
-  S3_ENDPOINT: z.url().default('http://127.0.0.1:9000')
-    .describe('S3 API endpoint: MinIO locally, or any S3-compatible store.'),
-  S3_REGION: z.string().default('us-east-1')
-    .describe('S3 region.'),
-  S3_ACCESS_KEY_ID: z.string().min(1)
-    .describe("S3 access key of the API, the control worker and setup: locally MinIO's root key, generated once into `~/.cache/kiln/local-secrets.env`. Engine nodes get a narrowed session's key from `engine.env`."),
-  S3_SECRET_ACCESS_KEY: z.string().min(1)
-    .describe('S3 secret key that goes with `S3_ACCESS_KEY_ID`.'),
+  S3_ENDPOINT: z.url().default('http://127.0.0.1:9000').describe('S3 API endpoint: MinIO locally, or any S3-compatible store.'),
+  S3_REGION: z.string().default('us-east-1').describe('S3 region.'),
+  S3_ACCESS_KEY_ID: z
+    .string()
+    .min(1)
+    .describe(
+      "S3 access key of the API, the control worker and setup: locally MinIO's root key, generated once into `~/.cache/kiln/local-secrets.env`. Engine nodes get a narrowed session's key from `engine.env`.",
+    ),
+  S3_SECRET_ACCESS_KEY: z.string().min(1).describe('S3 secret key that goes with `S3_ACCESS_KEY_ID`.'),
   /** Temporary credentials (an STS session, as engine nodes get) come with a session token. */
-  S3_SESSION_TOKEN: z.string().min(1).optional()
-    .describe('Session token of temporary credentials (the STS session engine nodes get).'),
-  S3_BUCKET: z.string().min(3).default('kiln')
-    .describe('Bucket of weights, uploaded and output files, batch inputs and parts, payload references and archived histories (`npm test`: `kiln-test`; `npm run bench`: `kiln-bench`).'),
-  S3_FORCE_PATH_STYLE: bool.default(true)
+  S3_SESSION_TOKEN: z.string().min(1).optional().describe('Session token of temporary credentials (the STS session engine nodes get).'),
+  S3_BUCKET: z
+    .string()
+    .min(3)
+    .default('kiln')
+    .describe(
+      'Bucket of weights, uploaded and output files, batch inputs and parts, payload references and archived histories (`npm test`: `kiln-test`; `npm run bench`: `kiln-bench`).',
+    ),
+  S3_FORCE_PATH_STYLE: bool
+    .default(true)
     .describe('Path-style bucket addressing (`endpoint/bucket/key`), as MinIO wants; `false` for virtual-hosted style.'),
   /**
    * Temporal payloads (workflow and activity arguments and results) bigger than this are stored in
    * the bucket under payloads/sha256/ and the history holds a reference (lib/payload-refs.ts).
    * Temporal refuses payloads over 2 MB and warns from 512 KiB.
    */
-  KILN_PAYLOAD_INLINE_MAX_BYTES: z.coerce.number().int().min(1024).max(1024 * 1024).default(128 * 1024)
-    .describe('Temporal payloads (workflow and activity arguments and results) over this many bytes are stored once under `payloads/sha256/` in the bucket and the history holds a reference; 1 KiB–1 MiB (Temporal refuses payloads over 2 MB).'),
+  KILN_PAYLOAD_INLINE_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(1024 * 1024)
+    .default(128 * 1024)
+    .describe(
+      'Temporal payloads (workflow and activity arguments and results) over this many bytes are stored once under `payloads/sha256/` in the bucket and the history holds a reference; 1 KiB–1 MiB (Temporal refuses payloads over 2 MB).',
+    ),
   /** Referenced payloads each process keeps decoded in memory, in MiB (a replayed workflow reads its input once). */
-  KILN_PAYLOAD_CACHE_MB: z.coerce.number().int().min(1).default(64)
+  KILN_PAYLOAD_CACHE_MB: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(64)
     .describe('MiB of referenced payloads each process keeps decoded in memory.'),
 
   /** Engine node identity and budget. */
-  KILN_NODE_ID: z.string().regex(/^[a-zA-Z0-9_.-]+$/).default(os.hostname())
-    .describe("An engine node's identity: its queue `node:<id>` and its row in `nodes` (letters, digits, `_`, `.`, `-`). With one engine worker per GPU each appends `-gpu<index>`."),
-  KILN_NODE_MEMORY_MB: z.coerce.number().int().positive().default(Math.floor(os.totalmem() / 2 ** 20 / 2))
-    .describe("An engine node's memory budget for placement on the CPU, in MiB (on a GPU the node offers the card's free VRAM less a reserve instead)."),
+  KILN_NODE_ID: z
+    .string()
+    .regex(/^[a-zA-Z0-9_.-]+$/)
+    .default(os.hostname())
+    .describe(
+      "An engine node's identity: its queue `node:<id>` and its row in `nodes` (letters, digits, `_`, `.`, `-`). With one engine worker per GPU each appends `-gpu<index>`.",
+    ),
+  KILN_NODE_MEMORY_MB: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(Math.floor(os.totalmem() / 2 ** 20 / 2))
+    .describe(
+      "An engine node's memory budget for placement on the CPU, in MiB (on a GPU the node offers the card's free VRAM less a reserve instead).",
+    ),
   /** Concurrent sequences per loaded llama.cpp model (continuous batching). */
-  KILN_ENGINE_SEQUENCES: z.coerce.number().int().min(1).max(64).default(4)
-    .describe('Concurrent predictions per loaded llama.cpp model (sequences of one context: continuous batching), for versions whose settings name none.'),
-  KILN_ENGINE_CONTEXT_SIZE: z.coerce.number().int().min(256).default(4096)
-    .describe("Context, in tokens, that an engine gives a llama.cpp version whose settings name none; the API counts the version's memory with it."),
+  KILN_ENGINE_SEQUENCES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(4)
+    .describe(
+      'Concurrent predictions per loaded llama.cpp model (sequences of one context: continuous batching), for versions whose settings name none.',
+    ),
+  KILN_ENGINE_CONTEXT_SIZE: z.coerce
+    .number()
+    .int()
+    .min(256)
+    .default(4096)
+    .describe(
+      "Context, in tokens, that an engine gives a llama.cpp version whose settings name none; the API counts the version's memory with it.",
+    ),
   /**
    * A stream's first chunk is written at once; later ones are gathered this long into one write
    * (and one read by each SSE reader), and the last goes when the generation ends. At 15 ms a fast
    * model's stream cost the API and Postgres about half as much again (docs/benchmarks.md, Streaming).
    */
-  KILN_STREAM_BATCH_MS: z.coerce.number().int().min(0).max(1000).default(50)
-    .describe("A stream's first chunk is written at once; later ones are gathered this many ms into one write (and one SSE event), and the last goes when the generation ends."),
+  KILN_STREAM_BATCH_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1000)
+    .default(50)
+    .describe(
+      "A stream's first chunk is written at once; later ones are gathered this many ms into one write (and one SSE event), and the last goes when the generation ends.",
+    ),
   /** The most a version's settings may ask for: each multiplies the memory a loaded copy holds. */
-  KILN_MAX_CONTEXT_SIZE: z.coerce.number().int().min(256).default(32768)
+  KILN_MAX_CONTEXT_SIZE: z.coerce
+    .number()
+    .int()
+    .min(256)
+    .default(32768)
     .describe("The largest `contextSize`, in tokens, a version's settings may ask for (the model's trained context caps it too)."),
-  KILN_MAX_SEQUENCES: z.coerce.number().int().min(1).max(64).default(16)
-    .describe("The most `sequences` a version's settings may ask for."),
+  KILN_MAX_SEQUENCES: z.coerce.number().int().min(1).max(64).default(16).describe("The most `sequences` a version's settings may ask for."),
   /**
    * The share of one node's memory that one account's pinned replicas (deployments'
    * min_instances) may hold; past it they are evicted and scaled to zero like any other.
    */
-  KILN_PINNED_NODE_SHARE: z.coerce.number().gt(0).max(1).default(0.5)
-    .describe("Share of one node's memory that one account's pinned replicas (deployments' `min_instances`) may hold; past it they are evicted and scale to zero like any other."),
+  KILN_PINNED_NODE_SHARE: z.coerce
+    .number()
+    .gt(0)
+    .max(1)
+    .default(0.5)
+    .describe(
+      "Share of one node's memory that one account's pinned replicas (deployments' `min_instances`) may hold; past it they are evicted and scale to zero like any other.",
+    ),
   /**
    * CPU threads per context. llama.cpp's threads spin while they wait: more threads than free
    * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.
    */
-  KILN_ENGINE_THREADS: z.coerce.number().int().min(1).default(Math.max(1, os.availableParallelism() - 1))
-    .describe("CPU threads per llama.cpp context (and ONNX Runtime's). llama.cpp's threads spin while they wait: more threads than free cores makes generation far slower, so leave a core to the rest of the node."),
+  KILN_ENGINE_THREADS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(Math.max(1, os.availableParallelism() - 1))
+    .describe(
+      "CPU threads per llama.cpp context (and ONNX Runtime's). llama.cpp's threads spin while they wait: more threads than free cores makes generation far slower, so leave a core to the rest of the node.",
+    ),
   /** Inputs fetched from URLs: private addresses refused unless allowed; size and time bounded. */
-  KILN_FETCH_ALLOW_PRIVATE: bool.default(false)
-    .describe("Fetch input URLs (a `remove-background` image, a batch's `input_url`) from private and loopback addresses (`npm start`, `npm test`, `npm run bench`: `true`). Local development only."),
-  KILN_FETCH_MAX_BYTES: z.coerce.number().int().positive().default(50 * 2 ** 20)
+  KILN_FETCH_ALLOW_PRIVATE: bool
+    .default(false)
+    .describe(
+      "Fetch input URLs (a `remove-background` image, a batch's `input_url`) from private and loopback addresses (`npm start`, `npm test`, `npm run bench`: `true`). Local development only.",
+    ),
+  KILN_FETCH_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(50 * 2 ** 20)
     .describe('The largest input fetched from a URL, in bytes.'),
-  KILN_FETCH_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000)
-    .describe('Time limit of one input fetch, in ms.'),
+  KILN_FETCH_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000).describe('Time limit of one input fetch, in ms.'),
   /** Scale to zero: a model version idle this long is unloaded (a version's settings may say otherwise). */
-  KILN_MODEL_IDLE_TTL_SECONDS: z.coerce.number().int().min(1).default(600)
+  KILN_MODEL_IDLE_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(600)
     .describe("Scale to zero: a model version idle this many seconds is unloaded (a version's `--idle-ttl` overrides it)."),
   /** Model files bigger than this come down in parts, several ranged GETs at once. */
-  KILN_MODEL_RANGED_MIN_MB: z.coerce.number().int().min(1).default(64)
-    .describe('Model files over this many MiB download in 32 MiB parts, several ranged GETs at once, and resume after a crash or a cancel.'),
+  KILN_MODEL_RANGED_MIN_MB: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(64)
+    .describe(
+      'Model files over this many MiB download in 32 MiB parts, several ranged GETs at once, and resume after a crash or a cancel.',
+    ),
   /** Ranged GETs at once for one big model file (1: one stream, as for small files). */
-  KILN_MODEL_DOWNLOAD_STREAMS: z.coerce.number().int().min(1).max(32).default(4)
+  KILN_MODEL_DOWNLOAD_STREAMS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(32)
+    .default(4)
     .describe('Ranged GETs at once for one big model file (1: one stream, as for small files).'),
   /** Predictions waiting per replica on a version's queue before the scaler adds a replica. */
-  KILN_REPLICA_BACKLOG: z.coerce.number().int().min(1).default(8)
+  KILN_REPLICA_BACKLOG: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(8)
     .describe("Predictions waiting per replica in a version's queue before the replica scaler loads the version on one more node."),
   /** Replicas of a version no deployment bounds (a deployment's max_instances bounds its own). */
-  KILN_MAX_REPLICAS: z.coerce.number().int().min(1).max(64).default(4)
+  KILN_MAX_REPLICAS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(4)
     .describe("Replicas of a version no deployment bounds (a deployment's `max_instances` bounds its own)."),
   /** How often the replica scaler looks at the backlogs. */
-  KILN_REPLICA_CHECK_MS: z.coerce.number().int().min(200).default(2_000)
+  KILN_REPLICA_CHECK_MS: z.coerce
+    .number()
+    .int()
+    .min(200)
+    .default(2_000)
     .describe("How often the replica scaler looks at the versions' backlogs, in ms."),
   /** How often the reconciler looks for rows and admission slots whose workflow closed early. */
-  KILN_RECONCILE_INTERVAL_MS: z.coerce.number().int().min(200).default(5_000)
-    .describe('How often the reconciler looks for rows and admission slots whose workflow closed without its last step, and archives closed histories, in ms.'),
+  KILN_RECONCILE_INTERVAL_MS: z.coerce
+    .number()
+    .int()
+    .min(200)
+    .default(5_000)
+    .describe(
+      'How often the reconciler looks for rows and admission slots whose workflow closed without its last step, and archives closed histories, in ms.',
+    ),
   /** Rows and slots younger than this are left to their workflow (it has barely begun). */
-  KILN_RECONCILE_MIN_AGE_MS: z.coerce.number().int().min(0).default(5_000)
+  KILN_RECONCILE_MIN_AGE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(5_000)
     .describe('Rows and slots younger than this many ms are left to their workflow.'),
   /** Chunks of one batch run at once (each takes one of the model's sequences while it runs). */
-  KILN_BATCH_PARALLELISM: z.coerce.number().int().min(1).max(64).default(2)
+  KILN_BATCH_PARALLELISM: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(2)
     .describe("Chunks of one batch running at once (each takes one of the model's sequences while it runs)."),
   /** Chunks one run of a batch workflow starts before it continues as new (keeps each history short). */
-  KILN_BATCH_CHUNKS_PER_RUN: z.coerce.number().int().min(1).max(5000).default(500)
+  KILN_BATCH_CHUNKS_PER_RUN: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(5000)
+    .default(500)
     .describe('Chunks one batch workflow run starts before it continues as new, which keeps each history short (`npm test`: 4).'),
   /** The most bytes of a batch's input file (input_file or input_url), which the API reads into memory whole. */
-  KILN_BATCH_INPUT_MAX_BYTES: z.coerce.number().int().positive().default(50 * 2 ** 20)
-    .describe('The largest batch input file (`input_file` or `input_url`), in bytes, which the API reads into memory whole; over it, a 413 (`npm test`: 1 MiB).'),
+  KILN_BATCH_INPUT_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(50 * 2 ** 20)
+    .describe(
+      'The largest batch input file (`input_file` or `input_url`), in bytes, which the API reads into memory whole; over it, a 413 (`npm test`: 1 MiB).',
+    ),
   /** Serve the echo fixture (a sleeping stand-in for an engine) for tests and benchmarks. */
-  KILN_ENABLE_FIXTURES: bool.default(false)
-    .describe("Serve the test fixtures (`fixtures/`): the task type `echo-fixture` and its sleeping stand-in engine, seeded as `kiln/echo-fixture` (inputs `text`, `sleep_ms`; `fail_attempts` and `error` inject faults), and the tests' pacing settings (`fixtureTokenDelayMs`, `fixtureWarmUpHoldMs`). `npm test` and `npm run bench` turn it on; off, setup makes a `kiln/echo-fixture` an earlier run seeded private."),
-  KILN_ENGINE_GPU: z.enum(['auto', 'false', 'cuda', 'vulkan', 'metal']).default('auto')
-    .describe("llama.cpp's GPU backend: `auto` picks CUDA or Vulkan up by itself, the CPU last; `false` forces the CPU; `cuda`, `vulkan` or `metal` names one. ONNX Runtime runs on the CPU either way."),
+  KILN_ENABLE_FIXTURES: bool
+    .default(false)
+    .describe(
+      "Serve the test fixtures (`fixtures/`): the task type `echo-fixture` and its sleeping stand-in engine, seeded as `kiln/echo-fixture` (inputs `text`, `sleep_ms`; `fail_attempts` and `error` inject faults), and the tests' pacing settings (`fixtureTokenDelayMs`, `fixtureWarmUpHoldMs`). `npm test` and `npm run bench` turn it on; off, setup makes a `kiln/echo-fixture` an earlier run seeded private.",
+    ),
+  KILN_ENGINE_GPU: z
+    .enum(['auto', 'false', 'cuda', 'vulkan', 'metal'])
+    .default('auto')
+    .describe(
+      "llama.cpp's GPU backend: `auto` picks CUDA or Vulkan up by itself, the CPU last; `false` forces the CPU; `cuda`, `vulkan` or `metal` names one. ONNX Runtime runs on the CPU either way.",
+    ),
   /**
    * CPU hosts: llama.cpp built from node-llama-cpp's source for this CPU (infra/llama-addon-build.sh,
    * cached per user) instead of the prebuilt (issue 19: about twice the prompt speed on an AVX-512
@@ -249,14 +469,16 @@ export const configSchema = z.object({
    * the benchmarks that compare with llama.cpp), else the prebuilt; true: also build it at install
    * (half an hour on two cores, once); false: always the prebuilt.
    */
-  KILN_LLAMA_SOURCE_BUILD: llamaSourceBuild.default('auto')
-    .describe("CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: wherever that build is cached; `true`: also build it at install (about half an hour on two cores, once); `false`: always the prebuilt. GPU hosts ignore it."),
+  KILN_LLAMA_SOURCE_BUILD: llamaSourceBuild
+    .default('auto')
+    .describe(
+      "CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: wherever that build is cached; `true`: also build it at install (about half an hour on two cores, once); `false`: always the prebuilt. GPU hosts ignore it.",
+    ),
 });
 
 export type Config = z.infer<typeof configSchema>;
 
-export class ConfigError extends KilnError {
-}
+export class ConfigError extends KilnError {}
 
 export function parseConfig(env: NodeJS.ProcessEnv): Config {
   const result = configSchema.safeParse(env);

@@ -3,5 +3,8 @@
  * `.onnx`), else the first file. The API checks and sizes the same file the engine will load.
  */
 export function engineFileIndex(files: readonly { path: string }[], suffix: string): number {
-  return Math.max(files.findIndex((f) => f.path.endsWith(suffix)), 0);
+  return Math.max(
+    files.findIndex((f) => f.path.endsWith(suffix)),
+    0,
+  );
 }

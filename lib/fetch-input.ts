@@ -6,14 +6,13 @@
  */
 import { fileKey } from './file-keys';
 import { verifyFileUrl } from './file-urls';
+import { KilnError } from './kiln-error';
+import { pinnedRequest } from './pinned-request';
 import type { UrlSigner } from './signing';
 import type { Storage } from './storage';
-import { pinnedRequest } from './pinned-request';
 import { resolveWebhookTarget, WebhookTargetError, type HostLookup } from './webhook-target';
-import { KilnError } from './kiln-error';
 
-export class InputFetchError extends KilnError {
-}
+export class InputFetchError extends KilnError {}
 
 /** The input is bigger than the limit it was fetched under. */
 export class InputTooLargeError extends InputFetchError {
@@ -38,11 +37,16 @@ export interface FetchInputDeps {
 
 const DATA_URI = /^data:([^;,]*)(?:;[^,]*)?;base64,(.*)$/s;
 
-export async function fetchInput(source: string, deps: FetchInputDeps, signal?: AbortSignal): Promise<{ bytes: Buffer; contentType?: string }> {
+export async function fetchInput(
+  source: string,
+  deps: FetchInputDeps,
+  signal?: AbortSignal,
+): Promise<{ bytes: Buffer; contentType?: string }> {
   const data = DATA_URI.exec(source);
   if (data) {
     const bytes = Buffer.from(data[2], 'base64');
-    if (bytes.length > deps.maxBytes) throw new InputTooLargeError(`the data URI holds ${bytes.length} bytes (limit ${deps.maxBytes})`, deps.maxBytes);
+    if (bytes.length > deps.maxBytes)
+      throw new InputTooLargeError(`the data URI holds ${bytes.length} bytes (limit ${deps.maxBytes})`, deps.maxBytes);
     return { bytes, contentType: data[1] || undefined };
   }
   let url: URL;
@@ -80,14 +84,18 @@ async function fetchOverNetwork(first: URL, deps: FetchInputDeps, signal?: Abort
     try {
       target = await resolveWebhookTarget(url.href, deps.allowPrivate, { lookup: deps.lookup, allowAddresses: deps.allowAddresses });
     } catch (err) {
-      if (err instanceof WebhookTargetError) throw new InputFetchError(`${hop === 0 ? 'the URL' : `the redirect to ${url.href}`} ${err.message}`);
+      if (err instanceof WebhookTargetError)
+        throw new InputFetchError(`${hop === 0 ? 'the URL' : `the redirect to ${url.href}`} ${err.message}`);
       throw err;
     }
-    const res = await pinnedRequest(target, { method: 'GET', headers: { 'user-agent': 'Kiln-Inputs/1.0', accept: '*/*' }, timeoutMs: deps.timeoutMs, signal: abort }).catch(
-      (err: Error) => {
-        throw failed(url, err);
-      },
-    );
+    const res = await pinnedRequest(target, {
+      method: 'GET',
+      headers: { 'user-agent': 'Kiln-Inputs/1.0', accept: '*/*' },
+      timeoutMs: deps.timeoutMs,
+      signal: abort,
+    }).catch((err: Error) => {
+      throw failed(url, err);
+    });
     const status = res.statusCode ?? 0;
     if (REDIRECTS.has(status)) {
       res.resume();

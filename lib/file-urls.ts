@@ -2,8 +2,8 @@
  * Signed, expiring URLs for stored files, and the rendering of `kiln-file:<id>` references in
  * outputs into such URLs each time a prediction is read, so a URL never outlives its expiry.
  */
-import { FILE_REF_PREFIX } from './file-keys';
 import { signUntil, verifyUntil } from './expiring-signature';
+import { FILE_REF_PREFIX } from './file-keys';
 import type { UrlSigner } from './signing';
 
 export const FILE_URL_TTL_SECONDS = 3600;
@@ -24,7 +24,12 @@ export function fileRef(signer: UrlSigner, id: string): string {
  * Every genuine `kiln-file:` reference in a value, turned into a URL (signed, unless `link` says
  * otherwise: a stored batch output outlives any signature); anything else is left as it is.
  */
-export function renderFileRefs<T>(value: T, baseUrl: string, signer: UrlSigner, link = (id: string) => signedFileUrl(baseUrl, signer, id)): T {
+export function renderFileRefs<T>(
+  value: T,
+  baseUrl: string,
+  signer: UrlSigner,
+  link = (id: string) => signedFileUrl(baseUrl, signer, id),
+): T {
   if (typeof value === 'string') {
     const m = value.startsWith(FILE_REF_PREFIX) ? /^kiln-file:([a-z2-7]{26})\.([\w-]+)$/.exec(value) : null;
     return (m && signer.verify(`ref:${m[1]}`, m[2]) ? link(m[1]) : value) as T;

@@ -57,17 +57,28 @@ export function parseGgufMetadata(buf: Buffer): GgufMetadataResult {
     at += size;
     const p = at - size;
     switch (type) {
-      case 0: return buf.readUInt8(p);
-      case 1: return buf.readInt8(p);
-      case 2: return buf.readUInt16LE(p);
-      case 3: return buf.readInt16LE(p);
-      case 4: return buf.readUInt32LE(p);
-      case 5: return buf.readInt32LE(p);
-      case 6: return buf.readFloatLE(p);
-      case 7: return buf.readUInt8(p) !== 0;
-      case 10: return buf.readBigUInt64LE(p);
-      case 11: return buf.readBigInt64LE(p);
-      default: return buf.readDoubleLE(p);
+      case 0:
+        return buf.readUInt8(p);
+      case 1:
+        return buf.readInt8(p);
+      case 2:
+        return buf.readUInt16LE(p);
+      case 3:
+        return buf.readInt16LE(p);
+      case 4:
+        return buf.readUInt32LE(p);
+      case 5:
+        return buf.readInt32LE(p);
+      case 6:
+        return buf.readFloatLE(p);
+      case 7:
+        return buf.readUInt8(p) !== 0;
+      case 10:
+        return buf.readBigUInt64LE(p);
+      case 11:
+        return buf.readBigInt64LE(p);
+      default:
+        return buf.readDoubleLE(p);
     }
   };
   /**
@@ -77,7 +88,8 @@ export function parseGgufMetadata(buf: Buffer): GgufMetadataResult {
   const skipArray = (key: string) => {
     const start = at;
     skipArrayBody();
-    if (key.startsWith('tokenizer.ggml.')) metadata.set(`${key}.sha256`, createHash('sha256').update(buf.subarray(start, at)).digest('hex'));
+    if (key.startsWith('tokenizer.ggml.'))
+      metadata.set(`${key}.sha256`, createHash('sha256').update(buf.subarray(start, at)).digest('hex'));
   };
   const metadata = new Map<string, GgufScalar>();
   const skipArrayBody = () => {

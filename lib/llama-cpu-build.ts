@@ -12,10 +12,10 @@
  *   node --import tsx lib/llama-cpu-build.ts options   the variant, then one -D option a line
  *   node --import tsx lib/llama-cpu-build.ts dir KIND   the cache folder of KIND (bench, addon)
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createHash } from 'node:crypto';
 
 /** ggml's x86 options and the /proc/cpuinfo flags each needs (AVX512 turns on F, CD, VL, DQ and BW). */
 const GGML_X86_OPTIONS: [option: string, flags: string[]][] = [

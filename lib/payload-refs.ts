@@ -13,10 +13,10 @@
  * first characters) without any codec; the metadata key `kiln-payload-ref` is what the decoder
  * recognises. The codec server (api/codec-server.ts) resolves references for the UI.
  */
-import { createHash } from 'node:crypto';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import type { DataConverter, Payload, PayloadCodec } from '@temporalio/common';
 import { LRUCache } from 'lru-cache';
+import { createHash } from 'node:crypto';
 import type { Config } from './config';
 import type { Storage } from './storage';
 
@@ -54,7 +54,9 @@ export function s3PayloadStore(storage: Storage): PayloadStore {
   return {
     async putOnce(key, body) {
       try {
-        await storage.client.send(new PutObjectCommand({ Bucket: storage.bucket, Key: key, Body: body, IfNoneMatch: '*', ContentType: 'application/octet-stream' }));
+        await storage.client.send(
+          new PutObjectCommand({ Bucket: storage.bucket, Key: key, Body: body, IfNoneMatch: '*', ContentType: 'application/octet-stream' }),
+        );
       } catch (err) {
         const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
         // 412: already there. 409: a concurrent put of the same key (same bytes) won the race.
@@ -102,7 +104,10 @@ export class PayloadRefCodec implements PayloadCodec {
     private store: PayloadStore,
     private opts: PayloadRefOptions,
   ) {
-    this.cache = new LRUCache<string, Uint8Array>({ maxSize: opts.cacheBytes ?? 64 * 2 ** 20, sizeCalculation: (v) => Math.max(1, v.length) });
+    this.cache = new LRUCache<string, Uint8Array>({
+      maxSize: opts.cacheBytes ?? 64 * 2 ** 20,
+      sizeCalculation: (v) => Math.max(1, v.length),
+    });
   }
 
   async encode(payloads: Payload[]): Promise<Payload[]> {
@@ -129,7 +134,10 @@ export class PayloadRefCodec implements PayloadCodec {
         encoding: utf8(payload.metadata?.encoding),
         key,
         // Whole characters only: a cut through a UTF-8 sequence would show as U+FFFD.
-        preview: [...text].slice(0, PREVIEW_CHARS).join('').replace(/\uFFFD+$/, ''),
+        preview: [...text]
+          .slice(0, PREVIEW_CHARS)
+          .join('')
+          .replace(/\uFFFD+$/, ''),
         metadata,
       },
     };
@@ -171,7 +179,10 @@ type PayloadRefConfig = Pick<Config, 'KILN_PAYLOAD_INLINE_MAX_BYTES' | 'KILN_PAY
 
 /** The codec every Temporal Client and Worker of Kiln encodes with (see the top of this file). */
 export function payloadRefCodec(storage: Storage, c: PayloadRefConfig): PayloadRefCodec {
-  return new PayloadRefCodec(s3PayloadStore(storage), { inlineMaxBytes: c.KILN_PAYLOAD_INLINE_MAX_BYTES, cacheBytes: c.KILN_PAYLOAD_CACHE_MB * 2 ** 20 });
+  return new PayloadRefCodec(s3PayloadStore(storage), {
+    inlineMaxBytes: c.KILN_PAYLOAD_INLINE_MAX_BYTES,
+    cacheBytes: c.KILN_PAYLOAD_CACHE_MB * 2 ** 20,
+  });
 }
 
 /** `dataConverter` for `new Client(...)` and `Worker.create(...)`. */

@@ -21,7 +21,10 @@ export interface PinnedRequestOptions {
 /** A `lookup` for http.request that answers every question with the vetted address. */
 function pinnedLookup(target: Pick<WebhookTarget, 'address' | 'family'>): LookupFunction {
   return (_host, opts, cb) => {
-    if (opts.all) (cb as unknown as (err: null, all: Array<{ address: string; family: number }>) => void)(null, [{ address: target.address, family: target.family }]);
+    if (opts.all)
+      (cb as unknown as (err: null, all: Array<{ address: string; family: number }>) => void)(null, [
+        { address: target.address, family: target.family },
+      ]);
     else cb(null, target.address, target.family);
   };
 }
@@ -31,7 +34,11 @@ export function pinnedRequest(target: WebhookTarget, opts: PinnedRequestOptions)
   const client = target.url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const headers = { ...opts.headers, ...(opts.body === undefined ? {} : { 'content-length': Buffer.byteLength(opts.body).toString() }) };
-    const req = client.request(target.url, { method: opts.method, headers, timeout: opts.timeoutMs, signal: opts.signal, lookup: pinnedLookup(target) }, resolve);
+    const req = client.request(
+      target.url,
+      { method: opts.method, headers, timeout: opts.timeoutMs, signal: opts.signal, lookup: pinnedLookup(target) },
+      resolve,
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer within ${opts.timeoutMs} ms`)));
     req.on('error', reject);
     req.end(opts.body);

@@ -11,8 +11,7 @@ import { KilnError } from './kiln-error';
 
 const PREFIX = 'kiln-sealed:v1:';
 
-export class SecretBoxError extends KilnError {
-}
+export class SecretBoxError extends KilnError {}
 
 /** A short public name of a key (not the key): which key sealed a value. */
 const keyId = (key: Buffer) => createHash('sha256').update('kiln secret box key id').update(key).digest('hex').slice(0, 12);
@@ -50,7 +49,8 @@ export class SecretBox {
     if (!SecretBox.isSealed(value)) return value;
     const [id, body] = value.slice(PREFIX.length).split(':');
     const key = this.keys.get(id);
-    if (!key) throw new SecretBoxError(`a stored secret is sealed under key ${id}, which this process does not hold (KILN_SECRETS_PREVIOUS_KEYS?)`);
+    if (!key)
+      throw new SecretBoxError(`a stored secret is sealed under key ${id}, which this process does not hold (KILN_SECRETS_PREVIOUS_KEYS?)`);
     const [iv, tag, data] = (body ?? '').split('.').map((p) => Buffer.from(p, 'base64url'));
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, iv);

@@ -21,8 +21,7 @@ export function purposeKey(root: string, purpose: SigningPurpose): Buffer {
   return Buffer.from(hkdfSync('sha256', root, 'kiln url signing', `kiln:${purpose}`, 32));
 }
 
-export class MissingSigningKeyError extends KilnError {
-}
+export class MissingSigningKeyError extends KilnError {}
 
 /**
  * Capability URLs: a stream URL carries an HMAC of what it grants, so a client that only has the
@@ -107,7 +106,11 @@ export function urlSignerFromConfig(c: KeyConfig, needs: readonly SigningPurpose
       );
   const missing = needs.filter((p) => !signer.has(p));
   if (missing.length > 0) {
-    const names = missing.map((p) => (p in purposeKeyVariables ? `${purposeKeyVariables[p as keyof typeof purposeKeyVariables]} or KILN_URL_SIGNING_KEY` : 'KILN_URL_SIGNING_KEY'));
+    const names = missing.map((p) =>
+      p in purposeKeyVariables
+        ? `${purposeKeyVariables[p as keyof typeof purposeKeyVariables]} or KILN_URL_SIGNING_KEY`
+        : 'KILN_URL_SIGNING_KEY',
+    );
     throw new ConfigError(`invalid configuration:\n${[...new Set(names)].map((n) => `  ${n}: required`).join('\n')}`);
   }
   return signer;

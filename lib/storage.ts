@@ -14,8 +14,8 @@ import {
   HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
-  PutObjectCommand,
   PutBucketLifecycleConfigurationCommand,
+  PutObjectCommand,
   S3Client,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
@@ -43,7 +43,12 @@ export class Storage {
     readonly bucket: string,
   ) {}
 
-  static fromConfig(c: Pick<Config, 'S3_ENDPOINT' | 'S3_REGION' | 'S3_FORCE_PATH_STYLE' | 'S3_ACCESS_KEY_ID' | 'S3_SECRET_ACCESS_KEY' | 'S3_SESSION_TOKEN' | 'S3_BUCKET'>): Storage {
+  static fromConfig(
+    c: Pick<
+      Config,
+      'S3_ENDPOINT' | 'S3_REGION' | 'S3_FORCE_PATH_STYLE' | 'S3_ACCESS_KEY_ID' | 'S3_SECRET_ACCESS_KEY' | 'S3_SESSION_TOKEN' | 'S3_BUCKET'
+    >,
+  ): Storage {
     const client = new S3Client({
       endpoint: c.S3_ENDPOINT,
       region: c.S3_REGION,
@@ -84,8 +89,16 @@ export class Storage {
         throw err;
       });
     if (current.some((r) => r.ID === id)) return;
-    const rule = { ID: id, Status: 'Enabled' as const, Filter: { Prefix: 'uploads/' }, Expiration: { Days: 1 }, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 } };
-    await this.client.send(new PutBucketLifecycleConfigurationCommand({ Bucket: this.bucket, LifecycleConfiguration: { Rules: [...current, rule] } }));
+    const rule = {
+      ID: id,
+      Status: 'Enabled' as const,
+      Filter: { Prefix: 'uploads/' },
+      Expiration: { Days: 1 },
+      AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+    };
+    await this.client.send(
+      new PutBucketLifecycleConfigurationCommand({ Bucket: this.bucket, LifecycleConfiguration: { Rules: [...current, rule] } }),
+    );
   }
 
   /** Size of the object, or undefined when it is not there. */
@@ -142,11 +155,20 @@ export class Storage {
       for (let start = 0, n = 1; start < size; start += partBytes, n++) {
         const end = Math.min(start + partBytes, size) - 1;
         const part = await this.client.send(
-          new UploadPartCopyCommand({ Bucket: this.bucket, Key: to, UploadId, PartNumber: n, CopySource: source, CopySourceRange: `bytes=${start}-${end}` }),
+          new UploadPartCopyCommand({
+            Bucket: this.bucket,
+            Key: to,
+            UploadId,
+            PartNumber: n,
+            CopySource: source,
+            CopySourceRange: `bytes=${start}-${end}`,
+          }),
         );
         parts.push({ PartNumber: n, ETag: part.CopyPartResult?.ETag });
       }
-      await this.client.send(new CompleteMultipartUploadCommand({ Bucket: this.bucket, Key: to, UploadId, MultipartUpload: { Parts: parts } }));
+      await this.client.send(
+        new CompleteMultipartUploadCommand({ Bucket: this.bucket, Key: to, UploadId, MultipartUpload: { Parts: parts } }),
+      );
     } catch (err) {
       await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: to, UploadId })).catch(() => undefined);
       throw err;
@@ -177,7 +199,8 @@ export class Storage {
    * download resume, and a batch read just its chunk of a large input.
    */
   async read(key: string, opts: { start?: number; end?: number; signal?: AbortSignal } = {}): Promise<Readable> {
-    const range = opts.start || opts.end !== undefined ? `bytes=${opts.start ?? 0}-${opts.end !== undefined ? opts.end - 1 : ''}` : undefined;
+    const range =
+      opts.start || opts.end !== undefined ? `bytes=${opts.start ?? 0}-${opts.end !== undefined ? opts.end - 1 : ''}` : undefined;
     const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range }), { abortSignal: opts.signal });
     return res.Body as Readable;
   }

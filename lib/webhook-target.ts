@@ -96,8 +96,7 @@ export function isInternalAddress(address: string): boolean {
   return inner !== undefined && internal.check(inner, 'ipv4');
 }
 
-export class WebhookTargetError extends KilnError {
-}
+export class WebhookTargetError extends KilnError {}
 
 export interface WebhookTarget {
   url: URL;

@@ -2,11 +2,11 @@
  * Faults injected into the real processes of the stack: restart the Temporal server or the
  * Postgres cluster, start and kill -9 an API process, kill -9 one of the suite's supervised processes.
  */
+import { Connection } from '@temporalio/client';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { promisify } from 'node:util';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
+import { promisify } from 'node:util';
 import { processAlive, readPidFile } from '../lib/pid-files';
 import { poll } from './helpers';
 import { startKilnProcess } from './processes';
@@ -79,7 +79,11 @@ export async function restartTemporal(): Promise<number> {
   const cwd = readlinkSync(`/proc/${pid}/cwd`);
   const down = Date.now();
   process.kill(pid, 'SIGTERM');
-  await poll(async () => processAlive(pid), (a) => !a, { timeoutMs: 30_000, intervalMs: 100 });
+  await poll(
+    async () => processAlive(pid),
+    (a) => !a,
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   mkdirSync(path.join(RUN_DIR, 'logs'), { recursive: true });
   const log = openSync(path.join(RUN_DIR, 'logs', 'temporal-restarted.log'), 'a');
   const child = spawn(argv[0], argv.slice(1), { cwd, detached: true, stdio: ['ignore', log, log] });
@@ -91,7 +95,11 @@ export async function restartTemporal(): Promise<number> {
   for (const pidfile of [...dataDirs.map((dir) => path.join(dir, 'pids/temporal.pid')), FULL_SERVER_PIDFILE]) {
     if (existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() === String(pid)) writeFileSync(pidfile, `${child.pid}\n`);
   }
-  await poll(() => temporalServing(address), (ok) => ok, { timeoutMs: 90_000, intervalMs: 250 });
+  await poll(
+    () => temporalServing(address),
+    (ok) => ok,
+    { timeoutMs: 90_000, intervalMs: 250 },
+  );
   return Date.now() - down;
 }
 
@@ -124,7 +132,11 @@ export async function killSuiteProcess(name: string): Promise<{ killed: number; 
   if (!processAlive(killed)) throw new Error(`the suite's ${name} (pid ${killed} in ${pidfile}) is not running`);
   const down = Date.now();
   process.kill(killed, 'SIGKILL');
-  await poll(async () => exited(killed), (gone) => gone, { timeoutMs: 30_000, intervalMs: 50 });
+  await poll(
+    async () => exited(killed),
+    (gone) => gone,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   const restarted = await poll(
     async () => {
       const pid = readPidFile(pidfile) ?? 0;

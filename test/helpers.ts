@@ -3,10 +3,10 @@ import { Client, Connection } from '@temporalio/client';
 import { createAccount, createApiToken, type Account } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
 import { liveNodes } from '../db/nodes';
-import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { nodes } from '../db/schema';
-import { newId } from '../lib/ids';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { config } from '../lib/config';
+import { newId } from '../lib/ids';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { Storage } from '../lib/storage';
 
@@ -102,5 +102,8 @@ export const TERMINAL = ['succeeded', 'failed', 'canceled', 'aborted'];
 /** Ids of the nodes whose registry row lists the version as loaded (`live`: only nodes whose heartbeat is fresh), sorted. */
 export async function nodesHolding(db: Db, versionId: string, opts: { live?: boolean } = {}): Promise<string[]> {
   const rows = opts.live ? await liveNodes(db) : await db.select().from(nodes);
-  return rows.filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id).sort();
+  return rows
+    .filter((n) => n.loaded.some((l) => l.versionId === versionId))
+    .map((n) => n.id)
+    .sort();
 }

@@ -10,7 +10,12 @@ import { poll } from './helpers';
  * its log and ready file in a fresh temp dir, and waits until it says it serves (lib/ready.ts);
  * fails with the log's place if it exits first.
  */
-export async function startKilnProcess(entry: string, name: string, env: Record<string, string>, base: NodeJS.ProcessEnv = process.env): Promise<ChildProcess> {
+export async function startKilnProcess(
+  entry: string,
+  name: string,
+  env: Record<string, string>,
+  base: NodeJS.ProcessEnv = process.env,
+): Promise<ChildProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${name}-`));
   const ready = path.join(dir, 'ready');
   const log = openSync(path.join(dir, `${name}.log`), 'w');
@@ -19,13 +24,26 @@ export async function startKilnProcess(entry: string, name: string, env: Record<
     env: { ...base, ...env, KILN_READY_FILE: ready },
     stdio: ['ignore', log, log],
   });
-  await poll(async () => existsSync(ready) || child.exitCode !== null, (done) => done, { timeoutMs: 60_000, intervalMs: 100 });
+  await poll(
+    async () => existsSync(ready) || child.exitCode !== null,
+    (done) => done,
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
   if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}; its log is in ${dir}`);
   return child;
 }
 
 /** Names of variables an engine never gets: the suite's root secrets (infra/app.sh withholds them too). */
-const ROOT_SECRETS = ['DATABASE_URL', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY', 'S3_SESSION_TOKEN', 'KILN_URL_SIGNING_KEY', 'KILN_SECRETS_KEY', 'KILN_SECRETS_PREVIOUS_KEYS', 'KILN_ENGINE_DB_PASSWORD'];
+const ROOT_SECRETS = [
+  'DATABASE_URL',
+  'S3_ACCESS_KEY_ID',
+  'S3_SECRET_ACCESS_KEY',
+  'S3_SESSION_TOKEN',
+  'KILN_URL_SIGNING_KEY',
+  'KILN_SECRETS_KEY',
+  'KILN_SECRETS_PREVIOUS_KEYS',
+  'KILN_ENGINE_DB_PASSWORD',
+];
 
 /** The suite's environment as an engine node gets it: no root secrets, plus what setup wrote for engines. */
 export function engineNodeEnv(): NodeJS.ProcessEnv {
@@ -46,11 +64,16 @@ export function engineNodeEnv(): NodeJS.ProcessEnv {
  */
 export function startEngineNode(nodeId: string, memoryMb = 1500, env: Record<string, string> = {}): Promise<ChildProcess> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
-  return startKilnProcess('workers/engine-worker.ts', nodeId, {
-    KILN_NODE_ID: nodeId,
-    KILN_NODE_MEMORY_MB: String(memoryMb),
-    KILN_DATA_DIR: dataDir,
-    KILN_METRICS_PORT: '0',
-    ...env,
-  }, engineNodeEnv());
+  return startKilnProcess(
+    'workers/engine-worker.ts',
+    nodeId,
+    {
+      KILN_NODE_ID: nodeId,
+      KILN_NODE_MEMORY_MB: String(memoryMb),
+      KILN_DATA_DIR: dataDir,
+      KILN_METRICS_PORT: '0',
+      ...env,
+    },
+    engineNodeEnv(),
+  );
 }

@@ -46,7 +46,9 @@ export function followSse(urlOf: () => string, { timeoutMs = 180_000 } = {}): Fo
         // Cut off (the server died or restarted): connect again below, as EventSource would.
       }
       if (Date.now() > deadline) {
-        throw new Error(`no done event within ${timeoutMs} ms; ${stream.events.length} events, last: ${JSON.stringify(stream.events.at(-1))}`);
+        throw new Error(
+          `no done event within ${timeoutMs} ms; ${stream.events.length} events, last: ${JSON.stringify(stream.events.at(-1))}`,
+        );
       }
       stream.reconnects += 1;
       await new Promise((r) => setTimeout(r, RECONNECT_MS));

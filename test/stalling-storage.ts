@@ -16,7 +16,11 @@ export interface StallingStorage {
   close(): Promise<void>;
 }
 
-export async function startStallingStorage(upstream: string, holds: (path: string) => boolean, bytesBeforeHold = 4096): Promise<StallingStorage> {
+export async function startStallingStorage(
+  upstream: string,
+  holds: (path: string) => boolean,
+  bytesBeforeHold = 4096,
+): Promise<StallingStorage> {
   let released = false;
   const waiting: Array<() => void> = [];
   const held: string[] = [];

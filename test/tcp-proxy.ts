@@ -3,8 +3,8 @@
  * dependency go away (connections refused, open ones reset) exactly when the test says, for as
  * long as it says, without touching the dependency that other processes share.
  */
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 
 export interface TcpProxy {
   /** `127.0.0.1:<port>`: what the process under test connects to. */

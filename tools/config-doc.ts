@@ -22,10 +22,16 @@ export const configGroupOrder = [
   { name: 'API', intro: 'Where the API listens and the address clients see.' },
   { name: 'Postgres', intro: 'Accounts, tokens, models, projections, usage and nodes.' },
   { name: 'Temporal', intro: 'The server, the namespace and the control worker.' },
-  { name: 'Payloads by reference', intro: 'Large Temporal payloads go to the bucket ([architecture.md](architecture.md#payloads-by-reference)).' },
+  {
+    name: 'Payloads by reference',
+    intro: 'Large Temporal payloads go to the bucket ([architecture.md](architecture.md#payloads-by-reference)).',
+  },
   { name: 'Object storage', intro: 'Any S3-compatible store: MinIO locally, S3, R2 or a distributed MinIO in production.' },
   { name: 'Keys and secrets', intro: 'Who holds each and how to rotate it: [security.md](security.md#keys-and-credentials).' },
-  { name: 'Operators and observability', intro: 'The Temporal UI link, the codec server, metrics and traces ([operations.md](operations.md)).' },
+  {
+    name: 'Operators and observability',
+    intro: 'The Temporal UI link, the codec server, metrics and traces ([operations.md](operations.md)).',
+  },
   { name: 'Webhooks', intro: 'Delivery of prediction events ([api.md](api.md#webhooks)).' },
   { name: 'Inputs fetched from URLs', intro: 'Image URLs of predictions and `input_url`s of batches.' },
   { name: 'Batches', intro: 'Many inputs for one model ([api.md](api.md#batches)).' },
@@ -136,7 +142,8 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_TEMPORAL'],
     default: '`dev`',
-    description: "`dev`: the Temporal CLI's dev server; `server`: the full Temporal server on Postgres ([production.md](production.md#temporal-server-on-postgres)), with `TEMPORAL_ADDRESS` pointed at it.",
+    description:
+      "`dev`: the Temporal CLI's dev server; `server`: the full Temporal server on Postgres ([production.md](production.md#temporal-server-on-postgres)), with `TEMPORAL_ADDRESS` pointed at it.",
     readBy: ['infra/env.sh', 'infra/services.sh', 'infra/status.ts'],
   },
   {
@@ -148,7 +155,8 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_CACHE'],
     default: '`$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`',
-    description: 'The per-user cache: Go-built binaries (`bin/<name>-<version>/`), the local secrets (`local-secrets.env`) and llama.cpp source builds, where the engine worker looks for its own.',
+    description:
+      'The per-user cache: Go-built binaries (`bin/<name>-<version>/`), the local secrets (`local-secrets.env`) and llama.cpp source builds, where the engine worker looks for its own.',
     readBy: ['infra/env.sh', 'lib/llama-cpu-build.ts'],
   },
   {
@@ -166,7 +174,7 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_GPU_STATE_DIR'],
     default: '`.data`',
-    description: "Where the GPU host check writes `gpu-build.json` and `gpu-build.env` (under systemd, `/var/lib/kiln`).",
+    description: 'Where the GPU host check writes `gpu-build.json` and `gpu-build.env` (under systemd, `/var/lib/kiln`).',
     readBy: ['infra/gpu-install.sh', 'infra/app.sh', 'infra/status.ts'],
   },
   {
@@ -178,13 +186,15 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_ENGINE_S3_ACCESS_KEY_ID', 'KILN_ENGINE_S3_SECRET_ACCESS_KEY'],
     default: 'unset: an STS session',
-    description: "The engine's own S3 credentials, taken as they are; unset, setup asks the store's STS for a session narrowed by an inline policy.",
+    description:
+      "The engine's own S3 credentials, taken as they are; unset, setup asks the store's STS for a session narrowed by an inline policy.",
     readBy: ['infra/engine-s3.ts', 'infra/app.sh'],
   },
   {
     names: ['KILN_CONTROL_METRICS_PORT', 'KILN_ENGINE_METRICS_PORT'],
     default: '`9464`, `9465`',
-    description: "`KILN_METRICS_PORT` of the control worker and of the engine worker (+ GPU index) under `npm start` (`npm test`: 9474 and 9475 + 10 × `KILN_TEST_SLOT`; `npm run bench`: 9454 and 9455).",
+    description:
+      '`KILN_METRICS_PORT` of the control worker and of the engine worker (+ GPU index) under `npm start` (`npm test`: 9474 and 9475 + 10 × `KILN_TEST_SLOT`; `npm run bench`: 9454 and 9455).',
     readBy: ['infra/run-app.sh'],
   },
   {
@@ -202,13 +212,14 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_TEMPORAL_FAIRNESS'],
     default: '`true`',
-    description: "`matching.enableFairness` of the local Temporal servers, which the per-account fair queues rely on.",
+    description: '`matching.enableFairness` of the local Temporal servers, which the per-account fair queues rely on.',
     readBy: ['infra/services.sh', 'infra/temporal-server.sh'],
   },
   {
     names: ['KILN_TEMPORAL_PARTITIONS'],
     default: '`1`',
-    description: 'Read and write partitions per task queue on the local Temporal servers; one makes fair dispatch exact ([production.md](production.md#scaling-out)).',
+    description:
+      'Read and write partitions per task queue on the local Temporal servers; one makes fair dispatch exact ([production.md](production.md#scaling-out)).',
     readBy: ['infra/services.sh', 'infra/temporal-server.sh'],
   },
   {
@@ -226,7 +237,8 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_TEST_SLOT'],
     default: '`0`',
-    description: '`npm test`: 1–9 gives a checkout its own port, database, namespace, bucket and task queues, so two checkouts can run suites at once.',
+    description:
+      '`npm test`: 1–9 gives a checkout its own port, database, namespace, bucket and task queues, so two checkouts can run suites at once.',
     readBy: ['infra/test.sh', 'bench/process-start.sh'],
   },
   {
@@ -268,7 +280,8 @@ export const scriptVariables: ScriptVariable[] = [
   {
     names: ['KILN_RUN_DIR'],
     default: '`.data`',
-    description: "Where a stack's pid, ready and log files go; the scripts set it (`npm test`: `.data/test`; `npm run bench`: `.data/bench-stack`).",
+    description:
+      "Where a stack's pid, ready and log files go; the scripts set it (`npm test`: `.data/test`; `npm run bench`: `.data/bench-stack`).",
     readBy: ['infra/env.sh'],
   },
   {

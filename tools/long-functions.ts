@@ -19,7 +19,8 @@ export interface LongFunction {
 function nameOf(node: ts.Node): string {
   if ((ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node)) && node.name) {
     const own = node.name.getText();
-    const holder = ts.isMethodDeclaration(node) && ts.isClassDeclaration(node.parent) && node.parent.name ? `${node.parent.name.text}.` : '';
+    const holder =
+      ts.isMethodDeclaration(node) && ts.isClassDeclaration(node.parent) && node.parent.name ? `${node.parent.name.text}.` : '';
     return holder + own;
   }
   const parent = node.parent;
@@ -52,7 +53,12 @@ if (require.main === module) {
   const maxArg = process.argv.indexOf('--max');
   const max = maxArg > 0 ? Number(process.argv[maxArg + 1]) : 80;
   const files = ts.sys
-    .readDirectory(root, ['.ts'], ['node_modules', 'dist', '.data', 'test', 'bench'], PRODUCT.map((d) => `${d}/**/*`))
+    .readDirectory(
+      root,
+      ['.ts'],
+      ['node_modules', 'dist', '.data', 'test', 'bench'],
+      PRODUCT.map((d) => `${d}/**/*`),
+    )
     .map((f) => path.relative(root, f))
     .filter((f) => !f.endsWith('.d.ts'));
   const list = longFunctions(root, files, max);

@@ -1,35 +1,38 @@
 /** Entry point of the control worker: prediction workflows and the cheap activities. */
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
-import { closeDb, createDb } from '../db/client';
-import { createControlActivities } from '../activities/control';
 import { createBatchControlActivities } from '../activities/batch-control';
+import { createControlActivities } from '../activities/control';
 import { createReconcilerActivities } from '../activities/reconciler';
-import { Storage } from '../lib/storage';
-import { kilnDataConverter } from '../lib/payload-refs';
 import { createWebhookActivities } from '../activities/webhooks';
-import { parseDurationList } from '../lib/duration';
 import { predictionJson } from '../api/prediction-json';
+import { closeDb, createDb } from '../db/client';
 import { snapshotToRow } from '../db/predictions';
+import { RECONCILER_ID, REPLICA_SCALER_ID } from '../domain/contracts';
+import { config } from '../lib/config';
+import { parseDurationList } from '../lib/duration';
+import { createLogger } from '../lib/logger';
+import { serveMetrics } from '../lib/metrics';
+import { kilnDataConverter } from '../lib/payload-refs';
+import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
+import { publicBaseUrl } from '../lib/public-url';
+import { announceReady } from '../lib/ready';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
-import { config } from '../lib/config';
-import { publicBaseUrl } from '../lib/public-url';
-import { createLogger } from '../lib/logger';
-import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
-import { temporalLogger } from './temporal-logger';
-import { workflowCode } from './workflow-code';
-import { controlWorkerTuning } from './worker-tuning';
-import { serveMetrics } from '../lib/metrics';
-import { announceReady } from '../lib/ready';
-import { RECONCILER_ID, REPLICA_SCALER_ID } from '../domain/contracts';
+import { Storage } from '../lib/storage';
 import { startTracing } from '../lib/tracing';
+import { temporalLogger } from './temporal-logger';
+import { controlWorkerTuning } from './worker-tuning';
+import { workflowCode } from './workflow-code';
 
 async function main() {
   const c = config();
   const logger = createLogger('control-worker', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
-  Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  Runtime.install({
+    logger: temporalLogger(logger),
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
+  });
   const db = createDb(c.DATABASE_URL);
   const tracing = startTracing('kiln-control-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const plugins = tracing ? [tracing.plugin] : [];

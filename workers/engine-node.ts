@@ -3,24 +3,24 @@
  * `node:<id>`, and polls `model:<versionId>` for each version it holds, so that only nodes with
  * the model ever take its predictions.
  */
-import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
-import type { Db } from '../db/client';
-import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
-import { replicaLimits } from '../db/deployments';
-import type { LoadedVersion } from '../domain/statuses';
-import type { Logger } from '../lib/logger';
-import { announceReady } from '../lib/ready';
+import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createEngineActivities } from '../activities/engine';
 import type { EngineDeps } from '../activities/engine-deps';
 import type { NodeHooks } from '../activities/node-hooks';
-import type { OnnxEngine } from '../engines/onnx/engine';
-import type { EchoFixtureEngine } from '../fixtures/echo-engine';
-import type { LlamaEngine } from '../engines/llama/engine';
-import type { ModelCache } from '../engines/model-cache';
+import type { Db } from '../db/client';
+import { replicaLimits } from '../db/deployments';
+import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
 import { modelQueue, nodeQueue, sessionQueue } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
+import type { LoadedVersion } from '../domain/statuses';
+import type { LlamaEngine } from '../engines/llama/engine';
+import type { ModelCache } from '../engines/model-cache';
+import type { OnnxEngine } from '../engines/onnx/engine';
+import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import { nodeCapacity } from '../lib/hardware';
+import type { Logger } from '../lib/logger';
+import { announceReady } from '../lib/ready';
 import { pinnedVersions } from './pinned-replicas';
 import { modelWorkerTuning } from './worker-tuning';
 
@@ -110,7 +110,10 @@ export class EngineNode implements NodeHooks {
     this.memoryBytes = capacity.memoryBytes;
     this.hardware = capacity.sku;
     await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: capacity.memoryBytes, gpu: capacity.gpu });
-    this.deps.logger.info({ nodeId: this.nodeId, gpu: capacity.gpu ?? 'cpu', sku: capacity.sku, memoryBytes: capacity.memoryBytes }, 'engine node up');
+    this.deps.logger.info(
+      { nodeId: this.nodeId, gpu: capacity.gpu ?? 'cpu', sku: capacity.sku, memoryBytes: capacity.memoryBytes },
+      'engine node up',
+    );
     this.timer = setInterval(() => {
       this.heartbeat().catch((err: Error) => this.deps.logger.warn({ err: err.message }, 'node heartbeat failed'));
       this.reapIdle();
@@ -146,12 +149,14 @@ export class EngineNode implements NodeHooks {
 
   /** What placement may send here: draining versions are already gone from it. */
   loadedVersions(): LoadedVersion[] {
-    return [...this.served].filter(([, s]) => !s.draining).map(([versionId, s]) => ({
-      versionId,
-      memoryBytes: s.memoryBytes,
-      lastUsedAt: s.lastUsedAt.toISOString(),
-      ...(s.base ? { loraFor: s.base } : {}),
-    }));
+    return [...this.served]
+      .filter(([, s]) => !s.draining)
+      .map(([versionId, s]) => ({
+        versionId,
+        memoryBytes: s.memoryBytes,
+        lastUsedAt: s.lastUsedAt.toISOString(),
+        ...(s.base ? { loraFor: s.base } : {}),
+      }));
   }
 
   async heartbeat(): Promise<void> {
@@ -217,7 +222,9 @@ export class EngineNode implements NodeHooks {
   async makeRoomForAdapter(base: string): Promise<void> {
     const adapters = () => [...this.served].filter(([, s]) => s.base === base && !s.draining);
     while (adapters().length >= MAX_ADAPTERS_PER_BASE) {
-      const idle = adapters().filter(([id, s]) => s.active === 0 && !this.pinned.has(id)).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
+      const idle = adapters()
+        .filter(([id, s]) => s.active === 0 && !this.pinned.has(id))
+        .sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
       if (idle.length === 0) return;
       this.deps.logger.info({ versionId: idle[0][0], base }, 'unloading the least recently used LoRA adapter');
       await this.unload(idle[0][0], 0);
@@ -231,7 +238,9 @@ export class EngineNode implements NodeHooks {
   async makeRoom(bytes: number): Promise<void> {
     const used = () => [...this.served.values()].filter((s) => !s.draining).reduce((n, s) => n + s.memoryBytes, 0);
     while (used() + bytes > this.memoryBytes) {
-      const idle = [...this.served].filter(([id, s]) => !s.draining && s.active === 0 && !this.pinned.has(id)).sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
+      const idle = [...this.served]
+        .filter(([id, s]) => !s.draining && s.active === 0 && !this.pinned.has(id))
+        .sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
       if (idle.length === 0) {
         throw kilnFailure('NodeBusy', `node ${this.nodeId} has ${used()} of ${this.memoryBytes} bytes in use by busy models`);
       }

@@ -2,29 +2,32 @@
 import { NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import path from 'node:path';
 import { closeDb, createDb } from '../db/client';
-import { config } from '../lib/config';
-import { createLogger } from '../lib/logger';
-import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
-import { temporalLogger } from './temporal-logger';
-import { serveMetrics } from '../lib/metrics';
-import { Storage } from '../lib/storage';
-import { EngineNode } from './engine-node';
-import { EchoFixtureEngine } from '../fixtures/echo-engine';
-import { enableFixtureTasks } from '../fixtures/enable';
 import { LlamaEngine } from '../engines/llama/engine';
 import { llamaLoadMetrics } from '../engines/llama/metrics';
-import { OnnxEngine } from '../engines/onnx/engine';
-import { urlSignerFromConfig } from '../lib/signing';
 import { ModelCache } from '../engines/model-cache';
-import { startTracing } from '../lib/tracing';
+import { OnnxEngine } from '../engines/onnx/engine';
+import { EchoFixtureEngine } from '../fixtures/echo-engine';
+import { enableFixtureTasks } from '../fixtures/enable';
+import { config } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { serveMetrics } from '../lib/metrics';
 import { kilnDataConverter } from '../lib/payload-refs';
+import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
+import { urlSignerFromConfig } from '../lib/signing';
+import { Storage } from '../lib/storage';
+import { startTracing } from '../lib/tracing';
+import { EngineNode } from './engine-node';
+import { temporalLogger } from './temporal-logger';
 
 async function main() {
   const c = config();
   if (c.KILN_ENABLE_FIXTURES) enableFixtureTasks();
   const logger = createLogger('engine-worker', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
-  Runtime.install({ logger: temporalLogger(logger), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  Runtime.install({
+    logger: temporalLogger(logger),
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
+  });
   const db = createDb(c.DATABASE_URL, { max: 4 });
   const tracing = startTracing('kiln-engine-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
@@ -52,7 +55,16 @@ async function main() {
     streams: c.KILN_MODEL_DOWNLOAD_STREAMS,
   });
   const node = new EngineNode(
-    { nodeId: c.KILN_NODE_ID, controlQueue: c.KILN_CONTROL_QUEUE, idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000, memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20, namespace: c.TEMPORAL_NAMESPACE, sequences: c.KILN_ENGINE_SEQUENCES, pinnedNodeShare: c.KILN_PINNED_NODE_SHARE, streamBatchMs: c.KILN_STREAM_BATCH_MS },
+    {
+      nodeId: c.KILN_NODE_ID,
+      controlQueue: c.KILN_CONTROL_QUEUE,
+      idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000,
+      memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20,
+      namespace: c.TEMPORAL_NAMESPACE,
+      sequences: c.KILN_ENGINE_SEQUENCES,
+      pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
+      streamBatchMs: c.KILN_STREAM_BATCH_MS,
+    },
     {
       db,
       connection,

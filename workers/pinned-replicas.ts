@@ -31,7 +31,10 @@ export function pinnedVersions(input: PinningInput): Set<string> {
   for (const [versionId, limits] of [...input.limits].sort(([a], [b]) => a.localeCompare(b))) {
     const bytes = input.served.get(versionId);
     if (limits.min === 0 || bytes === undefined) continue;
-    const holders = input.live.filter((n) => n.loaded.some((l) => l.versionId === versionId)).map((n) => n.id).sort();
+    const holders = input.live
+      .filter((n) => n.loaded.some((l) => l.versionId === versionId))
+      .map((n) => n.id)
+      .sort();
     const rank = holders.indexOf(input.nodeId);
     if (rank < 0 || rank >= limits.min) continue;
     const payer = limits.pinnedBy.find((account) => (charged.get(account) ?? 0) + bytes <= budget);

@@ -12,9 +12,9 @@ import {
   CancellationScope,
   continueAsNew,
   defineQuery,
-  patched,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -29,12 +29,20 @@ import type { createBatchControlActivities } from '../activities/batch-control';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
 import type { BatchSnapshot } from '../domain/batch-contracts';
-import type { BatchStatus } from '../domain/statuses';
-import { chunkProgressOf, furthest, type BatchArgs, type BatchCarry, type ChunkProgress, type ChunkResult, type RerunPlan } from '../domain/batch-contracts';
-import { kilnFailure, NON_RETRYABLE_TYPES } from '../domain/failures';
-import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
-import { KilnStatus } from '../domain/search-attributes';
+import {
+  chunkProgressOf,
+  furthest,
+  type BatchArgs,
+  type BatchCarry,
+  type ChunkProgress,
+  type ChunkResult,
+  type RerunPlan,
+} from '../domain/batch-contracts';
 import { modelQueue, type Placement } from '../domain/contracts';
+import { kilnFailure, NON_RETRYABLE_TYPES } from '../domain/failures';
+import { KilnStatus } from '../domain/search-attributes';
+import type { BatchStatus } from '../domain/statuses';
+import { describeFailure, isRetryableFault, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 type BatchControlActivities = ReturnType<typeof createBatchControlActivities>;
@@ -307,7 +315,9 @@ class BatchRun {
         }
         if (!excludeNodes.includes(node)) excludeNodes.push(node);
         const delay = queueWait ? 0 : retryDelayMs(retry, attempt);
-        const from = resume ? `resuming from item ${first + resume.lines.length} (${resume.lines.length} of ${count} done)` : 'starting it again';
+        const from = resume
+          ? `resuming from item ${first + resume.lines.length} (${resume.lines.length} of ${count} done)`
+          : 'starting it again';
         log.warn('batch chunk failed, placing again', { chunk, attempt, node, error: describeFailure(err) });
         this.logLine(`${outcome}; ${from}${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
         await this.project();
@@ -344,7 +354,9 @@ class BatchRun {
         const out = await assembly.assembleBatchOutput({
           batchId: args.id,
           accountId: args.accountId,
-          ...(rerun ? rerunOutput(rerun, chunks, complete, runStart, written) : { chunksBelow: complete ? chunks : runStart, extraChunks: complete ? [] : written }),
+          ...(rerun
+            ? rerunOutput(rerun, chunks, complete, runStart, written)
+            : { chunksBelow: complete ? chunks : runStart, extraChunks: complete ? [] : written }),
         });
         state.outputFileId = out.fileId;
         this.logLine(`Wrote ${out.lines} result lines (${out.size} bytes) to file ${out.fileId}`);

@@ -1,6 +1,6 @@
-export { predictionWorkflow, predictionQuery, predictionStartedSignal } from './prediction';
+export { batchQuery, batchWorkflow } from './batch';
+export { predictionQuery, predictionStartedSignal, predictionWorkflow } from './prediction';
+export { reconcilerWorkflow } from './reconciler';
+export { replicaScalerWorkflow } from './replica-scaler';
 export { warmDeploymentWorkflow } from './warm-deployment';
 export { webhookDeliveryWorkflow } from './webhook-delivery';
-export { replicaScalerWorkflow } from './replica-scaler';
-export { batchWorkflow, batchQuery } from './batch';
-export { reconcilerWorkflow } from './reconciler';

@@ -6,8 +6,8 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import { isNonRetryableType, NON_RETRYABLE_TYPES, RETRYABLE_TYPES } from '../domain/failures';
 import { DEFAULT_RETRY_POLICY, nodeQueue, type LoadResult, type Placement, type RetryPolicy } from '../domain/contracts';
+import { isNonRetryableType, NON_RETRYABLE_TYPES, RETRYABLE_TYPES } from '../domain/failures';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 type EngineActivities = ReturnType<typeof createEngineActivities>;
@@ -34,7 +34,11 @@ export function engineOnNode(nodeId: string, { maximumAttempts = 2 } = {}) {
  * A node for the version: one that serves it already, or the best fit, avoiding `excludeNodes`;
  * for a session (x-session-affinity), the node it had while that one still serves the version.
  */
-export function placeModel(versionId: string, excludeNodes: string[], session?: { accountId: string; session: string }): Promise<Placement> {
+export function placeModel(
+  versionId: string,
+  excludeNodes: string[],
+  session?: { accountId: string; session: string },
+): Promise<Placement> {
   return placement.placeModel({ versionId, excludeNodes, ...(session ? { session } : {}) });
 }
 
@@ -72,7 +76,8 @@ export function nodeOfFailure(err: unknown): string | undefined {
   return typeof details?.nodeId === 'string' ? details.nodeId : undefined;
 }
 
-const isKilnFailure = (e: Error) => e instanceof ApplicationFailure && (NON_RETRYABLE_TYPES.includes(e.type as never) || RETRYABLE_TYPES.includes(e.type as never));
+const isKilnFailure = (e: Error) =>
+  e instanceof ApplicationFailure && (NON_RETRYABLE_TYPES.includes(e.type as never) || RETRYABLE_TYPES.includes(e.type as never));
 
 /** The innermost message, with its Kiln failure type when it has one: an activity failure wraps the error that caused it. */
 export function describeFailure(err: unknown): string {

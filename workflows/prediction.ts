@@ -22,12 +22,6 @@ import {
 } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import type { PredictionSnapshot } from '../domain/prediction-snapshot';
-import type { WebhookEvent } from '../domain/statuses';
-import { NON_RETRYABLE_TYPES } from '../domain/failures';
-import { ENGINE_REVISIONS, succeededSnapshot } from '../domain/engine-projection';
-import { describeFailure, isRetryableFault, nodeOfFailure, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
-import { KilnStatus } from '../domain/search-attributes';
 import {
   modelQueue,
   PREDICTION_STARTED_SIGNAL,
@@ -39,6 +33,12 @@ import {
   type PredictionStatus,
   type PredictResult,
 } from '../domain/contracts';
+import { ENGINE_REVISIONS, succeededSnapshot } from '../domain/engine-projection';
+import { NON_RETRYABLE_TYPES } from '../domain/failures';
+import type { PredictionSnapshot } from '../domain/prediction-snapshot';
+import { KilnStatus } from '../domain/search-attributes';
+import type { WebhookEvent } from '../domain/statuses';
+import { describeFailure, isRetryableFault, nodeOfFailure, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
 import { webhookDeliveryWorkflow } from './webhook-delivery';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
@@ -215,7 +215,8 @@ class PredictionRun {
   choosePath(): void {
     const { args } = this;
     this.lean = args.admitted === true && !args.webhook && patched(LEAN_HOT_PATH);
-    this.session = args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
+    this.session =
+      args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
   }
 
   /** Admission, then attempts until one gives a result; a failure with no attempt left is thrown. */
@@ -225,7 +226,9 @@ class PredictionRun {
     // in one local activity: each one more would cost the workflow another activation.
     let firstPlace = this.lean
       ? args.placement
-      : (await Promise.all([admission.beginPrediction({ snapshot: this.nextSnapshot(), ...(session ? { session } : {}) }), startWebhook]))[0].placement;
+      : (
+          await Promise.all([admission.beginPrediction({ snapshot: this.nextSnapshot(), ...(session ? { session } : {}) }), startWebhook])
+        )[0].placement;
     let setupSeconds = 0;
     const retry = retryPolicyOf(args.retry);
     // Nodes where an attempt failed (died, or never took the work): placement avoids them.
@@ -277,7 +280,8 @@ class PredictionRun {
   private async queuedAttempt(sent: PredictionSnapshot, attempt: number, sessionNode: string | undefined): Promise<void> {
     const { args, session } = this;
     // A retry continues the output that the failed attempts streamed (one generation for clients).
-    const continues = attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
+    const continues =
+      attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
     // The engine signals when it really starts; until then the prediction waits in the fair queue.
     this.started = undefined;
     const running = predictOn(args.versionId, args.priority, sessionNode).predict({

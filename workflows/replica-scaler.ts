@@ -11,8 +11,8 @@
  */
 import { condition, continueAsNew, log, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
-import { engineOnNode } from './placement';
 import type { ReplicaLoad } from '../domain/contracts';
+import { engineOnNode } from './placement';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
 

@@ -1,7 +1,16 @@
 /** What /openapi.json says of the OpenAI-compatible routes: their bodies, headers and answers. */
 import { z } from 'zod';
 import { jsonContent, jsonResponse, predictionCreateHeaders, type RouteContract } from '../route-contract';
-import { chatBody, chatCompletionBody, completionBody, embeddingListBody, embeddingsBody, openAiErrorBody, openAiModelListBody, textCompletionBody } from './protocol';
+import {
+  chatBody,
+  chatCompletionBody,
+  completionBody,
+  embeddingListBody,
+  embeddingsBody,
+  openAiErrorBody,
+  openAiModelListBody,
+  textCompletionBody,
+} from './protocol';
 
 const openAiErrorResponses = {
   '400': jsonResponse('A field is wrong; error.param names it', openAiErrorBody),
@@ -18,7 +27,12 @@ const orStream = (description: string, schema: z.ZodType) => ({
 const generationHeaders = predictionCreateHeaders.pick({ 'idempotency-key': true, 'kiln-priority': true, 'x-session-affinity': true });
 
 export const openaiContracts: RouteContract[] = [
-  { method: 'get', path: '/openai/v1/models', summary: 'Models, OpenAI style', responses: { '200': jsonResponse('A list', openAiModelListBody), ...openAiErrorResponses } },
+  {
+    method: 'get',
+    path: '/openai/v1/models',
+    summary: 'Models, OpenAI style',
+    responses: { '200': jsonResponse('A list', openAiModelListBody), ...openAiErrorResponses },
+  },
   {
     method: 'post',
     path: '/openai/v1/chat/completions',

@@ -26,7 +26,9 @@ export function contextLengthError(row: Pick<PredictionRow, 'status' | 'error'>)
 
 /** The field an API error or a malformed request names: OpenAI's own param, else the first invalid field. */
 function requestParam(e: ApiError): string | null {
-  return (e.extra.openai_param as string | undefined) ?? (e.extra.invalid_fields as Array<{ field: string }> | undefined)?.[0]?.field ?? null;
+  return (
+    (e.extra.openai_param as string | undefined) ?? (e.extra.invalid_fields as Array<{ field: string }> | undefined)?.[0]?.field ?? null
+  );
 }
 
 /** The body of an error that carries OpenAI's own code (`openai_code`), such as a context too short for the prompt. */
@@ -62,7 +64,8 @@ function validationParam(err: ValidationError): string | null {
  */
 export const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
   if (res.headersSent) return next(err);
-  if (err instanceof ValidationError) return void res.status(400).json(openAiError(err.message, errorType(400), validationParam(err), errorCode(400, err.message)));
+  if (err instanceof ValidationError)
+    return void res.status(400).json(openAiError(err.message, errorType(400), validationParam(err), errorCode(400, err.message)));
   // Errors of the API's own (auth, rate limits) and of a malformed request (body, path).
   const e = requestError(err);
   if (!e) return next(err);

@@ -36,7 +36,13 @@ export async function resolveModel(db: Db, account: Account, ref: string, task: 
 }
 
 /** Starts the prediction; its rate limit and id go into the response's headers. */
-export async function startPrediction(deps: CreateDeps, req: Request, res: Response, resolved: ResolvedVersion, input: Record<string, unknown>): Promise<PredictionRow> {
+export async function startPrediction(
+  deps: CreateDeps,
+  req: Request,
+  res: Response,
+  resolved: ResolvedVersion,
+  input: Record<string, unknown>,
+): Promise<PredictionRow> {
   const { row, rateLimit } = await createPrediction(deps, currentAccount(res), resolved, input, {
     idempotencyKey: req.get('idempotency-key'),
     priority: parsePriority(req.get('kiln-priority')),

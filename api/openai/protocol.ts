@@ -105,7 +105,13 @@ export const chatBody = z
 
 export const completionBody = z.object({
   ...sampling,
-  prompt: z.union([z.string().min(1), z.array(z.string().min(1)).length(1).transform((p) => p[0])]),
+  prompt: z.union([
+    z.string().min(1),
+    z
+      .array(z.string().min(1))
+      .length(1)
+      .transform((p) => p[0]),
+  ]),
 });
 
 export const embeddingsBody = z.object({
@@ -123,7 +129,9 @@ const usage = z.object({
   prompt_tokens: z.number().int(),
   completion_tokens: z.number().int(),
   total_tokens: z.number().int(),
-  prompt_tokens_details: z.object({ cached_tokens: z.number().int().describe('Prompt tokens already evaluated on the node (prefix caching)') }),
+  prompt_tokens_details: z.object({
+    cached_tokens: z.number().int().describe('Prompt tokens already evaluated on the node (prefix caching)'),
+  }),
 });
 const finishReason = z.enum(['stop', 'length', 'tool_calls']).nullable();
 const toolCallBody = z.object({
@@ -143,7 +151,9 @@ export type OpenAiErrorBody = z.infer<typeof openAiErrorBody>;
 
 export const openAiModelListBody = z.object({
   object: z.literal('list'),
-  data: z.array(z.object({ id: z.string().describe('owner/name'), object: z.literal('model'), created: z.number().int(), owned_by: z.string() })),
+  data: z.array(
+    z.object({ id: z.string().describe('owner/name'), object: z.literal('model'), created: z.number().int(), owned_by: z.string() }),
+  ),
 });
 
 export const chatCompletionBody = z

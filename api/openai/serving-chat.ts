@@ -57,7 +57,11 @@ export function chatStream(plan: ChatPlan, row: Pick<PredictionRow, 'id' | 'crea
 }
 
 /** The whole answer: the text, or the tool calls read from it. */
-export function chatCompletion(plan: ChatPlan, row: Pick<PredictionRow, 'id' | 'createdAt'>, done: Pick<PredictionRow, 'output' | 'metrics'>): ChatCompletion {
+export function chatCompletion(
+  plan: ChatPlan,
+  row: Pick<PredictionRow, 'id' | 'createdAt'>,
+  done: Pick<PredictionRow, 'output' | 'metrics'>,
+): ChatCompletion {
   const { id, created, model } = chatHead(plan, row);
   const text = outputText(done);
   const calls = plan.toolMode === 'none' ? undefined : parseToolCalls(text.trim(), plan.tools, row.id);
@@ -69,7 +73,9 @@ export function chatCompletion(plan: ChatPlan, row: Pick<PredictionRow, 'id' | '
     choices: [
       {
         index: 0,
-        message: calls ? { role: 'assistant', content: null, tool_calls: calls, refusal: null } : { role: 'assistant', content: text, refusal: null },
+        message: calls
+          ? { role: 'assistant', content: null, tool_calls: calls, refusal: null }
+          : { role: 'assistant', content: text, refusal: null },
         finish_reason: calls ? 'tool_calls' : finishReason(done, plan.limit),
         logprobs: null,
       },

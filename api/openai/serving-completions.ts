@@ -43,6 +43,10 @@ export function completionStream(plan: CompletionPlan, row: Pick<PredictionRow, 
   return textShape(completionChunkOf(completionHead(plan, row)), plan.limit);
 }
 
-export function textCompletion(plan: CompletionPlan, row: Pick<PredictionRow, 'id' | 'createdAt'>, done: Pick<PredictionRow, 'output' | 'metrics'>): TextCompletion {
+export function textCompletion(
+  plan: CompletionPlan,
+  row: Pick<PredictionRow, 'id' | 'createdAt'>,
+  done: Pick<PredictionRow, 'output' | 'metrics'>,
+): TextCompletion {
   return { ...completionChoice(completionHead(plan, row), outputText(done), finishReason(done, plan.limit)), usage: usage(done) };
 }

@@ -96,7 +96,14 @@ export function streamPrediction(deps: StreamDeps, res: Response, row: Predictio
 }
 
 /** The end of a stream whose prediction finished: its last chunks and usage if it succeeded, or a 400 if nothing was sent yet. */
-async function endStream(deps: StreamDeps, res: Response, row: PredictionRow, out: ChunkStream, shape: StreamShape, includeUsage: boolean): Promise<void> {
+async function endStream(
+  deps: StreamDeps,
+  res: Response,
+  row: PredictionRow,
+  out: ChunkStream,
+  shape: StreamShape,
+  includeUsage: boolean,
+): Promise<void> {
   const done = await awaitPrediction(deps, row, { timeoutMs: 5_000 });
   const tooLong = contextLengthError(done);
   if (tooLong && !out.opened) {

@@ -31,9 +31,14 @@ function callSchema(t: Tool): JsonSchema {
 
 function toolsPrompt(tools: Tool[], forced: boolean, parallel: boolean): string {
   const list = tools
-    .map((t) => `- ${t.function.name}: ${t.function.description ?? ''}\n  parameters (JSON Schema): ${JSON.stringify(t.function.parameters ?? { type: 'object' })}`)
+    .map(
+      (t) =>
+        `- ${t.function.name}: ${t.function.description ?? ''}\n  parameters (JSON Schema): ${JSON.stringify(t.function.parameters ?? { type: 'object' })}`,
+    )
     .join('\n');
-  const shape = parallel ? 'a JSON array of objects {"name": <function name>, "arguments": {...}}' : 'one JSON object {"name": <function name>, "arguments": {...}}';
+  const shape = parallel
+    ? 'a JSON array of objects {"name": <function name>, "arguments": {...}}'
+    : 'one JSON object {"name": <function name>, "arguments": {...}}';
   return `You can call these functions:\n${list}\n${forced ? 'Call' : 'To call'} ${forced ? 'one of them now' : 'one'}: answer with only ${shape}, nothing else.${
     forced ? '' : ' Otherwise answer in plain text.'
   }`;
@@ -125,7 +130,9 @@ export function parseToolCalls(text: string, tools: Tool[], idPrefix: string): T
   const known = new Set(tools.map((t) => t.function.name));
   const valid = calls.every(
     (c): c is { name: string; arguments: unknown } =>
-      typeof c === 'object' && c !== null && known.has((c as { name?: unknown }).name as string) &&
+      typeof c === 'object' &&
+      c !== null &&
+      known.has((c as { name?: unknown }).name as string) &&
       typeof (c as { arguments?: unknown }).arguments === 'object' &&
       (c as { arguments?: unknown }).arguments !== null,
   );

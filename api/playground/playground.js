@@ -79,7 +79,8 @@ async function signIn(token) {
     sessionStorage.removeItem(TOKEN_KEY);
     $('login').hidden = false;
     $('app').hidden = true;
-    $('login-error').textContent = err.status === 401 ? 'That token is not valid (revoked, or from another Kiln).' : `Could not reach the API: ${err.message}`;
+    $('login-error').textContent =
+      err.status === 401 ? 'That token is not valid (revoked, or from another Kiln).' : `Could not reach the API: ${err.message}`;
     return false;
   }
 }
@@ -98,7 +99,16 @@ async function loadModels() {
   for (const m of models) {
     const id = `${m.owner}/${m.name}`;
     list.append(
-      el('li', {}, el('button', { type: 'button', dataset: { model: id }, onclick: () => selectModel(id) }, id, el('small', {}, `${m.task} · ${m.visibility}`))),
+      el(
+        'li',
+        {},
+        el(
+          'button',
+          { type: 'button', dataset: { model: id }, onclick: () => selectModel(id) },
+          id,
+          el('small', {}, `${m.task} · ${m.visibility}`),
+        ),
+      ),
     );
   }
   const wanted = new URLSearchParams(location.search).get('model');
@@ -152,8 +162,14 @@ function renderForm(schema) {
       control = el('input', { id, name, type: 'checkbox', checked: def === true });
     } else if (kind === 'number') {
       control = el('input', {
-        id, name, type: 'number', value: def, min: prop.minimum ?? prop.exclusiveMinimum, max: prop.maximum ?? prop.exclusiveMaximum,
-        step: prop.type === 'integer' ? 1 : 'any', placeholder: def === undefined ? 'optional' : undefined,
+        id,
+        name,
+        type: 'number',
+        value: def,
+        min: prop.minimum ?? prop.exclusiveMinimum,
+        max: prop.maximum ?? prop.exclusiveMaximum,
+        step: prop.type === 'integer' ? 1 : 'any',
+        placeholder: def === undefined ? 'optional' : undefined,
       });
     } else if (kind === 'json') {
       control = el('textarea', { id, name, rows: 3, placeholder: `JSON, e.g. ${exampleJson(prop)}` });
@@ -164,9 +180,19 @@ function renderForm(schema) {
     }
     control.dataset.kind = kind;
     const hint = [prop.description, required.has(name) ? 'required' : null].filter(Boolean).join(' · ');
-    const field = el('div', { class: 'field', dataset: { field: name } }, el('label', { for: id }, name, el('code', {}, typeLabel(prop))), el('p', { class: 'hint' }, hint), control);
+    const field = el(
+      'div',
+      { class: 'field', dataset: { field: name } },
+      el('label', { for: id }, name, el('code', {}, typeLabel(prop))),
+      el('p', { class: 'hint' }, hint),
+      control,
+    );
     if (kind === 'file') {
-      const picker = el('input', { type: 'file', 'aria-label': `Upload a file for ${name}`, onchange: (e) => uploadInto(e.target, control) });
+      const picker = el('input', {
+        type: 'file',
+        'aria-label': `Upload a file for ${name}`,
+        onchange: (e) => uploadInto(e.target, control),
+      });
       field.append(el('div', { class: 'file-row' }, picker, el('span', { class: 'hint' }, 'or paste a URL above')));
     }
     fields.append(field);
@@ -244,7 +270,10 @@ async function run(event) {
   }
   $('run').disabled = true;
   try {
-    const prediction = await api(`/v1/models/${state.model.owner}/${state.model.name}/predictions`, { method: 'POST', json: { input, stream: true } });
+    const prediction = await api(`/v1/models/${state.model.owner}/${state.model.name}/predictions`, {
+      method: 'POST',
+      json: { input, stream: true },
+    });
     showPrediction(prediction);
     loadHistory();
   } catch (err) {
@@ -324,7 +353,8 @@ async function showSetup(p) {
   }
   const s = await api(`/v1/predictions/${p.id}/setup`).catch(() => null);
   if (!s || !s.phase) line.textContent = '';
-  else if (s.phase === 'download' && s.total) line.textContent = `Downloading ${s.file || 'weights'}: ${Math.floor((100 * (s.bytes || 0)) / s.total)}% of ${(s.total / 2 ** 20).toFixed(1)} MiB`;
+  else if (s.phase === 'download' && s.total)
+    line.textContent = `Downloading ${s.file || 'weights'}: ${Math.floor((100 * (s.bytes || 0)) / s.total)}% of ${(s.total / 2 ** 20).toFixed(1)} MiB`;
   else if (s.phase === 'load') line.textContent = 'Loading the model…';
   else line.textContent = 'Waiting for a node…';
 }
@@ -351,7 +381,10 @@ function render(p) {
   $('prediction-error').textContent = p.error ? `Error: ${p.error}` : '';
   const metrics = $('metrics');
   metrics.textContent = '';
-  for (const [k, v] of Object.entries(p.metrics || {})) metrics.append(el('tr', {}, el('td', {}, k), el('td', {}, typeof v === 'number' ? String(Math.round(v * 1000) / 1000) : JSON.stringify(v))));
+  for (const [k, v] of Object.entries(p.metrics || {}))
+    metrics.append(
+      el('tr', {}, el('td', {}, k), el('td', {}, typeof v === 'number' ? String(Math.round(v * 1000) / 1000) : JSON.stringify(v))),
+    );
   if (p.output !== null && p.output !== undefined) renderOutput(p.output);
 }
 
@@ -370,7 +403,10 @@ function renderOutput(output) {
     box.textContent = '';
     const img = el('img', { src, alt: 'output image', 'data-testid': 'output-image' });
     img.addEventListener('error', () => box.replaceChildren(el('a', { href: output, target: '_blank' }, output)));
-    box.append(el('div', { class: 'checkerboard' }, img), el('p', {}, el('a', { href: output, target: '_blank', rel: 'noopener' }, 'Open the file')));
+    box.append(
+      el('div', { class: 'checkerboard' }, img),
+      el('p', {}, el('a', { href: output, target: '_blank', rel: 'noopener' }, 'Open the file')),
+    );
     return;
   }
   if (typeof output === 'string') {
@@ -417,10 +453,15 @@ async function loadHistory() {
   for (const p of page.results.slice(0, 25)) {
     const row = el(
       'tr',
-      { dataset: { id: p.id }, onclick: () => api(`/v1/predictions/${p.id}`).then(async (full) => {
-        if (full.model && full.model !== `${state.model?.owner}/${state.model?.name}`) await selectModel(full.model).catch(() => undefined);
-        showPrediction(full);
-      }) },
+      {
+        dataset: { id: p.id },
+        onclick: () =>
+          api(`/v1/predictions/${p.id}`).then(async (full) => {
+            if (full.model && full.model !== `${state.model?.owner}/${state.model?.name}`)
+              await selectModel(full.model).catch(() => undefined);
+            showPrediction(full);
+          }),
+      },
       el('td', {}, el('code', {}, p.id)),
       el('td', {}, p.model || p.version),
       el('td', {}, el('span', { class: `status ${p.status}` }, p.status)),

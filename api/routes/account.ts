@@ -1,15 +1,15 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { createApiToken, listApiTokens, revokeApiToken, type Account } from '../../db/accounts';
-import type { Db } from '../../db/client';
 import { heldAdmissions, queuedPredictions } from '../../db/admissions';
+import type { Db } from '../../db/client';
 import { usageByDayAndModel } from '../../db/usage';
 import { rateLimitFor, taskNames } from '../../domain/tasks';
 import { currentAccount } from '../auth';
 import { NotFoundError } from '../errors';
-import { parseOr422 } from '../validation';
-import { errorResponses, jsonContent, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 import { accountBody, newTokenBody, revokedTokenBody, tokenListBody, usageBody } from '../response-schemas';
+import { errorResponses, jsonContent, jsonResponse, pathParams, type RouteContract } from '../route-contract';
+import { parseOr422 } from '../validation';
 
 export const tokenBody = z.strictObject({ name: z.string().trim().min(1).max(100).default('api') });
 
@@ -87,7 +87,12 @@ export function accountRoutes(deps: { db: Db }): Router {
 }
 
 export const accountContracts: RouteContract[] = [
-  { method: 'get', path: '/v1/account', summary: 'Your account, limits and load', responses: { '200': jsonResponse('The account', accountBody), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/account',
+    summary: 'Your account, limits and load',
+    responses: { '200': jsonResponse('The account', accountBody), ...errorResponses },
+  },
   {
     method: 'post',
     path: '/v1/account/tokens',
@@ -95,7 +100,12 @@ export const accountContracts: RouteContract[] = [
     request: { body: jsonContent(tokenBody) },
     responses: { '201': jsonResponse('The token', newTokenBody), ...errorResponses },
   },
-  { method: 'get', path: '/v1/account/tokens', summary: 'Your tokens (never their secret)', responses: { '200': jsonResponse('Tokens', tokenListBody), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/account/tokens',
+    summary: 'Your tokens (never their secret)',
+    responses: { '200': jsonResponse('Tokens', tokenListBody), ...errorResponses },
+  },
   {
     method: 'delete',
     path: '/v1/account/tokens/{id}',

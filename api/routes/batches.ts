@@ -9,22 +9,22 @@ import { getBatch, listBatches, writeBatchSnapshot, type BatchRow } from '../../
 import type { Db } from '../../db/client';
 import { getFile } from '../../db/files';
 import { decodeCursor, encodeCursor } from '../../db/paging';
+import { batchWorkflowId } from '../../domain/batch-contracts';
+import { taskInputSchema } from '../../domain/tasks';
 import type { FetchInputDeps } from '../../lib/fetch-input';
 import { newId } from '../../lib/ids';
 import type { Storage } from '../../lib/storage';
-import { taskInputSchema } from '../../domain/tasks';
-import { batchWorkflowId } from '../../domain/batch-contracts';
 import { currentAccount } from '../auth';
 import { loadBatchInputs, MAX_BATCH_INPUTS, storeBatchInputs, type BatchSource } from '../batch-inputs';
 import { batchJson } from '../batch-json';
 import { NotFoundError, ValidationError } from '../errors';
 import type { UrlContext } from '../prediction-json';
 import { resolveVersionRef } from '../resolve-version';
-import { parseOr422 } from '../validation';
-import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { batchBody, errorBody } from '../response-schemas';
 import { retryBatch } from '../retry-batch';
+import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { batchArgsOf, startBatchRun } from '../start-batch';
+import { parseOr422 } from '../validation';
 
 export const createBatchBody = z
   .strictObject({
@@ -35,7 +35,11 @@ export const createBatchBody = z
       .regex(/^[a-z2-7]{26}$/, 'a file id from POST /v1/files')
       .optional()
       .describe('A JSONL file uploaded with POST /v1/files: one input object per line'),
-    input_url: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('A JSONL file at this URL'),
+    input_url: z
+      .url({ protocol: /^https?$/ })
+      .max(2048)
+      .optional()
+      .describe('A JSONL file at this URL'),
     // A chunk's checkpoint (its result lines so far) travels in heartbeat details, which Temporal caps in size.
     chunk_size: z.number().int().min(1).max(100).default(10).describe('Inputs per chunk: the unit of progress, retry and parallelism'),
   })
@@ -77,12 +81,18 @@ export function batchRoutes(deps: BatchRouteDeps): Router {
     const body = parseOr422(createBatchBody, req.body ?? {});
     const resolved = await resolveVersionRef(db, account.id, body.version);
     const source: BatchSource =
-      body.inputs !== undefined ? { inputs: body.inputs } : body.input_file !== undefined ? { input_file: body.input_file } : { input_url: body.input_url! };
+      body.inputs !== undefined
+        ? { inputs: body.inputs }
+        : body.input_file !== undefined
+          ? { input_file: body.input_file }
+          : { input_url: body.input_url! };
     const loaded = await loadBatchInputs(source, taskInputSchema(resolved.version.task), account.id, deps);
     // Every item runs the batch's version: an adapter per item would be ignored, not run.
     const withLora = loaded.inputs.findIndex((input) => input.lora !== undefined);
     if (withLora >= 0) {
-      throw new ValidationError([{ field: `inputs[${withLora}].lora`, description: "a batch runs one version: give the LoRA adapter as the batch's version" }]);
+      throw new ValidationError([
+        { field: `inputs[${withLora}].lora`, description: "a batch runs one version: give the LoRA adapter as the batch's version" },
+      ]);
     }
     const id = newId();
     await storeBatchInputs(deps.storage, id, loaded.inputs, body.chunk_size);
@@ -115,14 +125,18 @@ export function batchRoutes(deps: BatchRouteDeps): Router {
       revision: 0,
     });
     const row = (await getBatch(db, account.id, id))!;
-    res.status(201).location(`/v1/batches/${id}`).json(await render(row, req));
+    res
+      .status(201)
+      .location(`/v1/batches/${id}`)
+      .json(await render(row, req));
   });
 
   router.get('/batches', async (req, res) => {
     const account = currentAccount(res);
     const query = parseOr422(listQuery, req.query);
     const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-    if (query.cursor !== undefined && !cursor) throw new ValidationError([{ field: 'cursor', description: 'is not a cursor this API returned' }]);
+    if (query.cursor !== undefined && !cursor)
+      throw new ValidationError([{ field: 'cursor', description: 'is not a cursor this API returned' }]);
     const page = await listBatches(db, account.id, { limit: query.page_size, cursor });
     const base = deps.urls(req).baseUrl;
     const next = page.next
@@ -178,12 +192,25 @@ export const batchContracts: RouteContract[] = [
     request: { query: listQuery },
     responses: { '200': jsonResponse('A page', pageOf(batchBody)), ...errorResponses },
   },
-  { method: 'get', path: '/v1/batches/{id}', summary: 'A batch and its progress', request: { params: pathParams('id') }, responses: oneBatch },
-  { method: 'post', path: '/v1/batches/{id}/cancel', summary: 'Cancel; the output keeps the inputs finished before', request: { params: pathParams('id') }, responses: oneBatch },
+  {
+    method: 'get',
+    path: '/v1/batches/{id}',
+    summary: 'A batch and its progress',
+    request: { params: pathParams('id') },
+    responses: oneBatch,
+  },
+  {
+    method: 'post',
+    path: '/v1/batches/{id}/cancel',
+    summary: 'Cancel; the output keeps the inputs finished before',
+    request: { params: pathParams('id') },
+    responses: oneBatch,
+  },
   {
     method: 'post',
     path: '/v1/batches/{id}/retry',
-    summary: 'Run again the items of an ended batch that failed or never ran: a new run of its workflow (same id); succeeded items keep their output',
+    summary:
+      'Run again the items of an ended batch that failed or never ran: a new run of its workflow (same id); succeeded items keep their output',
     request: { params: pathParams('id') },
     responses: {
       '201': jsonResponse('The new run started; attempt and run_id name it', batchBody),

@@ -7,6 +7,7 @@
  * refused here; several that add up past it are left unpinned by the node, workers/pinned-replicas.ts).
  */
 import type { Client } from '@temporalio/client';
+import { eq } from 'drizzle-orm';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import {
@@ -18,25 +19,32 @@ import {
   withinPinnedQuota,
   type Deployment,
 } from '../../db/deployments';
-import { getVersion, resolveModelVersion, type ModelVersion } from '../../db/models';
 import type { Tx } from '../../db/events';
+import { getVersion, resolveModelVersion, type ModelVersion } from '../../db/models';
 import { liveNodes } from '../../db/nodes';
 import { models } from '../../db/schema';
-import { eq } from 'drizzle-orm';
-import { currentAccount } from '../auth';
 import { setRateLimitHeaders } from '../admission-limits';
+import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
-import { withOutputSoFar } from '../output-so-far';
 import { throwIfContextLengthExceeded } from '../context-length';
-import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
+import type { EventHub } from '../event-hub';
+import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import { parseOr422 } from '../validation';
 import { modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
 import { notePrediction } from '../request-log';
-import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, predictionCreateHeaders, type RouteContract } from '../route-contract';
 import { deploymentBody, errorBody, predictionBody } from '../response-schemas';
+import {
+  errorResponses,
+  jsonContent,
+  jsonResponse,
+  pageOf,
+  pathParams,
+  predictionCreateHeaders,
+  type RouteContract,
+} from '../route-contract';
+import { parseOr422 } from '../validation';
 
 const scaling = {
   hardware: z.string().min(1).max(50).optional().describe("Accepted for Replicate's clients; placement decides"),
@@ -53,7 +61,13 @@ export const createDeploymentBody = z
   })
   .refine((d) => (d.min_instances ?? 0) <= (d.max_instances ?? 1), { message: 'must not exceed max_instances', path: ['min_instances'] });
 
-export const updateDeploymentBody = z.strictObject({ version: z.string().regex(/^[a-f0-9]{64}$/).optional(), ...scaling });
+export const updateDeploymentBody = z.strictObject({
+  version: z
+    .string()
+    .regex(/^[a-f0-9]{64}$/)
+    .optional(),
+  ...scaling,
+});
 
 export function deploymentRoutes(
   deps: CreateDeps & { temporal: Client; hub: EventHub; urls: (req: Request) => UrlContext; pinnedNodeShare: number },
@@ -127,8 +141,10 @@ export function deploymentRoutes(
     const body = parseOr422(createDeploymentBody, req.body ?? {});
     const [owner, name] = body.model.split('/');
     const resolved = await resolveModelVersion(db, account.id, { owner, name, versionId: body.version });
-    if (!resolved) throw new ValidationError([{ field: 'version', description: `no version ${body.version} of ${body.model} that you can use` }]);
-    if (await getDeployment(db, account.username, body.name)) throw new ApiError(409, 'Conflict', `Deployment ${account.username}/${body.name} exists`);
+    if (!resolved)
+      throw new ValidationError([{ field: 'version', description: `no version ${body.version} of ${body.model} that you can use` }]);
+    if (await getDeployment(db, account.username, body.name))
+      throw new ApiError(409, 'Conflict', `Deployment ${account.username}/${body.name} exists`);
     const minInstances = body.min_instances ?? 0;
     await checkPinnable(resolved.version, minInstances);
     const d = await withinQuota({ accountId: account.id, minInstances }, (tx) =>
@@ -186,7 +202,9 @@ export function deploymentRoutes(
     const d = await mine(req, account.id);
     const body = parseOr422(modelCreateBody, req.body ?? {});
     const model = await db.query.models.findFirst({ where: eq(models.id, d.modelId) });
-    const resolved = model ? await resolveModelVersion(db, account.id, { owner: model.owner, name: model.name, versionId: d.versionId }) : undefined;
+    const resolved = model
+      ? await resolveModelVersion(db, account.id, { owner: model.owner, name: model.name, versionId: d.versionId })
+      : undefined;
     if (!resolved) throw new NotFoundError(`The deployment's model version is gone`);
     const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, {
       idempotencyKey: req.get('idempotency-key'),
@@ -210,11 +228,17 @@ export function deploymentRoutes(
 const deploymentParams = pathParams('owner', 'name');
 
 export const deploymentContracts: RouteContract[] = [
-  { method: 'get', path: '/v1/deployments', summary: 'Your deployments', responses: { '200': jsonResponse('A page', pageOf(deploymentBody)), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/deployments',
+    summary: 'Your deployments',
+    responses: { '200': jsonResponse('A page', pageOf(deploymentBody)), ...errorResponses },
+  },
   {
     method: 'post',
     path: '/v1/deployments',
-    summary: "Create a deployment. The min_instances of all your deployments count against your account's max_pinned_replicas (422 naming min_instances past it)",
+    summary:
+      "Create a deployment. The min_instances of all your deployments count against your account's max_pinned_replicas (422 naming min_instances past it)",
     request: { body: jsonContent(createDeploymentBody) },
     responses: { '201': jsonResponse('Created', deploymentBody), '409': jsonResponse('It exists', errorBody), ...errorResponses },
   },

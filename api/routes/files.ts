@@ -4,23 +4,23 @@
  * is served as an inert download (see untrusted-content.ts); the declared type stays in the JSON.
  */
 import Busboy from 'busboy';
+import { Router, type Request } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import { Router, type Request } from 'express';
+import { z } from 'zod';
 import type { Db } from '../../db/client';
 import { deleteFile, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
-import { fileKey } from '../../lib/file-keys';
-import { signedFileUrl, verifyFileUrl, FILE_URL_TTL_SECONDS } from '../../lib/file-urls';
 import { byteMeter } from '../../lib/byte-meter';
+import { fileKey } from '../../lib/file-keys';
+import { FILE_URL_TTL_SECONDS, signedFileUrl, verifyFileUrl } from '../../lib/file-urls';
 import { newId } from '../../lib/ids';
 import type { UrlSigner } from '../../lib/signing';
 import type { Storage } from '../../lib/storage';
 import { currentAccount, optionalAccount } from '../auth';
 import { ApiError, BadRequestError, NotFoundError, UnauthorizedError } from '../errors';
-import { untrustedContentHeaders } from '../untrusted-content';
-import { z } from 'zod';
-import { errorResponses, jsonResponse, pageOf, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
 import { errorBody, fileBody } from '../response-schemas';
+import { errorResponses, jsonResponse, pageOf, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
+import { untrustedContentHeaders } from '../untrusted-content';
 
 export interface FileDeps {
   db: Db;
@@ -98,9 +98,18 @@ export function fileRoutes(deps: FileDeps): Router {
           size += chunk.length;
           hash.update(chunk);
         });
-        stream.on('limit', () => meter.destroy(new ApiError(413, 'Payload too large', `files are limited to ${deps.maxUploadBytes} bytes`)));
+        stream.on('limit', () =>
+          meter.destroy(new ApiError(413, 'Payload too large', `files are limited to ${deps.maxUploadBytes} bytes`)),
+        );
         Promise.all([pipeline(stream, meter), storage.putStream(fileKey(id), meter)])
-          .then(() => resolve({ name: info.filename || 'file', contentType: info.mimeType || 'application/octet-stream', size, sha256: hash.digest('hex') }))
+          .then(() =>
+            resolve({
+              name: info.filename || 'file',
+              contentType: info.mimeType || 'application/octet-stream',
+              size,
+              sha256: hash.digest('hex'),
+            }),
+          )
           .catch(async (err) => {
             await storage.delete(fileKey(id)).catch(() => undefined);
             reject(err);
@@ -151,7 +160,12 @@ export const fileContracts: RouteContract[] = [
       ...errorResponses,
     },
   },
-  { method: 'get', path: '/v1/files', summary: 'Your files', responses: { '200': jsonResponse('A page', pageOf(fileBody)), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/files',
+    summary: 'Your files',
+    responses: { '200': jsonResponse('A page', pageOf(fileBody)), ...errorResponses },
+  },
   {
     method: 'get',
     path: '/v1/files/{id}',

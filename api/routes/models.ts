@@ -5,28 +5,28 @@
  * needs. Blobs are stored once for everyone, but an account sees and names only the digests it
  * uploaded or that a model it owns, or a public one, already uses (db/blobs.ts).
  */
+import { Router, type Request } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { mayUseBlob, recordBlobUpload, usableBlobs } from '../../db/blobs';
 import type { Db } from '../../db/client';
 import { addVersion, findVisibleModel, getVersion, listVersions, listVisibleModels, upsertModel } from '../../db/models';
 import { liveNodes } from '../../db/nodes';
 import { engines } from '../../domain/statuses';
-import { byteMeter } from '../../lib/byte-meter';
-import { blobKey, blobUploadKey, type Storage } from '../../lib/storage';
 import { taskNames, taskType } from '../../domain/tasks';
+import { byteMeter } from '../../lib/byte-meter';
+import { skuOfNode } from '../../lib/hardware';
+import { blobKey, blobUploadKey, type Storage } from '../../lib/storage';
 import { currentAccount } from '../auth';
+import { resolveSpeculative, speculativeSetting } from '../draft-model';
 import { ApiError, BadRequestError, NotFoundError, ValidationError } from '../errors';
+import { adapterVersion } from '../lora-adapters';
 import { modelJson, versionJson } from '../model-json';
+import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
+import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { parseOr422 } from '../validation';
 import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
-import { adapterVersion } from '../lora-adapters';
-import { resolveSpeculative, speculativeSetting } from '../draft-model';
-import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
-import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
-import { skuOfNode } from '../../lib/hardware';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 
@@ -46,7 +46,10 @@ export const createModelBody = z.strictObject({
 const sha256 = z.string().regex(/^[a-f0-9]{64}$/, 'a sha256 digest: 64 lower-case hex characters');
 
 export const createVersionBody = z.strictObject({
-  files: z.array(z.strictObject({ path: z.string().min(1).max(500), sha256, size: z.number().int().min(0) })).min(1).max(100),
+  files: z
+    .array(z.strictObject({ path: z.string().min(1).max(500), sha256, size: z.number().int().min(0) }))
+    .min(1)
+    .max(100),
   engine: z.enum(engines).optional(),
   memory_bytes: z
     .number()
@@ -56,7 +59,13 @@ export const createVersionBody = z.strictObject({
     .describe('Memory the loaded model needs, if more than the server works out from the weights (GGUF metadata × context × sequences)'),
   settings: z
     .strictObject({
-      sequences: z.number().int().min(1).max(64).optional().describe('Predictions run at once on one loaded copy (the server may allow fewer: KILN_MAX_SEQUENCES)'),
+      sequences: z
+        .number()
+        .int()
+        .min(1)
+        .max(64)
+        .optional()
+        .describe('Predictions run at once on one loaded copy (the server may allow fewer: KILN_MAX_SEQUENCES)'),
       contextSize: z
         .number()
         .int()
@@ -81,7 +90,9 @@ export const createVersionBody = z.strictObject({
     .min(1)
     .max(300)
     .optional()
-    .describe('This version is a GGUF LoRA adapter of that base version (`owner/name`, `owner/name:version` or a version id): it runs on the base, loaded once'),
+    .describe(
+      'This version is a GGUF LoRA adapter of that base version (`owner/name`, `owner/name:version` or a version id): it runs on the base, loaded once',
+    ),
 });
 
 export function modelRoutes(deps: {
@@ -102,7 +113,8 @@ export function modelRoutes(deps: {
     const base = deps.baseUrl(req);
     res.json({
       previous: null,
-      next: rows.length > 100 && last ? `${base}/v1/models?cursor=${Buffer.from(`${last.owner}/${last.name}`).toString('base64url')}` : null,
+      next:
+        rows.length > 100 && last ? `${base}/v1/models?cursor=${Buffer.from(`${last.owner}/${last.name}`).toString('base64url')}` : null,
       results: await Promise.all(
         page.map(async (m) => modelJson(m, base, m.latestVersionId ? await getVersion(db, m.latestVersionId) : undefined)),
       ),
@@ -159,13 +171,20 @@ export function modelRoutes(deps: {
     const model = await visibleModel(req, account.id);
     if (model.ownerId !== account.id) throw new NotFoundError(`Model ${model.owner}/${model.name} not found`);
     const body = parseOr422(createVersionBody, req.body ?? {});
-    const usable = await usableBlobs(db, account.id, body.files.map((f) => f.sha256));
+    const usable = await usableBlobs(
+      db,
+      account.id,
+      body.files.map((f) => f.sha256),
+    );
     for (const [i, f] of body.files.entries()) {
       // A digest the account may not use reads as absent, exactly as HEAD answers it.
       const size = usable.has(f.sha256) ? await storage.size(blobKey(f.sha256)) : undefined;
       if (size === undefined) {
         throw new ValidationError([
-          { field: `files.${i}.sha256`, description: `no blob ${f.sha256} of yours (${f.path}): upload it with PUT /v1/blobs/sha256/<digest>` },
+          {
+            field: `files.${i}.sha256`,
+            description: `no blob ${f.sha256} of yours (${f.path}): upload it with PUT /v1/blobs/sha256/<digest>`,
+          },
         ]);
       }
       if (size !== f.size) throw new ValidationError([{ field: `files.${i}.size`, description: `the blob has ${size} bytes` }]);
@@ -174,12 +193,17 @@ export function modelRoutes(deps: {
     if (!engine) throw new BadRequestError(`no engine serves task ${model.task}`);
     const served = taskType(model.task)?.engines ?? [];
     if (!served.includes(engine)) {
-      throw new ValidationError([{ field: 'engine', description: `task ${model.task} is served by ${served.join(', ') || 'no engine here'}` }]);
+      throw new ValidationError([
+        { field: 'engine', description: `task ${model.task} is served by ${served.join(', ') || 'no engine here'}` },
+      ]);
     }
     const { speculative, ...requested } = body.settings ?? {};
-    if (speculative && engine !== 'llama.cpp') throw new ValidationError([{ field: 'settings.speculative', description: 'only llama.cpp versions decode speculatively' }]);
+    if (speculative && engine !== 'llama.cpp')
+      throw new ValidationError([{ field: 'settings.speculative', description: 'only llama.cpp versions decode speculatively' }]);
     if (speculative && body.lora_for) {
-      throw new ValidationError([{ field: 'settings.speculative', description: 'an adapter decodes on its base: set speculative on the base version' }]);
+      throw new ValidationError([
+        { field: 'settings.speculative', description: 'an adapter decodes on its base: set speculative on the base version' },
+      ]);
     }
     const adapter = body.lora_for
       ? await adapterVersion({ db, storage, limits: deps.resources }, account, {
@@ -192,7 +216,9 @@ export function modelRoutes(deps: {
         })
       : undefined;
     const settings: Record<string, unknown> = adapter?.settings ?? requested;
-    let memoryBytes = adapter?.memoryBytes ?? (await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources));
+    let memoryBytes =
+      adapter?.memoryBytes ??
+      (await versionMemoryBytes(storage, { engine, files: body.files, declared: body.memory_bytes, settings }, deps.resources));
     if (speculative) {
       const draft = await resolveSpeculative(deps, account.id, speculative, { files: body.files, settings });
       Object.assign(settings, { speculative: draft.stored });
@@ -255,11 +281,13 @@ export function modelRoutes(deps: {
     const nodes = await liveNodes(db);
     const kinds = new Map(nodes.map((n) => [skuOfNode(n), n.gpu ?? 'CPU']));
     res.json(
-      [...kinds].sort(([a], [b]) => a.localeCompare(b)).map(([sku, name]) => ({
-        name,
-        sku,
-        nodes: nodes.filter((n) => skuOfNode(n) === sku).length,
-      })),
+      [...kinds]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([sku, name]) => ({
+          name,
+          sku,
+          nodes: nodes.filter((n) => skuOfNode(n) === sku).length,
+        })),
     );
   });
 
@@ -283,7 +311,13 @@ export const modelContracts: RouteContract[] = [
     request: { body: jsonContent(createModelBody) },
     responses: { '201': jsonResponse('Created', modelBody), '409': jsonResponse('It exists', errorBody), ...errorResponses },
   },
-  { method: 'get', path: '/v1/models/{owner}/{name}', summary: 'A model', request: { params: modelParams }, responses: { '200': jsonResponse('The model', modelBody), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/models/{owner}/{name}',
+    summary: 'A model',
+    request: { params: modelParams },
+    responses: { '200': jsonResponse('The model', modelBody), ...errorResponses },
+  },
   {
     method: 'get',
     path: '/v1/models/{owner}/{name}/versions',
@@ -309,15 +343,20 @@ export const modelContracts: RouteContract[] = [
   {
     method: 'head',
     path: '/v1/blobs/sha256/{digest}',
-    summary: 'Is this blob stored for you? Yes only if you uploaded it or a model you own, or a public one, uses it; others’ weights read as absent',
+    summary:
+      'Is this blob stored for you? Yes only if you uploaded it or a model you own, or a public one, uses it; others’ weights read as absent',
     request: { params: pathParams('digest') },
     responses: { '200': { description: 'Yes: Content-Length is its size' }, '404': { description: 'Not stored, or not yours to use' } },
   },
   {
     method: 'put',
     path: '/v1/blobs/sha256/{digest}',
-    summary: 'Upload weights: streamed to a key of this upload, checked against the digest, then copied into place; verified bytes make you one of the blob’s uploaders',
-    request: { params: pathParams('digest'), body: { content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary' }) } } } },
+    summary:
+      'Upload weights: streamed to a key of this upload, checked against the digest, then copied into place; verified bytes make you one of the blob’s uploaders',
+    request: {
+      params: pathParams('digest'),
+      body: { content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary' }) } } },
+    },
     responses: {
       '201': jsonResponse('Stored', blobUploadBody),
       '200': jsonResponse('Already stored; now yours to use', blobUploadBody),
@@ -325,5 +364,10 @@ export const modelContracts: RouteContract[] = [
       ...errorResponses,
     },
   },
-  { method: 'get', path: '/v1/hardware', summary: 'What the live engine nodes offer', responses: { '200': jsonResponse('Hardware', hardwareBody), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/hardware',
+    summary: 'What the live engine nodes offer',
+    responses: { '200': jsonResponse('Hardware', hardwareBody), ...errorResponses },
+  },
 ];

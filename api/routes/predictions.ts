@@ -1,34 +1,53 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { createBody, modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
+import type { Account } from '../../db/accounts';
 import { resolveModelVersion } from '../../db/models';
-import { resolveVersionRef } from '../resolve-version';
 import { decodeCursor, encodeCursor } from '../../db/paging';
 import { getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
-import type { Account } from '../../db/accounts';
 import { predictionWorkflowId } from '../../domain/contracts';
+import { isTerminalStatus } from '../../domain/statuses';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
-import { withOutputSoFar } from '../output-so-far';
 import { throwIfContextLengthExceeded } from '../context-length';
-import type { EventHub } from '../event-hub';
 import { createPrediction, type CreateDeps } from '../create-prediction';
-import { retryPrediction } from '../retry-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
+import type { EventHub } from '../event-hub';
+import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import { isTerminalStatus } from '../../domain/statuses';
-import { parseOr422 } from '../validation';
+import {
+  createBody,
+  modelCreateBody,
+  parseCancelAfter,
+  parsePriority,
+  parseSessionAffinity,
+  preferWaitSeconds,
+} from '../prediction-request';
 import { notePrediction } from '../request-log';
-import { setupProgress } from '../setup-progress';
-import { errorResponses, jsonContent, predictionCreateHeaders, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
+import { resolveVersionRef } from '../resolve-version';
 import { errorBody, predictionBody, setupProgressBody } from '../response-schemas';
+import { retryPrediction } from '../retry-prediction';
+import {
+  errorResponses,
+  jsonContent,
+  jsonResponse,
+  pageOf,
+  pathParams,
+  predictionCreateHeaders,
+  type RouteContract,
+} from '../route-contract';
+import { setupProgress } from '../setup-progress';
+import { parseOr422 } from '../validation';
 
 const retryHeaders = predictionCreateHeaders.pick({ prefer: true, 'cancel-after': true, 'kiln-priority': true });
 
 export const retryBody = z.strictObject({
-  version: z.string().min(1).optional().describe("Run this version instead (an id, `owner/name` or `owner/name:version`); the prediction's own when left out"),
+  version: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Run this version instead (an id, `owner/name` or `owner/name:version`); the prediction's own when left out"),
 });
 
 const listQuery = z.object({
@@ -59,7 +78,10 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const final = await withOutputSoFar(db, await waitFor(row, req, readAt));
     notePrediction(res, final.id);
     throwIfContextLengthExceeded(final);
-    res.status(201).location(`/v1/predictions/${final.id}`).json(predictionJson(final, deps.urls(req)));
+    res
+      .status(201)
+      .location(`/v1/predictions/${final.id}`)
+      .json(predictionJson(final, deps.urls(req)));
   }
 
   const createOptions = (req: Request, body: z.infer<typeof modelCreateBody>) => ({
@@ -168,7 +190,13 @@ const created = { '201': jsonResponse('Created (or, with Prefer: wait, finished)
 const onePrediction = { '200': jsonResponse('The prediction', predictionBody), ...errorResponses };
 
 export const predictionContracts: RouteContract[] = [
-  { method: 'post', path: '/v1/predictions', summary: 'Create a prediction', request: { headers: predictionCreateHeaders, body: jsonContent(createBody) }, responses: created },
+  {
+    method: 'post',
+    path: '/v1/predictions',
+    summary: 'Create a prediction',
+    request: { headers: predictionCreateHeaders, body: jsonContent(createBody) },
+    responses: created,
+  },
   {
     method: 'post',
     path: '/v1/models/{owner}/{name}/predictions',
@@ -191,11 +219,18 @@ export const predictionContracts: RouteContract[] = [
     request: { params: pathParams('id') },
     responses: { '200': jsonResponse('Warm-up progress', setupProgressBody), ...errorResponses },
   },
-  { method: 'post', path: '/v1/predictions/{id}/cancel', summary: 'Cancel', request: { params: pathParams('id') }, responses: onePrediction },
+  {
+    method: 'post',
+    path: '/v1/predictions/{id}/cancel',
+    summary: 'Cancel',
+    request: { params: pathParams('id') },
+    responses: onePrediction,
+  },
   {
     method: 'post',
     path: '/v1/predictions/{id}/retry',
-    summary: 'Run a failed, canceled or aborted prediction again: a new run of its workflow, with the same input (and version, unless the body names one)',
+    summary:
+      'Run a failed, canceled or aborted prediction again: a new run of its workflow, with the same input (and version, unless the body names one)',
     request: { params: pathParams('id'), headers: retryHeaders, body: jsonContent(retryBody) },
     responses: {
       '201': jsonResponse('The new run started (or, with Prefer: wait, finished); run_id names it', predictionBody),

@@ -1,18 +1,18 @@
-import { Router, type Request } from 'express';
-import { renderFileRefs } from '../../lib/file-urls';
 import { eq } from 'drizzle-orm';
-import { bearerToken, optionalAccount } from '../auth';
+import { Router, type Request } from 'express';
+import { z } from 'zod';
 import type { Db } from '../../db/client';
 import { predictions } from '../../db/schema';
+import { renderFileRefs } from '../../lib/file-urls';
 import type { UrlSigner } from '../../lib/signing';
+import { bearerToken, optionalAccount } from '../auth';
 import { NotFoundError, UnauthorizedError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
-import { SseWriter } from '../sse';
-import { z } from 'zod';
-import { errorResponses, jsonResponse, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
 import { errorBody } from '../response-schemas';
+import { errorResponses, jsonResponse, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
+import { SseWriter } from '../sse';
 
 /**
  * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
@@ -27,7 +27,9 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; b
     const [row] = await deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id));
     if (!verifyStreamUrl(deps.signer, id, req.query.expires, req.query.sig)) {
       if (!bearerToken(req)) {
-        throw new UnauthorizedError('The stream URL has expired or is not signed: read the prediction again for a fresh urls.stream, or pass a bearer token');
+        throw new UnauthorizedError(
+          'The stream URL has expired or is not signed: read the prediction again for a fresh urls.stream, or pass a bearer token',
+        );
       }
       const account = await optionalAccount(deps.db, req);
       if (!account) throw new UnauthorizedError();
@@ -41,7 +43,8 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; b
       deps,
       id,
       Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0,
-      (e) => sse.send({ id: e.id, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
+      (e) =>
+        sse.send({ id: e.id, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
       () => sse.end(),
     );
     sse.onClose(stop);
@@ -58,7 +61,10 @@ export const streamContracts: RouteContract[] = [
     security: [{}, { bearer: [] }],
     request: { params: pathParams('id'), query: signedUrlQuery },
     responses: {
-      '200': { description: 'text/event-stream: output, logs, error, done, reset', content: { 'text/event-stream': { schema: z.string() } } },
+      '200': {
+        description: 'text/event-stream: output, logs, error, done, reset',
+        content: { 'text/event-stream': { schema: z.string() } },
+      },
       '401': jsonResponse('Expired or unsigned, and no token', errorBody),
       '404': errorResponses['404'],
     },

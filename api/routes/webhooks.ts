@@ -1,16 +1,15 @@
 import type { Client } from '@temporalio/client';
 import { Router } from 'express';
 import type { Db } from '../../db/client';
-import { getPrediction } from '../../db/predictions';
-import type { SecretBox } from '../../lib/secret-box';
+import { getPrediction, rowToSnapshot } from '../../db/predictions';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
 import { webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
+import { isTerminalStatus } from '../../domain/statuses';
+import type { SecretBox } from '../../lib/secret-box';
 import { currentAccount } from '../auth';
 import { ApiError, NotFoundError } from '../errors';
-import { rowToSnapshot } from '../../db/predictions';
-import { isTerminalStatus } from '../../domain/statuses';
-import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 import { errorBody, redeliveryBody, rotatedSecretBody, webhookDeliveriesBody, webhookSecretBody } from '../response-schemas';
+import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 
 export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Client; controlQueue: string }): Router {
   const router = Router();
@@ -72,7 +71,12 @@ export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Clie
 }
 
 export const webhookContracts: RouteContract[] = [
-  { method: 'get', path: '/v1/webhooks/default/secret', summary: 'The webhook signing secret', responses: { '200': jsonResponse('The key', webhookSecretBody), ...errorResponses } },
+  {
+    method: 'get',
+    path: '/v1/webhooks/default/secret',
+    summary: 'The webhook signing secret',
+    responses: { '200': jsonResponse('The key', webhookSecretBody), ...errorResponses },
+  },
   {
     method: 'post',
     path: '/v1/webhooks/default/secret/rotate',
@@ -91,6 +95,10 @@ export const webhookContracts: RouteContract[] = [
     path: '/v1/predictions/{id}/webhooks/redeliver',
     summary: 'Send the completed event again, with its original webhook-id',
     request: { params: pathParams('id') },
-    responses: { '202': jsonResponse('Started', redeliveryBody), '409': jsonResponse('No webhook, or not finished', errorBody), ...errorResponses },
+    responses: {
+      '202': jsonResponse('Started', redeliveryBody),
+      '409': jsonResponse('No webhook, or not finished', errorBody),
+      ...errorResponses,
+    },
   },
 ];

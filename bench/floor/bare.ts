@@ -7,9 +7,9 @@ import { Client, Connection } from '@temporalio/client';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
 import { cpuBetween, cpuByProcess } from '../cpu';
 import { pool } from '../lib';
-import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
 import type { bareWorkflow, visibleWorkflow } from './workflow';
 
 export interface LoadRun {
@@ -88,7 +88,13 @@ export class Floor {
         taskQueue: this.queue,
         args: [{ ...bare, patch: visibility.patch, finalStatus: visibility.finalStatus }],
         ...(visibility.startAttributes
-          ? { typedSearchAttributes: [{ key: KilnAccount, value: 'bench' }, { key: KilnModel, value: 'bench/floor' }, { key: KilnStatus, value: 'starting' }] }
+          ? {
+              typedSearchAttributes: [
+                { key: KilnAccount, value: 'bench' },
+                { key: KilnModel, value: 'bench/floor' },
+                { key: KilnStatus, value: 'starting' },
+              ],
+            }
           : {}),
       });
     }
@@ -101,7 +107,14 @@ export class Floor {
    * Kiln's waited for its archive), so both sides count as much idle time.
    */
   async run(requests: number, concurrency: number, holdMs = 0, visibility?: Visibility): Promise<LoadRun> {
-    return measure(requests, concurrency, FLOOR_COMPONENTS, this.pids(), (i) => this.once(i, visibility), () => sleep(holdMs));
+    return measure(
+      requests,
+      concurrency,
+      FLOOR_COMPONENTS,
+      this.pids(),
+      (i) => this.once(i, visibility),
+      () => sleep(holdMs),
+    );
   }
 
   async stop(): Promise<void> {
@@ -142,4 +155,3 @@ export async function measure(
   const stackCpu = components.reduce((s, c) => s + (cpu[c] ?? 0), 0);
   return { requests, concurrency, seconds, throughput: requests / seconds, latencies, cpu, stackCpu };
 }
-

@@ -3,8 +3,8 @@
  * the HTTP API, `Prefer: wait`) and on the bare workflow, CPU per prediction by process and in
  * total, throughput and latency, and the ratios the targets are stated in.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { archivedThrough } from '../../activities/history-archive';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { config } from '../../lib/config';
@@ -115,10 +115,18 @@ export async function kilnAgainstFloor(token: string, floor: Floor, requests: nu
     kilnRuns.push(kiln);
     bareRuns.push(await floor.run(share, concurrency, kiln.settleMs));
   }
-  const kiln = { ...mergeRuns(kilnRuns), overheads: kilnRuns.flatMap((k) => k.overheads), settleMs: kilnRuns.reduce((a, k) => a + k.settleMs, 0) };
+  const kiln = {
+    ...mergeRuns(kilnRuns),
+    overheads: kilnRuns.flatMap((k) => k.overheads),
+    settleMs: kilnRuns.reduce((a, k) => a + k.settleMs, 0),
+  };
   const bare = mergeRuns(bareRuns);
   const turns = `${rounds > 1 ? `, in ${rounds} turns each` : ''}; CPU read until Kiln's histories were archived (${(kiln.settleMs / 1000).toFixed(1)} s in all) and as long after the floor's`;
-  printComparison(`Kiln (kiln/echo-fixture, sleep_ms 0, Prefer: wait) against the bare-Temporal floor: ${requests} each${turns}, ${concurrency} at once`, kiln, bare);
+  printComparison(
+    `Kiln (kiln/echo-fixture, sleep_ms 0, Prefer: wait) against the bare-Temporal floor: ${requests} each${turns}, ${concurrency} at once`,
+    kiln,
+    bare,
+  );
   return { kiln, bare };
 }
 
@@ -142,20 +150,43 @@ function mergeRuns(runs: LoadRun[]): LoadRun {
 export function printComparison(title: string, kiln: KilnRun, bare: LoadRun): void {
   const rows: Array<Record<string, string | number>> = [];
   const row = (process: string, k: string, f: string) => rows.push({ process, 'kiln ms/prediction': k, 'floor ms/workflow': f });
-  for (const c of ['temporal', 'postgres', 'minio', 'api', 'control-worker', 'engine-worker', 'floor workflow worker', 'floor activity worker']) {
+  for (const c of [
+    'temporal',
+    'postgres',
+    'minio',
+    'api',
+    'control-worker',
+    'engine-worker',
+    'floor workflow worker',
+    'floor activity worker',
+  ]) {
     row(c, KILN_COMPONENTS.includes(c) ? perOp(kiln, c).toFixed(2) : '-', FLOOR_COMPONENTS.includes(c) ? perOp(bare, c).toFixed(2) : '-');
   }
   // The floor's client is its API; Kiln's HTTP client is not part of Kiln.
   row('load generator', `(${perOp(kiln, 'load generator').toFixed(2)}, not counted)`, perOp(bare, 'load generator').toFixed(2));
   // Shown, not counted: other checkouts' databases and the server's own processes share the machine.
-  row('postgres (others)', `(${perOp(kiln, 'postgres (others)').toFixed(2)}, not counted)`, `(${perOp(bare, 'postgres (others)').toFixed(2)}, not counted)`);
+  row(
+    'postgres (others)',
+    `(${perOp(kiln, 'postgres (others)').toFixed(2)}, not counted)`,
+    `(${perOp(bare, 'postgres (others)').toFixed(2)}, not counted)`,
+  );
   const kilnCpu = (kiln.stackCpu * 1000) / kiln.requests;
   const bareCpu = (bare.stackCpu * 1000) / bare.requests;
-  rows.push({ process: 'TOTAL (stack)', 'kiln ms/prediction': kilnCpu.toFixed(2), 'floor ms/workflow': bareCpu.toFixed(2), 'kiln ÷ floor': ratio(kilnCpu, bareCpu) });
+  rows.push({
+    process: 'TOTAL (stack)',
+    'kiln ms/prediction': kilnCpu.toFixed(2),
+    'floor ms/workflow': bareCpu.toFixed(2),
+    'kiln ÷ floor': ratio(kilnCpu, bareCpu),
+  });
   // The Temporal server may serve other stacks at the same time (a shared machine): without it, each side's own processes.
   const kilnOwn = kilnCpu - perOp(kiln, 'temporal');
   const bareOwn = bareCpu - perOp(bare, 'temporal');
-  rows.push({ process: 'TOTAL without temporal', 'kiln ms/prediction': kilnOwn.toFixed(2), 'floor ms/workflow': bareOwn.toFixed(2), 'kiln ÷ floor': ratio(kilnOwn, bareOwn) });
+  rows.push({
+    process: 'TOTAL without temporal',
+    'kiln ms/prediction': kilnOwn.toFixed(2),
+    'floor ms/workflow': bareOwn.toFixed(2),
+    'kiln ÷ floor': ratio(kilnOwn, bareOwn),
+  });
   table(`${title}\nCPU per prediction by process (from /proc)`, rows);
   table('Throughput and latency', [
     {

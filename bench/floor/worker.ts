@@ -12,7 +12,10 @@ async function main() {
   const [role, taskQueue] = process.argv.slice(2);
   if ((role !== 'workflows' && role !== 'activities') || !taskQueue) throw new Error('usage: worker.ts workflows|activities <task queue>');
   // As the control and engine workers do: only warnings are logged.
-  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  Runtime.install({
+    logger: new DefaultLogger('WARN'),
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } },
+  });
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   const namespace = process.env.TEMPORAL_NAMESPACE ?? 'default';
   const worker =

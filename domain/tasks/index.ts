@@ -23,7 +23,13 @@ export interface TaskType {
 const productTasks: Record<string, TaskType> = {
   'text-generation': { input: textGenerationInput, output: textGenerationOutput, engines: ['llama.cpp'], rateLimitPerMinute: 300 },
   embeddings: { input: embeddingsInput, output: embeddingsOutput, engines: ['llama.cpp'], rateLimitPerMinute: 3000 },
-  'remove-background': { input: removeBackgroundInput, output: removeBackgroundOutput, engines: ['onnxruntime'], rateLimitPerMinute: 720, outputFiles: true },
+  'remove-background': {
+    input: removeBackgroundInput,
+    output: removeBackgroundOutput,
+    engines: ['onnxruntime'],
+    rateLimitPerMinute: 720,
+    outputFiles: true,
+  },
 };
 
 /** Task types a process serves beside the product's: the test fixtures, where they are enabled (fixtures/). */

@@ -83,53 +83,67 @@ const refPattern = /^#\/(\$defs|definitions)\/[^/]+$/;
  * (zod writes ±(2^53 − 1) on every int). Any narrower range cannot be enforced.
  */
 const GRAMMAR_INTEGER_LIMIT = 999_999_999_999_999;
-const RANGE_REFUSED = 'number ranges cannot be enforced by the grammar (only integer ranges of ±999999999999999 or wider, which it always keeps)';
+const RANGE_REFUSED =
+  'number ranges cannot be enforced by the grammar (only integer ranges of ±999999999999999 or wider, which it always keeps)';
 
-export const jsonSchema: z.ZodType<JsonSchema> = z.lazy(() =>
-  z
-    .strictObject({
-      ...annotations,
-      type: z.union([z.enum(TYPES), z.array(z.enum(TYPES)).min(1)]).optional(),
-      properties: z.record(z.string(), jsonSchema).optional(),
-      required: z.array(z.string()).optional(),
-      additionalProperties: z.union([z.boolean(), jsonSchema]).optional(),
-      minProperties: count.optional(),
-      maxProperties: count.optional(),
-      items: jsonSchema.optional(),
-      prefixItems: z.array(jsonSchema).optional(),
-      minItems: count.optional(),
-      maxItems: count.optional(),
-      minLength: count.optional(),
-      maxLength: count.optional(),
-      format: z
-        .enum(['date-time', 'date', 'time'], { message: 'only the formats date-time, date and time can be enforced by the grammar' })
-        .optional(),
-      enum: z.array(literal).min(1).optional(),
-      const: literal.optional(),
-      anyOf: z.array(jsonSchema).min(1).optional(),
-      oneOf: z.array(jsonSchema).min(1).optional(),
-      $ref: z.string().regex(refPattern, 'only references to #/$defs/<name> or #/definitions/<name> are supported').optional(),
-      $defs: z.record(z.string(), jsonSchema).optional(),
-      definitions: z.record(z.string(), jsonSchema).optional(),
-      minimum: z.number().optional(),
-      maximum: z.number().optional(),
-      ...Object.fromEntries(Object.entries(UNENFORCEABLE).map(([key, why]) => [key, z.unknown().refine((v) => v === undefined, { message: why }).optional()])),
-    })
-    .superRefine((s, ctx) => {
-      const integer = s.type === 'integer' || (Array.isArray(s.type) && s.type.every((t) => t === 'integer' || t === 'null'));
-      if (s.minimum !== undefined && !(integer && s.minimum <= -GRAMMAR_INTEGER_LIMIT)) ctx.addIssue({ code: 'custom', path: ['minimum'], message: RANGE_REFUSED });
-      if (s.maximum !== undefined && !(integer && s.maximum >= GRAMMAR_INTEGER_LIMIT)) ctx.addIssue({ code: 'custom', path: ['maximum'], message: RANGE_REFUSED });
-    })
-    .refine((s) => s.minLength === undefined || s.maxLength === undefined || s.minLength <= s.maxLength, {
-      message: 'minLength must not exceed maxLength',
-      path: ['minLength'],
-    })
-    .refine((s) => s.minItems === undefined || s.maxItems === undefined || s.minItems <= s.maxItems, {
-      message: 'minItems must not exceed maxItems',
-      path: ['minItems'],
-    }),
-  // An id makes the OpenAPI generator refer to the schema instead of unfolding its recursion for ever.
-).meta({ id: 'JsonSchema', description: 'A JSON Schema, in the part of it that a grammar can enforce' }) as z.ZodType<JsonSchema>;
+export const jsonSchema: z.ZodType<JsonSchema> = z
+  .lazy(
+    () =>
+      z
+        .strictObject({
+          ...annotations,
+          type: z.union([z.enum(TYPES), z.array(z.enum(TYPES)).min(1)]).optional(),
+          properties: z.record(z.string(), jsonSchema).optional(),
+          required: z.array(z.string()).optional(),
+          additionalProperties: z.union([z.boolean(), jsonSchema]).optional(),
+          minProperties: count.optional(),
+          maxProperties: count.optional(),
+          items: jsonSchema.optional(),
+          prefixItems: z.array(jsonSchema).optional(),
+          minItems: count.optional(),
+          maxItems: count.optional(),
+          minLength: count.optional(),
+          maxLength: count.optional(),
+          format: z
+            .enum(['date-time', 'date', 'time'], { message: 'only the formats date-time, date and time can be enforced by the grammar' })
+            .optional(),
+          enum: z.array(literal).min(1).optional(),
+          const: literal.optional(),
+          anyOf: z.array(jsonSchema).min(1).optional(),
+          oneOf: z.array(jsonSchema).min(1).optional(),
+          $ref: z.string().regex(refPattern, 'only references to #/$defs/<name> or #/definitions/<name> are supported').optional(),
+          $defs: z.record(z.string(), jsonSchema).optional(),
+          definitions: z.record(z.string(), jsonSchema).optional(),
+          minimum: z.number().optional(),
+          maximum: z.number().optional(),
+          ...Object.fromEntries(
+            Object.entries(UNENFORCEABLE).map(([key, why]) => [
+              key,
+              z
+                .unknown()
+                .refine((v) => v === undefined, { message: why })
+                .optional(),
+            ]),
+          ),
+        })
+        .superRefine((s, ctx) => {
+          const integer = s.type === 'integer' || (Array.isArray(s.type) && s.type.every((t) => t === 'integer' || t === 'null'));
+          if (s.minimum !== undefined && !(integer && s.minimum <= -GRAMMAR_INTEGER_LIMIT))
+            ctx.addIssue({ code: 'custom', path: ['minimum'], message: RANGE_REFUSED });
+          if (s.maximum !== undefined && !(integer && s.maximum >= GRAMMAR_INTEGER_LIMIT))
+            ctx.addIssue({ code: 'custom', path: ['maximum'], message: RANGE_REFUSED });
+        })
+        .refine((s) => s.minLength === undefined || s.maxLength === undefined || s.minLength <= s.maxLength, {
+          message: 'minLength must not exceed maxLength',
+          path: ['minLength'],
+        })
+        .refine((s) => s.minItems === undefined || s.maxItems === undefined || s.minItems <= s.maxItems, {
+          message: 'minItems must not exceed maxItems',
+          path: ['minItems'],
+        }),
+    // An id makes the OpenAPI generator refer to the schema instead of unfolding its recursion for ever.
+  )
+  .meta({ id: 'JsonSchema', description: 'A JSON Schema, in the part of it that a grammar can enforce' }) as z.ZodType<JsonSchema>;
 
 /** A schema as the top of a structured output or a tool's parameters: bounded in size. */
 export const jsonSchemaDocument = jsonSchema.refine((s) => JSON.stringify(s).length <= MAX_SCHEMA_BYTES, {

@@ -10,11 +10,11 @@
  * node-llama-cpp looks for local builds only under its own package folder, so the cached build is
  * handed to its Llama class directly, as its getLlama does with a local build it found.
  */
+import type { Llama } from 'node-llama-cpp';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Llama } from 'node-llama-cpp';
 import { llamaSourceBuild } from '../../lib/config';
 import { cpuBuildPlan, cpuinfoFlags, hostCpuBuildDir, nodeLlamaCppRoot, nodeLlamaCppSource } from '../../lib/llama-cpu-build';
 
@@ -64,7 +64,10 @@ async function loadSourceBuild(nlc: NodeLlamaCpp, dir: string, bindings: unknown
   const { Llama: LlamaClass } = (await import(pathToFileURL(path.join(dist, 'Llama.js')).href)) as {
     Llama: { _create(options: Record<string, unknown>): Promise<Llama>; defaultConsoleLogger: unknown };
   };
-  const { defaultLlamaVramPadding, defaultLlamaRamPadding } = (await import(pathToFileURL(path.join(dist, 'getLlama.js')).href)) as Record<string, unknown>;
+  const { defaultLlamaVramPadding, defaultLlamaRamPadding } = (await import(pathToFileURL(path.join(dist, 'getLlama.js')).href)) as Record<
+    string,
+    unknown
+  >;
   const { nlcVersion, tag } = nodeLlamaCppSource();
   if (typeof LlamaClass?._create !== 'function') throw new Error(`node-llama-cpp ${nlcVersion} has no Llama._create`);
   const bindingPath = path.join(dir, 'llama-addon.node');
@@ -123,7 +126,12 @@ export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions
   const setting = o.sourceBuild ?? sourceBuildSetting();
   if (setting === 'false') return { llama: await prebuilt(), binary: 'prebuilt' };
   // Only an explicit request hears why it was not honoured; auto just takes what there is.
-  if (!cpuHost(o.gpu)) return { llama: await prebuilt(), binary: 'prebuilt', ...(setting === 'true' && { fallback: 'a GPU host: the CPU source build is for CPU hosts' }) };
+  if (!cpuHost(o.gpu))
+    return {
+      llama: await prebuilt(),
+      binary: 'prebuilt',
+      ...(setting === 'true' && { fallback: 'a GPU host: the CPU source build is for CPU hosts' }),
+    };
   const dir = hostCpuBuildDir('addon');
   if (!existsSync(path.join(dir, 'llama-addon.node'))) {
     const build = `no source build at ${dir} (bash infra/llama-addon-build.sh, or KILN_LLAMA_SOURCE_BUILD=true npm start, builds it)`;

@@ -3,26 +3,18 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
-import { open } from 'node:fs/promises';
 import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText } from 'node-llama-cpp';
-import type { TextGenerationInput } from '../../domain/tasks/text-generation';
-import type { JsonSchema } from '../../domain/tasks/json-schema';
-import { EngineError } from '../engine-error';
-import { grammarKey, GrammarCache, jsonSchemaGrammar } from './grammar';
-import { DecodeGatherer } from './decode-gatherer';
-import { releaseThreadsAtOnce } from './thread-release';
-import { draftCounts, SpeculativeDecoding } from './speculative';
+import { open } from 'node:fs/promises';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
-import { SequencePool } from './sequence-pool';
+import type { JsonSchema } from '../../domain/tasks/json-schema';
+import type { TextGenerationInput } from '../../domain/tasks/text-generation';
+import type { GpuState } from '../../lib/hardware';
+import { l2Normalize } from '../../lib/vectors';
+import { EngineError } from '../engine-error';
 import { loadLlamaBackend, type SourceBuildSetting } from './backend';
-import { cachedPromptTokens } from './prefix-reuse';
+import { chatWrapperOf } from './chat-template';
+import { DecodeGatherer } from './decode-gatherer';
 import { generationPrompt, reuseProbe, type GenerationPrompt } from './generation-prompt';
-import { contextLimits, tokensLeft, type TokenLimits } from './token-budget';
-import { GenerationStream } from './generation-stream';
-import { stopStringsOf } from './stop-strings';
-import { tokenBiasPolicy } from './token-bias-policy';
-import { samplingOptions } from './sampling-options';
-import { decode } from './sequence-decoding';
 import {
   endedByDecoding,
   endedByEarlyAbort,
@@ -32,9 +24,17 @@ import {
   type GenerationResult,
   type GenerationRun,
 } from './generation-result';
-import type { GpuState } from '../../lib/hardware';
-import { chatWrapperOf } from './chat-template';
-import { l2Normalize } from '../../lib/vectors';
+import { GenerationStream } from './generation-stream';
+import { GrammarCache, grammarKey, jsonSchemaGrammar } from './grammar';
+import { cachedPromptTokens } from './prefix-reuse';
+import { samplingOptions } from './sampling-options';
+import { decode } from './sequence-decoding';
+import { SequencePool } from './sequence-pool';
+import { draftCounts, SpeculativeDecoding } from './speculative';
+import { stopStringsOf } from './stop-strings';
+import { releaseThreadsAtOnce } from './thread-release';
+import { tokenBiasPolicy } from './token-bias-policy';
+import { contextLimits, tokensLeft, type TokenLimits } from './token-budget';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -46,13 +46,7 @@ export function loadNodeLlamaCpp(): Promise<NodeLlamaCpp> {
 }
 
 /** Metadata llama.cpp asserts on: a file without it would abort the process instead of failing. */
-const REQUIRED_LLAMA_KEYS = [
-  'context_length',
-  'embedding_length',
-  'block_count',
-  'feed_forward_length',
-  'attention.head_count',
-] as const;
+const REQUIRED_LLAMA_KEYS = ['context_length', 'embedding_length', 'block_count', 'feed_forward_length', 'attention.head_count'] as const;
 
 /** Magic, version and counts: readGgufFileInfo can wait forever on a file that is not GGUF at all. */
 async function checkGgufHeader(file: string): Promise<void> {
@@ -246,15 +240,23 @@ export class LlamaEngine {
    * A LoRA adapter on a base version loaded here: a context of its own on the base's model, so
    * the base's weights are in memory once however many adapters run on them.
    */
-  async loadAdapter(versionId: string, baseVersionId: string, file: string, settings: LlamaLoadSettings & { loraScale?: number } = {}): Promise<void> {
+  async loadAdapter(
+    versionId: string,
+    baseVersionId: string,
+    file: string,
+    settings: LlamaLoadSettings & { loraScale?: number } = {},
+  ): Promise<void> {
     if (this.loaded.has(versionId)) return;
     const base = this.loaded.get(baseVersionId);
-    if (!base || base.base) throw new EngineError('ModelLoadFailed', `the adapter's base version ${baseVersionId} is not loaded on this node`);
+    if (!base || base.base)
+      throw new EngineError('ModelLoadFailed', `the adapter's base version ${baseVersionId} is not loaded on this node`);
     await checkGgufHeader(file);
     const trainContextSize = base.model.trainContextSize;
     let entry: LoadedModel;
     try {
-      entry = await this.servingContext(base.model, settings, trainContextSize, { lora: { adapters: [{ filePath: file, scale: settings.loraScale ?? 1 }] } });
+      entry = await this.servingContext(base.model, settings, trainContextSize, {
+        lora: { adapters: [{ filePath: file, scale: settings.loraScale ?? 1 }] },
+      });
     } catch (err) {
       throw new EngineError('ModelLoadFailed', `llama.cpp could not apply the LoRA adapter: ${(err as Error).message}`, { cause: err });
     }
@@ -287,7 +289,12 @@ export class LlamaEngine {
     let speculative: SpeculativeDecoding | undefined;
     try {
       speculative = settings.speculative
-        ? await SpeculativeDecoding.create(await loadNodeLlamaCpp(), await this.backend(), model, settings.speculative, { draftFile, contextSize, sequences, threads: this.opts.threads })
+        ? await SpeculativeDecoding.create(await loadNodeLlamaCpp(), await this.backend(), model, settings.speculative, {
+            draftFile,
+            contextSize,
+            sequences,
+            threads: this.opts.threads,
+          })
         : undefined;
     } catch (err) {
       await context.dispose();
@@ -340,9 +347,18 @@ export class LlamaEngine {
   }
 
   /** The generation proper, on a sequence lent for it: what it streamed, and how it ended. */
-  private async generateOnSequence(entry: LoadedModel, nlc: NodeLlamaCpp, job: GenerationJob, opts: GenerateOptions): Promise<GenerationRun> {
+  private async generateOnSequence(
+    entry: LoadedModel,
+    nlc: NodeLlamaCpp,
+    job: GenerationJob,
+    opts: GenerateOptions,
+  ): Promise<GenerationRun> {
     const { request, limits, continuedTokens } = job;
-    const { id: sequenceId, sequence, heldTokens } = await entry.pool.acquire(opts.signal, reuseProbe(entry.model, job.prompt), {
+    const {
+      id: sequenceId,
+      sequence,
+      heldTokens,
+    } = await entry.pool.acquire(opts.signal, reuseProbe(entry.model, job.prompt), {
       session: opts.session,
       owner: opts.owner,
     });
@@ -380,7 +396,19 @@ export class LlamaEngine {
     try {
       const { prompt, continues } = job;
       const onDispose = (dispose: () => void) => disposers.push(dispose);
-      const stopReason = await decode({ nlc, sequence, contextSize: entry.context.contextSize, prompt, continues, continuedTokens, limits, options, stream, signal, onDispose });
+      const stopReason = await decode({
+        nlc,
+        sequence,
+        contextSize: entry.context.contextSize,
+        prompt,
+        continues,
+        continuedTokens,
+        limits,
+        options,
+        stream,
+        signal,
+        onDispose,
+      });
       const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
       const canceled = opts.signal?.aborted === true;
       const { stopped: atStopString, firstChunkAt } = stream;
@@ -427,7 +455,10 @@ export class LlamaEngine {
       const length = context.calculateInputLength(text);
       if (length >= contextSize) {
         const which = texts.length > 1 ? `text ${i} is` : 'the text is';
-        throw new EngineError('ContextLengthExceeded', `input.text: ${which} ${length} tokens, more than the model's context of ${contextSize} tokens holds`);
+        throw new EngineError(
+          'ContextLengthExceeded',
+          `input.text: ${which} ${length} tokens, more than the model's context of ${contextSize} tokens holds`,
+        );
       }
       tokens += entry.model.tokenizer(text).length;
       vectors.push(l2Normalize((await context.getEmbeddingFor(text)).vector));

@@ -78,7 +78,10 @@ export function endedByEarlyAbort(run: RunTimes & { canceled: boolean }): Genera
   };
 }
 
-export function generationResult(counts: { inputTokens: number; continuedTokens: number; seed: number }, { output, ending }: GenerationRun): GenerationResult {
+export function generationResult(
+  counts: { inputTokens: number; continuedTokens: number; seed: number },
+  { output, ending }: GenerationRun,
+): GenerationResult {
   return {
     chunks: output.chunks,
     inputTokens: counts.inputTokens,

@@ -1,6 +1,6 @@
 /** Grammars for structured output on the llama.cpp engine, built from a version-independent JSON schema. */
-import { createHash } from 'node:crypto';
 import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
+import { createHash } from 'node:crypto';
 import { toGrammarSchema, type JsonSchema } from '../../domain/tasks/json-schema';
 
 /** Building a grammar parses it in llama.cpp: the same schema (a client's every call) reuses it. */
@@ -79,7 +79,11 @@ export function wrapUpBias(model: LlamaModel, Bias: typeof TokenBias): TokenBias
  * character as a token (the worst case, a byte-level vocabulary): its keys, punctuation, the
  * shortest allowed strings and arrays. The wrap-up bias starts this far before max_tokens.
  */
-export function closingReserve(schema: JsonSchema, defs: Record<string, JsonSchema> = { ...schema.definitions, ...schema.$defs }, depth = 0): number {
+export function closingReserve(
+  schema: JsonSchema,
+  defs: Record<string, JsonSchema> = { ...schema.definitions, ...schema.$defs },
+  depth = 0,
+): number {
   if (depth > 8) return 8;
   const of = (s: JsonSchema) => closingReserve(s, defs, depth + 1);
   if (schema.$ref !== undefined) {
@@ -95,9 +99,15 @@ export function closingReserve(schema: JsonSchema, defs: Record<string, JsonSche
     ...types.map((type) => {
       switch (type) {
         case 'object':
-          return 2 + Object.entries(schema.properties ?? {}).reduce((sum, [key, value]) => sum + JSON.stringify(key).length + 3 + of(value), 0);
+          return (
+            2 + Object.entries(schema.properties ?? {}).reduce((sum, [key, value]) => sum + JSON.stringify(key).length + 3 + of(value), 0)
+          );
         case 'array':
-          return 2 + (schema.prefixItems ?? []).reduce((sum, s) => sum + of(s) + 2, 0) + (schema.minItems ?? 0) * ((schema.items ? of(schema.items) : 4) + 2);
+          return (
+            2 +
+            (schema.prefixItems ?? []).reduce((sum, s) => sum + of(s) + 2, 0) +
+            (schema.minItems ?? 0) * ((schema.items ? of(schema.items) : 4) + 2)
+          );
         case 'string':
           return 2 + (schema.format ? 25 : (schema.minLength ?? 0));
         case 'boolean':

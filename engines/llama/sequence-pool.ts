@@ -67,7 +67,8 @@ export function choose<T extends { id: number; session?: string; releasedAt: num
     if (
       !best ||
       prefix > best.prefix ||
-      (prefix === best.prefix && (free.length > 0 ? s.id < best.s.id : s.releasedAt < best.s.releasedAt || (s.releasedAt === best.s.releasedAt && s.id < best.s.id)))
+      (prefix === best.prefix &&
+        (free.length > 0 ? s.id < best.s.id : s.releasedAt < best.s.releasedAt || (s.releasedAt === best.s.releasedAt && s.id < best.s.id)))
     ) {
       best = { s, prefix };
     }
@@ -100,7 +101,11 @@ export class SequencePool {
    * The idle sequence that best fits `prompt` (the tokens the generation will evaluate, as near as
    * the caller can tell: the choice only steers reuse, the generation itself keeps what matches).
    */
-  async acquire(signal?: AbortSignal, prompt: readonly Token[] = [], { session, owner }: { session?: string; owner?: string } = {}): Promise<LentSequence> {
+  async acquire(
+    signal?: AbortSignal,
+    prompt: readonly Token[] = [],
+    { session, owner }: { session?: string; owner?: string } = {},
+  ): Promise<LentSequence> {
     while (this.idle.length === 0) {
       signal?.throwIfAborted();
       // A cancel while waiting ends the wait at once, and takes this waiter out of the line.

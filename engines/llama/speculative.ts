@@ -5,9 +5,9 @@
  * those it would have drawn itself, so the output is the target's; only the speed changes.
  */
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, TokenPredictor } from 'node-llama-cpp';
+import type { SpeculativeSettings } from '../../domain/speculative-settings';
 import { EngineError } from '../engine-error';
 import { releaseThreadsAtOnce } from './thread-release';
-import type { SpeculativeSettings } from '../../domain/speculative-settings';
 
 /** Draft tokens the target accepted and rejected, over one generation or a sequence's life. */
 export interface DraftCounts {
@@ -65,12 +65,17 @@ export class SpeculativeDecoding {
     try {
       model = await llama.loadModel({ modelPath: opts.draftFile });
     } catch (err) {
-      throw new EngineError('ModelLoadFailed', `llama.cpp could not load the draft model ${settings.model}: ${(err as Error).message}`, { cause: err });
+      throw new EngineError('ModelLoadFailed', `llama.cpp could not load the draft model ${settings.model}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     const mismatch = tokenizerMismatch(target, model);
     if (mismatch) {
       await model.dispose();
-      throw new EngineError('DraftTokenizerMismatch', `the draft model ${settings.model} does not share the target's tokenizer: ${mismatch}`);
+      throw new EngineError(
+        'DraftTokenizerMismatch',
+        `the draft model ${settings.model} does not share the target's tokenizer: ${mismatch}`,
+      );
     }
     const context = await model.createContext({ contextSize: opts.contextSize, sequences: opts.sequences, threads: opts.threads });
     releaseThreadsAtOnce(context);

@@ -164,7 +164,9 @@ export class OnnxEngine {
       }
       return { session, providers, queue: Promise.resolve() };
     }
-    throw new EngineError('ModelLoadFailed', `ONNX Runtime could not load the model: ${(lastError as Error).message}`, { cause: lastError });
+    throw new EngineError('ModelLoadFailed', `ONNX Runtime could not load the model: ${(lastError as Error).message}`, {
+      cause: lastError,
+    });
   }
 
   async unload(versionId: string): Promise<void> {

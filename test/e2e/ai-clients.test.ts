@@ -38,7 +38,14 @@ describe('Vercel AI SDK', () => {
 
   test('generateObject with a zod schema returns an object that parses', async () => {
     const { model, ai } = await sdk();
-    const { object, finishReason } = await ai.generateObject({ model, schema: person, prompt: 'Invent a person.', maxOutputTokens: 150, seed: 1, maxRetries: 0 });
+    const { object, finishReason } = await ai.generateObject({
+      model,
+      schema: person,
+      prompt: 'Invent a person.',
+      maxOutputTokens: 150,
+      seed: 1,
+      maxRetries: 0,
+    });
     expect(person.parse(object)).toEqual(object);
     expect(finishReason).toBe('stop');
   });
@@ -92,7 +99,13 @@ describe('Vercel AI SDK', () => {
 describe('LangChain ChatOpenAI', () => {
   const chat = async () => {
     const { ChatOpenAI } = await import('@langchain/openai');
-    return new ChatOpenAI({ model: 'kiln/tiny-llama', apiKey: token, configuration: { baseURL: `${API_URL}/openai/v1` }, maxTokens: 150, maxRetries: 0 });
+    return new ChatOpenAI({
+      model: 'kiln/tiny-llama',
+      apiKey: token,
+      configuration: { baseURL: `${API_URL}/openai/v1` },
+      maxTokens: 150,
+      maxRetries: 0,
+    });
   };
 
   test('withStructuredOutput (json_schema) returns an object that parses', async () => {

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import type { Db } from '../../db/client';
 import { closeDb } from '../../db/client';
-import { api, API_URL, newAccount, testDb, TERMINAL } from '../helpers';
+import { api, API_URL, newAccount, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(300_000);
 
@@ -83,18 +83,40 @@ const badId = fc.oneof(
 );
 
 // Header values fetch can carry: Latin-1 without control characters.
-const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 80 });
+const headerText = fc.string({
+  unit: fc
+    .integer({ min: 0x20, max: 0xff })
+    .filter((c) => c !== 0x7f)
+    .map((c) => String.fromCharCode(c)),
+  maxLength: 80,
+});
 const badHeaders = fc.record(
   {
-    Prefer: fc.oneof(fc.constantFrom('wait=999999999999999999999999', 'wait=-1', 'wait=abc', 'wait=', 'wait=1.5', 'respond-async, wait=0', 'wait=0x10'), headerText),
-    'Cancel-After': fc.oneof(fc.constantFrom('0', '-5', '1e400', 'NaN', '5m5m5m5m5m5m5m5m5m5m', '99999999999999999999h', '1.5.5s', ''), headerText),
+    Prefer: fc.oneof(
+      fc.constantFrom('wait=999999999999999999999999', 'wait=-1', 'wait=abc', 'wait=', 'wait=1.5', 'respond-async, wait=0', 'wait=0x10'),
+      headerText,
+    ),
+    'Cancel-After': fc.oneof(
+      fc.constantFrom('0', '-5', '1e400', 'NaN', '5m5m5m5m5m5m5m5m5m5m', '99999999999999999999h', '1.5.5s', ''),
+      headerText,
+    ),
     'Idempotency-Key': fc.oneof(fc.constantFrom('', ' ', 'x'.repeat(5000)), headerText),
     'Kiln-Priority': fc.oneof(fc.constantFrom('', 'urgent', 'INTERACTIVE', 'batch,default'), headerText),
   },
   { requiredKeys: [] },
 );
 const badAuthorization = fc.oneof(
-  fc.constantFrom('', 'Bearer', 'Bearer ', 'Bearer a b', 'Basic dXNlcjpwYXNz', `Bearer ${'a'.repeat(8000)}`, 'Token kiln_nope', 'Bearer kiln_zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz', 'bearer\tx'),
+  fc.constantFrom(
+    '',
+    'Bearer',
+    'Bearer ',
+    'Bearer a b',
+    'Basic dXNlcjpwYXNz',
+    `Bearer ${'a'.repeat(8000)}`,
+    'Token kiln_nope',
+    'Bearer kiln_zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz',
+    'bearer\tx',
+  ),
   headerText,
 );
 
@@ -109,7 +131,9 @@ function badJsonBody(op: Operation): fc.Arbitrary<string> {
   const names = Object.keys(op.bodySchema?.properties ?? {});
   const wrongTypes =
     names.length > 0
-      ? fc.record(Object.fromEntries(names.map((n) => [n, fc.oneof(anyJson, fc.string({ unit: 'binary' }))])), { requiredKeys: [] }).map((o) => JSON.stringify(o))
+      ? fc
+          .record(Object.fromEntries(names.map((n) => [n, fc.oneof(anyJson, fc.string({ unit: 'binary' }))])), { requiredKeys: [] })
+          .map((o) => JSON.stringify(o))
       : anyJson.map((v) => JSON.stringify(v));
   const field = names[0] ?? 'value';
   return fc.oneof(
@@ -174,25 +198,34 @@ function operations(doc: { paths: Record<string, Record<string, any>> }): Operat
 function caseFor(op: Operation, token: string | undefined): fc.Arbitrary<Case> {
   const takesBody = !['GET', 'HEAD', 'DELETE'].includes(op.method);
   const ids = fc.tuple(...op.params.map(() => badId));
-  const body = takesBody ? (op.bodySchema ? badJsonBody(op) : fc.oneof(fc.string({ maxLength: 200 }), anyJson.map((v) => JSON.stringify(v)))) : fc.constant(undefined);
+  const body = takesBody
+    ? op.bodySchema
+      ? badJsonBody(op)
+      : fc.oneof(
+          fc.string({ maxLength: 200 }),
+          anyJson.map((v) => JSON.stringify(v)),
+        )
+    : fc.constant(undefined);
   const query = fc.tuple(...op.query.map(() => fc.option(badId, { nil: undefined })));
-  return fc.record({ ids, query, headers: badHeaders, body, contentType: contentTypes, authorization: badAuthorization }).map(({ ids, query, headers, body, contentType, authorization }) => {
-    let path = op.template;
-    op.params.forEach((p, i) => (path = path.replace(`{${p}}`, ids[i])));
-    const search = op.query.flatMap((name, i) => (query[i] === undefined ? [] : [`${name}=${query[i]}`])).join('&');
-    if (search) path += `?${search}`;
-    const all: Record<string, string> = { ...headers, authorization: token ? `Bearer ${token}` : authorization };
-    if (body !== undefined) all['content-type'] = contentType;
-    const keys = [...Object.keys(op.bodySchema?.properties ?? {}), ...topLevelKeys(body)];
-    return {
-      op,
-      path,
-      headers: all,
-      body,
-      fields: ['path', 'body', 'content', ...op.query, ...op.params, ...keys, ...HEADER_NAMES],
-      what: `${op.method} ${path.slice(0, 120)} ${body === undefined ? '' : `(${all['content-type']}) ${body.slice(0, 100)}`} headers ${JSON.stringify(headers).slice(0, 200)}`,
-    };
-  });
+  return fc
+    .record({ ids, query, headers: badHeaders, body, contentType: contentTypes, authorization: badAuthorization })
+    .map(({ ids, query, headers, body, contentType, authorization }) => {
+      let path = op.template;
+      op.params.forEach((p, i) => (path = path.replace(`{${p}}`, ids[i])));
+      const search = op.query.flatMap((name, i) => (query[i] === undefined ? [] : [`${name}=${query[i]}`])).join('&');
+      if (search) path += `?${search}`;
+      const all: Record<string, string> = { ...headers, authorization: token ? `Bearer ${token}` : authorization };
+      if (body !== undefined) all['content-type'] = contentType;
+      const keys = [...Object.keys(op.bodySchema?.properties ?? {}), ...topLevelKeys(body)];
+      return {
+        op,
+        path,
+        headers: all,
+        body,
+        fields: ['path', 'body', 'content', ...op.query, ...op.params, ...keys, ...HEADER_NAMES],
+        what: `${op.method} ${path.slice(0, 120)} ${body === undefined ? '' : `(${all['content-type']}) ${body.slice(0, 100)}`} headers ${JSON.stringify(headers).slice(0, 200)}`,
+      };
+    });
 }
 
 /** The keys of a body that parses as a JSON object: a 422 may name any of them. */
@@ -226,13 +259,20 @@ function problem(c: Case, status: number, text: string): string | undefined {
   if (status === 400 || status === 422) {
     const lower = (detail as string).toLowerCase();
     if (!c.fields.some((f) => lower.includes(f.toLowerCase()))) return `${status} names no field: ${detail}`;
-    for (const f of body.invalid_fields ?? []) if (!(detail as string).includes(f.field)) return `${status} invalid_fields ${f.field} is not in the detail`;
+    for (const f of body.invalid_fields ?? [])
+      if (!(detail as string).includes(f.field)) return `${status} invalid_fields ${f.field} is not in the detail`;
   }
   return undefined;
 }
 
 async function send(c: Case): Promise<{ status: number; text: string }> {
-  const res = await fetch(`${API_URL}${c.path}`, { method: c.op.method, headers: c.headers, body: c.body, redirect: 'manual', signal: AbortSignal.timeout(60_000) });
+  const res = await fetch(`${API_URL}${c.path}`, {
+    method: c.op.method,
+    headers: c.headers,
+    body: c.body,
+    redirect: 'manual',
+    signal: AbortSignal.timeout(60_000),
+  });
   return { status: res.status, text: await res.text() };
 }
 
@@ -294,7 +334,14 @@ test('every route of /openapi.json answers malformed ids, bodies and headers wit
       for (const name of Object.keys(op.bodySchema.properties ?? {})) {
         const path = op.template.replace(/\{\w+\}/g, 'x');
         const body = JSON.stringify({ [name]: 'a\u0000b' });
-        cases.push({ op, path, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body, fields: Object.keys(op.bodySchema.properties ?? {}), what: `${op.method} ${path} ${body}` });
+        cases.push({
+          op,
+          path,
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body,
+          fields: Object.keys(op.bodySchema.properties ?? {}),
+          what: `${op.method} ${path} ${body}`,
+        });
       }
       for (const auth of [token, undefined]) {
         cases.push({
@@ -309,13 +356,39 @@ test('every route of /openapi.json answers malformed ids, bodies and headers wit
     }
   });
   // A real model's routes, with inputs that cannot be valid (an unknown key) so nothing runs.
-  const real: Operation = { method: 'POST', template: '/v1/models/kiln/echo-fixture/predictions', params: [], query: [], multipart: false, binary: false };
-  const realInput = fc.dictionary(fc.string({ maxLength: 10 }), anyJson, { maxKeys: 4 }).map((input) => JSON.stringify({ input: { ...input, __sweep: true } }));
+  const real: Operation = {
+    method: 'POST',
+    template: '/v1/models/kiln/echo-fixture/predictions',
+    params: [],
+    query: [],
+    multipart: false,
+    binary: false,
+  };
+  const realInput = fc
+    .dictionary(fc.string({ maxLength: 10 }), anyJson, { maxKeys: 4 })
+    .map((input) => JSON.stringify({ input: { ...input, __sweep: true } }));
   for (const body of fc.sample(realInput, { seed: SEED, numRuns: 20 })) {
-    cases.push({ op: real, path: real.template, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body, fields: ['input'], what: `POST ${real.template} ${body.slice(0, 100)}` });
+    cases.push({
+      op: real,
+      path: real.template,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body,
+      fields: ['input'],
+      what: `POST ${real.template} ${body.slice(0, 100)}`,
+    });
   }
-  for (const path of ['/v1/models/kiln/echo-fixture', '/v1/models/kiln/echo-fixture/versions', '/v1/models/kiln/echo-fixture/versions/%00']) {
-    cases.push({ op: { ...real, method: 'GET', template: path }, path, headers: { authorization: `Bearer ${token}` }, fields: ['path', 'id'], what: `GET ${path}` });
+  for (const path of [
+    '/v1/models/kiln/echo-fixture',
+    '/v1/models/kiln/echo-fixture/versions',
+    '/v1/models/kiln/echo-fixture/versions/%00',
+  ]) {
+    cases.push({
+      op: { ...real, method: 'GET', template: path },
+      path,
+      headers: { authorization: `Bearer ${token}` },
+      fields: ['path', 'id'],
+      what: `GET ${path}`,
+    });
   }
   sent = cases.length;
   const found = await sweep(cases);

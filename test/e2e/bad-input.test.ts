@@ -48,14 +48,22 @@ describe('malformed ids', () => {
 
 describe('multipart', () => {
   test('an upload without a boundary is a 400 naming Content-Type', async () => {
-    const res = await fetch(`${API_URL}/v1/files`, { method: 'POST', headers: { ...auth(), 'content-type': 'multipart/form-data' }, body: 'content' });
+    const res = await fetch(`${API_URL}/v1/files`, {
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'multipart/form-data' },
+      body: 'content',
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ status: 400, detail: expect.stringMatching(/^Content-Type: .*boundary/) });
   });
 
   test('a truncated form is a 400 naming the content', async () => {
     const body = '--zzz\r\nContent-Disposition: form-data; name="content"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nhalf a fi';
-    const res = await fetch(`${API_URL}/v1/files`, { method: 'POST', headers: { ...auth(), 'content-type': 'multipart/form-data; boundary=zzz' }, body });
+    const res = await fetch(`${API_URL}/v1/files`, {
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'multipart/form-data; boundary=zzz' },
+      body,
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ status: 400, detail: expect.stringMatching(/^content: the multipart form is malformed/) });
   });
@@ -78,7 +86,10 @@ describe("a batch's input file is capped", () => {
 
     const byFile = await api('/v1/batches', { token, body: { version: 'kiln/echo-fixture', input_file: file.id } });
     expect(byFile.status).toBe(413);
-    expect(byFile.body).toMatchObject({ status: 413, detail: `input_file: has ${file.size} bytes, over the limit of ${limit} bytes for a batch's inputs` });
+    expect(byFile.body).toMatchObject({
+      status: 413,
+      detail: `input_file: has ${file.size} bytes, over the limit of ${limit} bytes for a batch's inputs`,
+    });
     const byUrl = await api('/v1/batches', { token, body: { version: 'kiln/echo-fixture', input_url: file.urls.get } });
     expect(byUrl.status).toBe(413);
     expect(byUrl.body.detail).toMatch(new RegExp(`^input_url: .*limit of ${limit} bytes`));
@@ -89,20 +100,30 @@ describe("a batch's input file is capped", () => {
 describe('JSON bodies are parsed after the token is checked', () => {
   const big = `{"input":{"prompt":"${'y'.repeat(11 * 2 ** 20)}"}}`;
 
-  test.each(['/v1/predictions', '/openai/v1/chat/completions'])('without a token, %s answers 401 to invalid and oversized JSON alike', async (path) => {
-    for (const rawBody of ['{"version": ', big]) {
-      const r = await api(path, { rawBody });
-      expect(r.status).toBe(401);
-    }
-  });
+  test.each(['/v1/predictions', '/openai/v1/chat/completions'])(
+    'without a token, %s answers 401 to invalid and oversized JSON alike',
+    async (path) => {
+      for (const rawBody of ['{"version": ', big]) {
+        const r = await api(path, { rawBody });
+        expect(r.status).toBe(401);
+      }
+    },
+  );
 
   test('with a token, invalid JSON is a 400 naming the body, and too much is a 413 naming the limit', async () => {
     const invalid = await api('/v1/predictions', { token, rawBody: '{"version": ' });
     expect(invalid.status).toBe(400);
-    expect(invalid.body).toMatchObject({ status: 400, detail: expect.stringMatching(/^body: is not valid JSON/), invalid_fields: [expect.objectContaining({ field: 'body' })] });
+    expect(invalid.body).toMatchObject({
+      status: 400,
+      detail: expect.stringMatching(/^body: is not valid JSON/),
+      invalid_fields: [expect.objectContaining({ field: 'body' })],
+    });
     const tooBig = await api('/v1/predictions', { token, rawBody: big });
     expect(tooBig.status).toBe(413);
-    expect(tooBig.body).toMatchObject({ status: 413, detail: `body: is larger than the ${10 * 2 ** 20} byte limit (10 MiB): upload large inputs with POST /v1/files and pass the file's URL` });
+    expect(tooBig.body).toMatchObject({
+      status: 413,
+      detail: `body: is larger than the ${10 * 2 ** 20} byte limit (10 MiB): upload large inputs with POST /v1/files and pass the file's URL`,
+    });
     // OpenAI's routes answer in OpenAI's shape, naming the same parameter.
     const openai = await api('/openai/v1/chat/completions', { token, rawBody: big });
     expect(openai.status).toBe(413);
@@ -114,7 +135,10 @@ test('NUL, which Postgres text cannot hold, is a 422 naming the field', async ()
   const named = await api('/v1/account/tokens', { token, body: { name: 'a\u0000b' } });
   expect(named.status).toBe(422);
   expect(named.body.invalid_fields).toEqual([expect.objectContaining({ field: 'name', description: expect.stringMatching(/NUL/) })]);
-  const nested = await api('/openai/v1/chat/completions', { token, body: { model: 'kiln/tiny-llama', messages: [{ role: 'user', content: 'hi' }], stop: ['ok', '\u0000'] } });
+  const nested = await api('/openai/v1/chat/completions', {
+    token,
+    body: { model: 'kiln/tiny-llama', messages: [{ role: 'user', content: 'hi' }], stop: ['ok', '\u0000'] },
+  });
   expect(nested.status).toBe(400);
   expect(nested.body.error).toMatchObject({ param: 'stop[1]', message: expect.stringMatching(/^stop\[1\]: must not contain the NUL/) });
 });

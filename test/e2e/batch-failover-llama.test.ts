@@ -5,16 +5,16 @@
  * a checkpoint held comes back word for word. Each item samples with a seed of its own drawn at
  * random, so an item that ran again would almost surely have other text.
  */
-import type { ChildProcess } from 'node:child_process';
 import { eq } from 'drizzle-orm';
+import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
-import { TINY_LLAMA } from '../../infra/seed';
 import type { ChunkProgress } from '../../domain/batch-contracts';
+import { TINY_LLAMA } from '../../infra/seed';
+import { runningChunks } from '../batch-checkpoints';
 import { killSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
-import { runningChunks } from '../batch-checkpoints';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 import { startEngineNode } from '../processes';
 
@@ -40,7 +40,6 @@ afterAll(async () => {
   await closeDb(db);
 });
 
-
 test('kill -9 of the engine node and the control worker mid-batch: chunks resume from their checkpoints, no item done twice', async () => {
   node2 = await startEngineNode(NODE2);
   // A fresh version, so that it is placed anew: on node 2, the smaller node. 30 tokens at 50 ms
@@ -55,21 +54,31 @@ test('kill -9 of the engine node and the control worker mid-batch: chunks resume
   const id = created.body.id;
 
   const cutOff = (c: ChunkProgress) => c.node === NODE2 && c.items_done >= 1;
-  const inFlight = await poll(() => runningChunks(temporal.client, id), (chunks) => chunks.some(cutOff), { timeoutMs: 120_000, intervalMs: 100 });
+  const inFlight = await poll(
+    () => runningChunks(temporal.client, id),
+    (chunks) => chunks.some(cutOff),
+    { timeoutMs: 120_000, intervalMs: 100 },
+  );
   node2.kill('SIGKILL');
   await killSuiteProcess('control-worker');
   const victims = inFlight.filter((c) => c.node === NODE2 && c.items_done > 0);
   for (const v of victims) expect(v.lines).toHaveLength(v.items_done);
 
-  const done = await poll(() => api(`/v1/batches/${id}`, { token }), (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), {
-    timeoutMs: 180_000,
-    intervalMs: 500,
-  }).then((r) => r.body);
+  const done = await poll(
+    () => api(`/v1/batches/${id}`, { token }),
+    (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status),
+    {
+      timeoutMs: 180_000,
+      intervalMs: 500,
+    },
+  ).then((r) => r.body);
   expect(done.status).toBe('succeeded');
   expect(done).toMatchObject({ total, completed: total, failed: 0 });
   expect(done.logs).toMatch(/Warming up .* on node (?!test-batch-llama-node-2)/);
   for (const v of victims) {
-    const resumed = new RegExp(`Chunk ${v.chunk} .*attempt 1 failed on node ${NODE2}: .*; resuming from item (\\d+) \\((\\d+) of ${CHUNK} done\\)`);
+    const resumed = new RegExp(
+      `Chunk ${v.chunk} .*attempt 1 failed on node ${NODE2}: .*; resuming from item (\\d+) \\((\\d+) of ${CHUNK} done\\)`,
+    );
     const match = resumed.exec(done.logs);
     expect({ chunk: v.chunk, resumed: match?.[0] ?? done.logs }).toEqual({ chunk: v.chunk, resumed: expect.stringMatching(resumed) });
     expect(Number(match![2])).toBeGreaterThanOrEqual(v.items_done);

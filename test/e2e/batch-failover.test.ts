@@ -3,7 +3,6 @@
  * placed again on the surviving node and resume from their last heartbeat checkpoint, and the
  * output holds every input exactly once, in order, with the right output.
  */
-import { startEngineNode } from '../processes';
 import type { ChildProcess } from 'node:child_process';
 import { createAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
@@ -11,6 +10,7 @@ import { addVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { runningChunks } from '../batch-checkpoints';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
+import { startEngineNode } from '../processes';
 
 jest.setTimeout(240_000);
 
@@ -32,14 +32,18 @@ afterAll(async () => {
   await closeDb(db);
 });
 
-
-
 test('kill -9 of the engine node mid-batch: chunks resume elsewhere, every item once', async () => {
   node2 = await startEngineNode(NODE2);
 
   // A fresh echo-fixture version, so that it is placed anew (on node 2).
   const owner = await createAccount(db, 'kiln-test', 'Test models');
-  const model = await upsertModel(db, { ownerId: owner.id, owner: owner.username, name: `batch-failover-${Date.now()}`, task: 'echo-fixture', visibility: 'public' });
+  const model = await upsertModel(db, {
+    ownerId: owner.id,
+    owner: owner.username,
+    name: `batch-failover-${Date.now()}`,
+    task: 'echo-fixture',
+    visibility: 'public',
+  });
   await addVersion(db, model, { task: 'echo-fixture', engine: 'echo-fixture', files: [], memoryBytes: 1, settings: { sequences: 8 } });
 
   const total = 60;
@@ -58,14 +62,20 @@ test('kill -9 of the engine node mid-batch: chunks resume elsewhere, every item 
   expect(victim.lines).toHaveLength(victim.items_done);
   node2.kill('SIGKILL');
 
-  const done = await poll(() => api(`/v1/batches/${id}`, { token }), (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), {
-    timeoutMs: 180_000,
-    intervalMs: 500,
-  }).then((r) => r.body);
+  const done = await poll(
+    () => api(`/v1/batches/${id}`, { token }),
+    (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status),
+    {
+      timeoutMs: 180_000,
+      intervalMs: 500,
+    },
+  ).then((r) => r.body);
   expect(done.status).toBe('succeeded');
   expect(done).toMatchObject({ total, completed: total, failed: 0 });
   // The chunk that was cut off carried on from (at least) the checkpoint seen before the kill.
-  const resumed = new RegExp(`Chunk ${victim.chunk} .*attempt 1 failed on node ${NODE2}: .*; resuming from item (\\d+) \\((\\d+) of 10 done\\)`);
+  const resumed = new RegExp(
+    `Chunk ${victim.chunk} .*attempt 1 failed on node ${NODE2}: .*; resuming from item (\\d+) \\((\\d+) of 10 done\\)`,
+  );
   const match = resumed.exec(done.logs);
   expect(match).not.toBeNull();
   expect(Number(match![2])).toBeGreaterThanOrEqual(victim.items_done);

@@ -13,8 +13,8 @@
 import type { Client } from '@temporalio/client';
 import { closeDb, type Db } from '../../db/client';
 import { batchWorkflowId } from '../../domain/batch-contracts';
-import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
+import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 
 jest.setTimeout(180_000);
 
@@ -100,7 +100,9 @@ test('a failed batch retried runs again only the items that failed or never ran;
   expect(after[1]).toEqual({ index: 1, error: 'ModelError: echo fixture: no thanks', attempt: 2 });
   expect(after[6]).toEqual({ index: 6, output: 'item 6', attempt: 2 });
   // Only the failed and the unreached items ran again: the first attempt's successes (0, 2–5 at least) did not.
-  expect(after.filter((l) => l.attempt === 2).map((l) => l.index)).toEqual(after.filter((l) => !succeededBefore.has(l.index)).map((l) => l.index));
+  expect(after.filter((l) => l.attempt === 2).map((l) => l.index)).toEqual(
+    after.filter((l) => !succeededBefore.has(l.index)).map((l) => l.index),
+  );
   expect(succeededBefore.size).toBeGreaterThanOrEqual(5);
 
   // Every run stays in Temporal, one workflow id: the first attempt's (which failed) and the retry's.
@@ -111,7 +113,10 @@ test('a failed batch retried runs again only the items that failed or never ran;
       for await (const w of temporal.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) found.push(w);
       return found;
     },
-    (found) => found.some((w) => w.runId === failed.run_id) && found.some((w) => w.runId === retried.body.run_id) && found.every((w) => w.status.name !== 'RUNNING'),
+    (found) =>
+      found.some((w) => w.runId === failed.run_id) &&
+      found.some((w) => w.runId === retried.body.run_id) &&
+      found.every((w) => w.status.name !== 'RUNNING'),
     { timeoutMs: 30_000, intervalMs: 250 },
   );
   const oldHistory = JSON.stringify((await temporal.client.workflow.getHandle(workflowId, failed.run_id).fetchHistory()).events);

@@ -30,11 +30,17 @@ afterAll(async () => {
 const DONE = ['succeeded', 'failed', 'canceled'];
 
 async function finished(id: string, token = alice, timeoutMs = 90_000) {
-  return poll(() => api(`/v1/batches/${id}`, { token }), (r) => DONE.includes(r.body.status), { timeoutMs, intervalMs: 200 }).then((r) => r.body);
+  return poll(
+    () => api(`/v1/batches/${id}`, { token }),
+    (r) => DONE.includes(r.body.status),
+    { timeoutMs, intervalMs: 200 },
+  ).then((r) => r.body);
 }
 
 /** The output JSONL, read through its signed URL (no token). */
-async function results(batch: { output_file: { urls: { get: string } } }): Promise<Array<{ index: number; output?: unknown; error?: string }>> {
+async function results(batch: {
+  output_file: { urls: { get: string } };
+}): Promise<Array<{ index: number; output?: unknown; error?: string }>> {
   const res = await fetch(batch.output_file.urls.get);
   expect(res.status).toBe(200);
   const text = await res.text();
@@ -70,7 +76,9 @@ test('inline inputs: one line per input, in input order, with item errors, a ret
   expect(done).toMatchObject({ total: 23, completed: 22, failed: 1, error: null });
   expect(done.started_at).not.toBeNull();
   expect(done.completed_at).not.toBeNull();
-  expect(done.logs).toMatch(/Chunk 4 \(items 12–14\) attempt 1 failed on node .*EngineFault: echo fixture: injected fault.*; resuming from item 13 \(1 of 3 done\)/);
+  expect(done.logs).toMatch(
+    /Chunk 4 \(items 12–14\) attempt 1 failed on node .*EngineFault: echo fixture: injected fault.*; resuming from item 13 \(1 of 3 done\)/,
+  );
 
   const lines = await results(done);
   expect(lines.map((l) => l.index)).toEqual([...Array(23).keys()]);
@@ -127,7 +135,10 @@ test('text generation on kiln/tiny-llama', async () => {
 test('every input is validated before anything starts: 422 naming inputs[i].field', async () => {
   const bad = await api('/v1/batches', {
     token: alice,
-    body: { version: 'kiln/tiny-llama', inputs: [{ prompt: 'ok' }, { prompt: 'ok', max_tokens: 0 }, { prompt: 'x', bogus: 1 }, { max_tokens: 3 }, 'text'] },
+    body: {
+      version: 'kiln/tiny-llama',
+      inputs: [{ prompt: 'ok' }, { prompt: 'ok', max_tokens: 0 }, { prompt: 'x', bogus: 1 }, { max_tokens: 3 }, 'text'],
+    },
   });
   expect(bad.status).toBe(422);
   const fields = bad.body.invalid_fields.map((f: { field: string }) => f.field);
@@ -137,7 +148,9 @@ test('every input is validated before anything starts: 422 naming inputs[i].fiel
   const file = await upload(alice, 'bad.jsonl', '{"text": "a"}\nnot json\n{"text": 3}\n');
   const badFile = await api('/v1/batches', { token: alice, body: { version: 'kiln/echo-fixture', input_file: file.id } });
   expect(badFile.status).toBe(422);
-  expect(badFile.body.invalid_fields).toEqual([expect.objectContaining({ field: 'inputs[1]', description: expect.stringContaining('line 2') })]);
+  expect(badFile.body.invalid_fields).toEqual([
+    expect.objectContaining({ field: 'inputs[1]', description: expect.stringContaining('line 2') }),
+  ]);
 
   const noSource = await api('/v1/batches', { token: alice, body: { version: 'kiln/echo-fixture' } });
   expect(noSource.status).toBe(422);
@@ -172,7 +185,11 @@ test('cancel: the batch stops, and the output holds the items finished before, o
   const created = await api('/v1/batches', { token: alice, body: { version: 'kiln/echo-fixture', inputs, chunk_size: 3 } });
   expect(created.status).toBe(201);
   const id = created.body.id;
-  await poll(() => api(`/v1/batches/${id}`, { token: alice }), (r) => r.body.completed >= 3, { timeoutMs: 60_000, intervalMs: 100 });
+  await poll(
+    () => api(`/v1/batches/${id}`, { token: alice }),
+    (r) => r.body.completed >= 3,
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
   const canceled = await api(`/v1/batches/${id}/cancel`, { token: alice, method: 'POST' });
   expect(canceled.status).toBe(200);
   const done = await finished(id);

@@ -10,7 +10,7 @@ import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { nodes } from '../../db/schema';
 import { llamaVersion } from '../fixtures/llama-versions';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { startStallingStorage, type StallingStorage } from '../stalling-storage';
 
@@ -25,7 +25,11 @@ afterAll(() => closeDb(db));
 const get = (token: string, id: string) => api(`/v1/predictions/${id}`, { token });
 const cancel = (token: string, id: string) => api(`/v1/predictions/${id}/cancel`, { token, method: 'POST' });
 const ended = (token: string, id: string) =>
-  poll(() => get(token, id), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 120_000, intervalMs: 100 }).then((r) => r.body);
+  poll(
+    () => get(token, id),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 120_000, intervalMs: 100 },
+  ).then((r) => r.body);
 const load = (token: string) => api('/v1/account', { token }).then((r) => r.body.current as { admitted: number; queued: number });
 
 /** A fresh account allowed one running prediction at a time. */
@@ -42,12 +46,19 @@ test('canceled while waiting for an admission slot: canceled, never started, and
   const route = `/v1/models/${ref}/predictions`;
   const long = await api(route, { token: me.token, body: { input: { prompt: 'hold the slot', max_tokens: 4000, min_tokens: 4000 } } });
   expect(long.status).toBe(201);
-  await poll(() => get(me.token, long.body.id), (r) => r.body.status === 'processing', { timeoutMs: 60_000 });
+  await poll(
+    () => get(me.token, long.body.id),
+    (r) => r.body.status === 'processing',
+    { timeoutMs: 60_000 },
+  );
 
   const waiting = await api(route, { token: me.token, body: { input: { prompt: 'wait for it', max_tokens: 3 } } });
   expect(waiting.status).toBe(201);
   // One slot held (the long one), one prediction waiting for it.
-  await poll(() => load(me.token), (c) => c.admitted === 1 && c.queued === 1);
+  await poll(
+    () => load(me.token),
+    (c) => c.admitted === 1 && c.queued === 1,
+  );
   expect((await get(me.token, waiting.body.id)).body.status).toBe('starting');
 
   expect((await cancel(me.token, waiting.body.id)).status).toBe(200);
@@ -61,7 +72,10 @@ test('canceled while waiting for an admission slot: canceled, never started, and
 
   expect((await cancel(me.token, long.body.id)).status).toBe(200);
   expect((await ended(me.token, long.body.id)).status).toBe('canceled');
-  await poll(() => load(me.token), (c) => c.admitted === 0);
+  await poll(
+    () => load(me.token),
+    (c) => c.admitted === 0,
+  );
   const next = await api(route, { token: me.token, body: { input: { prompt: 'my turn', max_tokens: 3 } } });
   const done = await ended(me.token, next.body.id);
   expect(done.status).toBe('succeeded');
@@ -80,7 +94,7 @@ describe('canceled during warm-up', () => {
     await storage?.close();
   });
 
-  test("canceled while its model downloads: canceled, never started, the slot free, and the next prediction runs", async () => {
+  test('canceled while its model downloads: canceled, never started, the slot free, and the next prediction runs', async () => {
     const me = await oneAtATime('cancel-warmup');
     const { ref, version } = await llamaVersion(db, me.account, { memoryBytes: 64 * 2 ** 20 });
     const [{ sha256 }] = version.files;
@@ -108,7 +122,10 @@ describe('canceled during warm-up', () => {
     expect(canceled.started_at).toBeNull();
     expect(canceled.output).toBeNull();
     expect(canceled.logs).toContain(`Warming up ${ref} on node ${NODE}`);
-    await poll(() => load(me.token), (c) => c.admitted === 0 && c.queued === 0);
+    await poll(
+      () => load(me.token),
+      (c) => c.admitted === 0 && c.queued === 0,
+    );
 
     storage.release();
     const next = await api(route, { token: me.token, body: { input: { prompt: 'warm now', max_tokens: 3 } } });

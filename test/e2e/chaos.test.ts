@@ -6,12 +6,12 @@
  * (kill -9 of an engine worker mid-inference: failover.test.ts; a receiver that is down:
  * webhooks.test.ts.)
  */
-import type { ChildProcess } from 'node:child_process';
 import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import { predictionEvents, predictions } from '../../db/schema';
 import { restartPostgres, restartTemporal, startApi } from '../chaos';
-import { API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startKilnProcess } from '../processes';
 import { startReceiver, type Receiver } from '../receiver';
 import { readSse } from '../sse';
@@ -64,8 +64,17 @@ const tryCreateEcho = (...args: Parameters<typeof createEcho>) =>
 async function expectAllSucceeded(token: string, accountId: string, expected: Map<string, string>) {
   const ids = [...expected.keys()];
   for (const id of ids) {
-    const p = await poll(() => readPrediction(token, id), (p) => TERMINAL.includes(p.status), { timeoutMs: 120_000, intervalMs: 250 });
-    expect({ id, status: p.status, output: p.output, error: p.error }).toEqual({ id, status: 'succeeded', output: expected.get(id), error: null });
+    const p = await poll(
+      () => readPrediction(token, id),
+      (p) => TERMINAL.includes(p.status),
+      { timeoutMs: 120_000, intervalMs: 250 },
+    );
+    expect({ id, status: p.status, output: p.output, error: p.error }).toEqual({
+      id,
+      status: 'succeeded',
+      output: expected.get(id),
+      error: null,
+    });
   }
   const rows = await db.select({ id: predictions.id }).from(predictions).where(eq(predictions.accountId, accountId));
   expect(rows.map((r) => r.id).sort()).toEqual([...ids].sort());
@@ -97,10 +106,20 @@ test('kill -9 of an API process in the middle of creates: retried with their Ide
     ),
   );
   // Killed while requests are in flight: some got an answer, some were cut off mid-create.
-  await poll(async () => (await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(eq(predictions.accountId, account.id)))[0].n, (n) => n >= 1, {
-    timeoutMs: 30_000,
-    intervalMs: 5,
-  });
+  await poll(
+    async () =>
+      (
+        await db
+          .select({ n: sql<number>`count(*)::int` })
+          .from(predictions)
+          .where(eq(predictions.accountId, account.id))
+      )[0].n,
+    (n) => n >= 1,
+    {
+      timeoutMs: 30_000,
+      intervalMs: 5,
+    },
+  );
   chaosApi.kill('SIGKILL');
   const outcomes = await Promise.all(first);
   // The kill cut creates off mid-flight (else the retries below would prove nothing).
@@ -129,10 +148,14 @@ test('the Temporal server restarts while predictions run: all finish, and create
     expect(r.status).toBe(201);
     expected.set(r.body.id, `before restart ${i}`);
   }
-  await poll(() => Promise.all([...expected.keys()].map((id) => readPrediction(token, id))), (ps) => ps.some((p) => p.status === 'processing'), {
-    timeoutMs: 60_000,
-    intervalMs: 100,
-  });
+  await poll(
+    () => Promise.all([...expected.keys()].map((id) => readPrediction(token, id))),
+    (ps) => ps.some((p) => p.status === 'processing'),
+    {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    },
+  );
 
   const restarting = restartTemporal();
   // While it is down, a create is refused with a retryable 503 (never a 500), and a retry with
@@ -143,10 +166,14 @@ test('the Temporal server restarts while predictions run: all finish, and create
   // they ran out: never a 500.
   expect([201, 503]).toContain(during.status);
   const downMs = await restarting;
-  const after = await poll(() => tryCreateEcho(token, 'during restart', { key, sleepMs: 100 }), (r) => r.status === 201 || r.status === 200, {
-    timeoutMs: 60_000,
-    intervalMs: 500,
-  });
+  const after = await poll(
+    () => tryCreateEcho(token, 'during restart', { key, sleepMs: 100 }),
+    (r) => r.status === 201 || r.status === 200,
+    {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+    },
+  );
   if (during.status === 201) expect(after.body.id).toBe(during.body.id);
   // Refused, every time: an API of its own reaches Temporal through a proxy the test cuts for
   // longer than those retries; its create gets 503 with Retry-After, and the retry with the same
@@ -162,7 +189,11 @@ test('the Temporal server restarts while predictions run: all finish, and create
     expect(refused.headers.get('retry-after')).toBe('2');
     expect(refused.body.detail).toMatch(/Temporal is unavailable/);
     await proxy.restore();
-    const retried = await poll(() => tryCreateEcho(token, 'while cut off', viaCut), (r) => r.status === 201, { timeoutMs: 90_000, intervalMs: 500 });
+    const retried = await poll(
+      () => tryCreateEcho(token, 'while cut off', viaCut),
+      (r) => r.status === 201,
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
     expected.set(retried.body.id, 'while cut off');
   } finally {
     cutApi.kill('SIGKILL');
@@ -181,16 +212,24 @@ test('Postgres restarts while predictions run: all finish, projections and strea
     expect(r.status).toBe(201);
     expected.set(r.body.id, `pg ${i}`);
   }
-  await poll(() => Promise.all([...expected.keys()].map((id) => readPrediction(token, id))), (ps) => ps.some((p) => p.status === 'processing'), {
-    timeoutMs: 60_000,
-    intervalMs: 100,
-  });
+  await poll(
+    () => Promise.all([...expected.keys()].map((id) => readPrediction(token, id))),
+    (ps) => ps.some((p) => p.status === 'processing'),
+    {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    },
+  );
   const ms = await restartPostgres();
   console.log(`Postgres restart took ${ms} ms`);
 
   // The API is back on its feet: a new prediction streams to its end through LISTEN/NOTIFY,
   // which had to reconnect.
-  const fresh = await poll(() => tryCreateEcho(token, 'after the restart', { sleepMs: 1_500 }), (r) => r.status === 201, { timeoutMs: 60_000, intervalMs: 500 });
+  const fresh = await poll(
+    () => tryCreateEcho(token, 'after the restart', { sleepMs: 1_500 }),
+    (r) => r.status === 201,
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
   expected.set(fresh.body.id, 'after the restart');
   const stream = await readSse(fresh.body.urls.stream, { until: (e) => e.event === 'done' });
   expect(stream.events.filter((e) => e.event === 'done')).toHaveLength(1);

@@ -43,7 +43,18 @@ test('login saves the token; later commands use it', async () => {
 });
 
 test('run streams the output, and the prediction is then listed and shown', async () => {
-  const { stdout, stderr } = await kiln(['run', 'kiln/tiny-llama', '-i', 'prompt=The kiln', '-i', 'max_tokens=10', '-i', 'min_tokens=10', '-i', 'seed=3']);
+  const { stdout, stderr } = await kiln([
+    'run',
+    'kiln/tiny-llama',
+    '-i',
+    'prompt=The kiln',
+    '-i',
+    'max_tokens=10',
+    '-i',
+    'min_tokens=10',
+    '-i',
+    'seed=3',
+  ]);
   const id = /^([a-z2-7]{26}) /.exec(stderr)![1];
   expect(stdout.trim().length).toBeGreaterThan(0);
   expect(stderr).toMatch(/Generated 10 tokens/);
@@ -58,7 +69,12 @@ test('run streams the output, and the prediction is then listed and shown', asyn
 test('a file input is uploaded with @path', async () => {
   const sharp = await loadSharp();
   const png = path.join(home, 'dot.png');
-  await writeFile(png, await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3050e0' } }).png().toBuffer());
+  await writeFile(
+    png,
+    await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3050e0' } })
+      .png()
+      .toBuffer(),
+  );
   const { stdout } = await kiln(['--json', 'run', 'kiln/remove-background', '-i', `image=@${png}`, '--no-stream']);
   const p = JSON.parse(stdout);
   expect(p.status).toBe('succeeded');
@@ -119,19 +135,37 @@ test('inspect shows the prediction next to its workflow in Temporal, with the Te
 test('retry runs a failed prediction again under its id; a succeeded one is refused, saying why', async () => {
   const env = { KILN_API_URL: API_URL, KILN_API_TOKEN: token };
   // The echo fixture refuses this input on every attempt: the retry runs, and fails again.
-  const failed = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { error: 'refused for the test' } }, headers: { prefer: 'wait=30' } });
+  const failed = await api('/v1/models/kiln/echo-fixture/predictions', {
+    token,
+    body: { input: { error: 'refused for the test' } },
+    headers: { prefer: 'wait=30' },
+  });
   expect(failed.body.status).toBe('failed');
-  await poll(() => api(`/v1/account`, { token }), (r) => r.body.current.admitted === 0);
+  await poll(
+    () => api(`/v1/account`, { token }),
+    (r) => r.body.current.admitted === 0,
+  );
   const { stdout } = await kiln(['retry', failed.body.id], env);
   expect(stdout.trim()).toMatch(new RegExp(`^${failed.body.id} starting \\(run [0-9a-f-]{36}\\)$`));
-  await poll(() => api(`/v1/predictions/${failed.body.id}`, { token }), (r) => r.body.status === 'failed', { timeoutMs: 30_000 });
+  await poll(
+    () => api(`/v1/predictions/${failed.body.id}`, { token }),
+    (r) => r.body.status === 'failed',
+    { timeoutMs: 30_000 },
+  );
   // --wait prints the prediction as the new run left it, and exits non-zero: it failed again.
   await expect(kiln(['--json', 'retry', failed.body.id, '--wait'], env)).rejects.toMatchObject({
     code: 1,
     stdout: expect.stringMatching(/"status": "failed"[\s\S]*"run_id"/),
   });
 
-  const ok = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text: 'fine' } }, headers: { prefer: 'wait=30' } });
+  const ok = await api('/v1/models/kiln/echo-fixture/predictions', {
+    token,
+    body: { input: { text: 'fine' } },
+    headers: { prefer: 'wait=30' },
+  });
   expect(ok.body.status).toBe('succeeded');
-  await expect(kiln(['retry', ok.body.id], env)).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('is succeeded; only a failed, canceled, aborted prediction can be retried') });
+  await expect(kiln(['retry', ok.body.id], env)).rejects.toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining('is succeeded; only a failed, canceled, aborted prediction can be retried'),
+  });
 });

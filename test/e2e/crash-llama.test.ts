@@ -7,17 +7,17 @@
  * Only the engine's death moves the generation to another attempt, which continues the text the
  * failed one streamed: SSE and OpenAI clients see one seamless generation, with no `reset`.
  */
-import type { ChildProcess } from 'node:child_process';
 import { eq, sql } from 'drizzle-orm';
+import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
-import { TINY_LLAMA } from '../../infra/seed';
 import { outputWebhookId, webhookWorkflowId } from '../../domain/contracts';
+import { TINY_LLAMA } from '../../infra/seed';
 import { killSuiteProcess, restartPostgres, restartTemporal, startApi } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
-import { API_URL, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { API_URL, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { startEngineNode } from '../processes';
 import { freePort, startReceiver, type Receiver } from '../receiver';
 import { readSse } from '../sse';
@@ -115,10 +115,23 @@ async function untilStreaming(stream: FollowedStream): Promise<number> {
  * the most there may be) and one `done`;
  * more of it came after the fault; and the receiver got one `completed`, delivered once.
  */
-async function expectOneWholeGeneration(id: string, stream: FollowedStream, eventsBeforeFault: number, resets: number | { atMost: number } = 0) {
+async function expectOneWholeGeneration(
+  id: string,
+  stream: FollowedStream,
+  eventsBeforeFault: number,
+  resets: number | { atMost: number } = 0,
+) {
   await stream.finished;
-  const p = await poll(() => readPrediction(id), (r) => TERMINAL.includes(r.status), { timeoutMs: 120_000, intervalMs: 250 });
-  expect({ status: p.status, error: p.error, tokens: p.metrics?.output_token_count }).toEqual({ status: 'succeeded', error: null, tokens: TOKENS });
+  const p = await poll(
+    () => readPrediction(id),
+    (r) => TERMINAL.includes(r.status),
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
+  expect({ status: p.status, error: p.error, tokens: p.metrics?.output_token_count }).toEqual({
+    status: 'succeeded',
+    error: null,
+    tokens: TOKENS,
+  });
   const ids = stream.events.map((e) => Number(e.id));
   expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b));
   expect(stream.events.filter((e) => e.event === 'done')).toEqual([expect.objectContaining({ data: '{}' })]);
@@ -141,7 +154,10 @@ async function expectOneWholeGeneration(id: string, stream: FollowedStream, even
       temporal.client.workflow
         .getHandle(completedId)
         .describe()
-        .then((d) => d.status.name, (err: Error) => err.message),
+        .then(
+          (d) => d.status.name,
+          (err: Error) => err.message,
+        ),
     (s) => s === 'COMPLETED',
     { timeoutMs: 60_000, intervalMs: 200 },
   );
@@ -198,7 +214,11 @@ test('Postgres restarts while tokens stream: no chunk of the stream is lost', as
   const ms = await restartPostgres();
   console.log(`Postgres restart took ${ms} ms`);
   await poll(
-    () => db.execute(sql`select 1`).then(() => true, () => false),
+    () =>
+      db.execute(sql`select 1`).then(
+        () => true,
+        () => false,
+      ),
     (up) => up,
     { timeoutMs: 60_000, intervalMs: 250 },
   );
@@ -207,7 +227,11 @@ test('Postgres restarts while tokens stream: no chunk of the stream is lost', as
 
 /** The node a prediction runs on, from its logs, once its first tokens are out. */
 async function expectRunningOn(id: string, nodeId: string) {
-  const running = await poll(() => readPrediction(id), (r) => /Warming up .* on node /.test(r.logs ?? ''), { timeoutMs: 30_000, intervalMs: 100 });
+  const running = await poll(
+    () => readPrediction(id),
+    (r) => /Warming up .* on node /.test(r.logs ?? ''),
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   expect(running.logs).toContain(`on node ${nodeId}`);
 }
 
@@ -234,7 +258,12 @@ test('kill -9 of the engine node mid-generation: the next attempt continues the 
   // A client that reads the stream afterwards, or that reconnects from inside the failed attempt, gets the same one text.
   const replay = await readSse(p.urls.stream, { until: (e) => e.event === 'done' });
   expect(replay.events.map((e) => e.event)).not.toContain('reset');
-  expect(replay.events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(full);
+  expect(
+    replay.events
+      .filter((e) => e.event === 'output')
+      .map((e) => e.data)
+      .join(''),
+  ).toBe(full);
   const firstOutput = stream.events.find((e) => e.event === 'output')!;
   const resumed = await readSse(p.urls.stream, { headers: { 'last-event-id': firstOutput.id! }, until: (e) => e.event === 'done' });
   expect(firstOutput.data + streamedText(resumed.events)).toBe(full);
@@ -242,7 +271,11 @@ test('kill -9 of the engine node mid-generation: the next attempt continues the 
   // Output webhooks of both attempts, and no id of one attempt's taken by the other's: each id names one body.
   const outputs = receiver.received.filter((h) => h.json?.id === p.id && String(h.headers['webhook-id']).includes('-output-'));
   const bodies = new Map<string, Set<string>>();
-  for (const h of outputs) bodies.set(String(h.headers['webhook-id']), (bodies.get(String(h.headers['webhook-id'])) ?? new Set()).add(JSON.stringify(h.json.output)));
+  for (const h of outputs)
+    bodies.set(
+      String(h.headers['webhook-id']),
+      (bodies.get(String(h.headers['webhook-id'])) ?? new Set()).add(JSON.stringify(h.json.output)),
+    );
   expect([...bodies.values()].filter((b) => b.size > 1)).toEqual([]);
   expect(bodies.has(outputWebhookId(p.id, 1, 1))).toBe(true);
   expect(bodies.has(outputWebhookId(p.id, 2, 1))).toBe(true);
@@ -267,7 +300,10 @@ async function openAiChatStream(version: ModelVersion, prompt: string) {
   expect(res.status).toBe(200);
   const id = res.headers.get('x-kiln-prediction-id')!;
   const body = res.text().then((text) => {
-    const data = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+    const data = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6));
     const chunks = data.filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
     return {
       text: chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''),
@@ -291,7 +327,11 @@ test('kill -9 of the engine node under an OpenAI chat stream: the OpenAI client 
   node3.kill('SIGKILL');
   const answer = await chat.body;
   await stream.finished;
-  const p = await poll(() => readPrediction(chat.id), (r) => TERMINAL.includes(r.status), { timeoutMs: 120_000, intervalMs: 250 });
+  const p = await poll(
+    () => readPrediction(chat.id),
+    (r) => TERMINAL.includes(r.status),
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
   expect({ status: p.status, tokens: p.metrics?.output_token_count }).toEqual({ status: 'succeeded', tokens: TOKENS });
   expect(p.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE3}: .*placing the model again`));
   const full = (p.output as string[]).join('');

@@ -6,7 +6,7 @@
  */
 import { closeDb, type Db } from '../../db/client';
 import { llamaVersion } from '../fixtures/llama-versions';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 
 jest.setTimeout(120_000);
@@ -39,8 +39,15 @@ describe('webhooks of another account', () => {
     });
     expect(created.status).toBe(201);
     id = created.body.id;
-    await poll(() => api(`/v1/predictions/${id}`, { token: owner.token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 });
-    await poll(async () => rx.accepted, (a) => a.length === 1);
+    await poll(
+      () => api(`/v1/predictions/${id}`, { token: owner.token }),
+      (r) => TERMINAL.includes(r.body.status),
+      { timeoutMs: 60_000 },
+    );
+    await poll(
+      async () => rx.accepted,
+      (a) => a.length === 1,
+    );
   });
 
   test('the delivery log is 404 to another account, as for a prediction that does not exist', async () => {
@@ -62,7 +69,10 @@ describe('webhooks of another account', () => {
     const mine = await api(`/v1/predictions/${id}/webhooks/redeliver`, { token: owner.token, method: 'POST' });
     expect(mine.status).toBe(202);
     // The owner's redelivery arrives; had the stranger's started one, it would have come first.
-    await poll(async () => rx.accepted, (a) => a.length >= 2);
+    await poll(
+      async () => rx.accepted,
+      (a) => a.length >= 2,
+    );
     const log = await poll(
       () => api(`/v1/predictions/${id}/webhooks`, { token: owner.token }),
       (r) => r.body.results.length >= 2,
@@ -73,7 +83,7 @@ describe('webhooks of another account', () => {
 });
 
 describe('tokens', () => {
-  test("another account cannot revoke a token; its owner can, and it gets 401 on the very next call", async () => {
+  test('another account cannot revoke a token; its owner can, and it gets 401 on the very next call', async () => {
     const second = await api('/v1/account/tokens', { token: owner.token, body: { name: 'revoke-me' } });
     expect(second.status).toBe(201);
     const { id, token } = second.body as { id: string; token: string };
@@ -95,7 +105,10 @@ describe('tokens', () => {
       api('/v1/predictions', { token }),
       api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input: { prompt: 'x', max_tokens: 1 } } }),
       api('/openai/v1/models', { token }),
-      api('/openai/v1/chat/completions', { token, body: { model: 'kiln/tiny-llama', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 } }),
+      api('/openai/v1/chat/completions', {
+        token,
+        body: { model: 'kiln/tiny-llama', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 },
+      }),
     ]);
     expect(after.map((r) => r.status)).toEqual([401, 401, 401, 401, 401]);
     expect((await api('/v1/account', { token: owner.token })).status).toBe(200);
@@ -114,7 +127,8 @@ describe('private models over /openai/v1', () => {
 
   const chat = (token: string, model: string) =>
     api('/openai/v1/chat/completions', { token, body: { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 } });
-  const completion = (token: string, model: string) => api('/openai/v1/completions', { token, body: { model, prompt: 'hi', max_tokens: 2 } });
+  const completion = (token: string, model: string) =>
+    api('/openai/v1/completions', { token, body: { model, prompt: 'hi', max_tokens: 2 } });
 
   test('the owner calls it', async () => {
     const r = await completion(owner.token, ref);
@@ -122,7 +136,7 @@ describe('private models over /openai/v1', () => {
     expect(r.body.choices).toHaveLength(1);
   });
 
-  test("another account gets 404, word for word what a model that does not exist gets, and does not see it listed", async () => {
+  test('another account gets 404, word for word what a model that does not exist gets, and does not see it listed', async () => {
     const missing = `${owner.account.username}/no-such-model`;
     for (const call of [chat, completion]) {
       for (const [model, absent] of [

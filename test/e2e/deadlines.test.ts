@@ -6,7 +6,7 @@ import { registerNode, removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -22,7 +22,11 @@ beforeAll(async () => {
 afterAll(() => closeDb(db));
 
 const finished = (id: string) =>
-  poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
+  poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 60_000 },
+  ).then((r) => r.body);
 
 test('a deadline that passes while generating cancels, keeping the partial output', async () => {
   await pacedLlama(db);

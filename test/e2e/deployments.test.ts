@@ -26,15 +26,22 @@ afterAll(async () => {
 });
 
 test('min_instances is loaded before any prediction, stays loaded past its idle TTL, and serves warm', async () => {
-  await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'served', visibility: 'private', task: 'text-generation' } });
+  await api('/v1/models', {
+    token: me.token,
+    body: { owner: me.username, name: 'served', visibility: 'private', task: 'text-generation' },
+  });
   const file = path.join(dir, 'served.gguf');
   await writeLlamaGguf(file, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 7) % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
   // An idle TTL of 1 s: without the deployment it would be unloaded at once.
-  const { stdout } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/served`, file, '--idle-ttl', '1'], {
-    env,
-    cwd: path.resolve(__dirname, '../..'),
-  });
+  const { stdout } = await run(
+    'node',
+    ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/served`, file, '--idle-ttl', '1'],
+    {
+      env,
+      cwd: path.resolve(__dirname, '../..'),
+    },
+  );
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
 
   const bad = await api('/v1/deployments', {
@@ -52,7 +59,12 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   expect(created.body).toMatchObject({
     owner: me.username,
     name: 'served-prod',
-    current_release: { number: 1, model: `${me.username}/served`, version: version.id, configuration: { min_instances: 1, max_instances: 2 } },
+    current_release: {
+      number: 1,
+      model: `${me.username}/served`,
+      version: version.id,
+      configuration: { min_instances: 1, max_instances: 2 },
+    },
   });
 
   const holders = (versionId: string) => nodesHolding(db, versionId);
@@ -62,13 +74,20 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
 
   // Past the 1 s TTL as the reaper sees it: a version with the same TTL and no deployment, used
   // after this one was loaded, is unloaded from the same node; this one, idle longer, stays.
-  await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'unserved', visibility: 'private', task: 'text-generation' } });
+  await api('/v1/models', {
+    token: me.token,
+    body: { owner: me.username, name: 'unserved', visibility: 'private', task: 'text-generation' },
+  });
   const controlFile = path.join(dir, 'unserved.gguf');
   await writeLlamaGguf(controlFile, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 8) % 100000 });
-  const pushed = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'], {
-    env,
-    cwd: path.resolve(__dirname, '../..'),
-  });
+  const pushed = await run(
+    'node',
+    ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'],
+    {
+      env,
+      cwd: path.resolve(__dirname, '../..'),
+    },
+  );
   const control = JSON.parse(pushed.stdout.trim().split('\n').pop()!);
   const used = await api(`/v1/models/${me.username}/unserved/predictions`, {
     token: me.token,
@@ -77,7 +96,11 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   });
   expect(used.body.status).toBe('succeeded');
   expect(used.body.logs).toContain(`on node ${node}`);
-  await poll(() => holders(control.id), (h) => h.length === 0, { timeoutMs: 30_000, intervalMs: 250 });
+  await poll(
+    () => holders(control.id),
+    (h) => h.length === 0,
+    { timeoutMs: 30_000, intervalMs: 250 },
+  );
   expect(await holders(version.id)).toContain(node);
 
   const p = await api(`/v1/deployments/${me.username}/served-prod/predictions`, {
@@ -98,5 +121,7 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   expect(list.body.results.map((d: { name: string }) => d.name)).toEqual(['served-prod']);
   const { token: other } = await newAccount(db, 'not-deployer');
   expect((await api(`/v1/deployments/${me.username}/served-prod`, { token: other })).status).toBe(404);
-  expect((await api(`/v1/deployments/${me.username}/served-prod/predictions`, { token: other, body: { input: { prompt: 'x' } } })).status).toBe(404);
+  expect(
+    (await api(`/v1/deployments/${me.username}/served-prod/predictions`, { token: other, body: { input: { prompt: 'x' } } })).status,
+  ).toBe(404);
 });

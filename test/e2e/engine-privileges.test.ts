@@ -3,7 +3,14 @@
  * These tests look at the suite's running engine worker (its environment, read from /proc) and
  * try each of its credentials against the real Postgres, MinIO and API.
  */
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { createHash, createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -12,10 +19,10 @@ import { streamUrl } from '../../api/prediction-json';
 import { closeDb, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
+import { payloadKey, s3PayloadStore } from '../../lib/payload-refs';
 import type { UrlSigner } from '../../lib/signing';
 import { blobKey, Storage } from '../../lib/storage';
-import { payloadKey, s3PayloadStore } from '../../lib/payload-refs';
-import { API_URL, api, newAccount, testDb } from '../helpers';
+import { api, API_URL, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(60_000);
 
@@ -25,7 +32,12 @@ const runDir = process.env.KILN_RUN_DIR ?? path.resolve('.data/test');
 function engineProcessEnv(): Record<string, string> {
   const pid = readFileSync(path.join(runDir, 'pids', 'engine-worker.pid'), 'utf8').trim();
   const raw = readFileSync(`/proc/${pid}/environ`, 'utf8');
-  return Object.fromEntries(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  return Object.fromEntries(
+    raw
+      .split('\0')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
 }
 
 let db: Db;
@@ -44,7 +56,9 @@ test('the engine process holds none of the root secrets', () => {
   for (const name of roots) {
     const value = process.env[name];
     expect(value).toBeTruthy();
-    const holders = Object.entries(engine).filter(([, v]) => v.includes(value!)).map(([k]) => k);
+    const holders = Object.entries(engine)
+      .filter(([, v]) => v.includes(value!))
+      .map(([k]) => k);
     expect({ name, holders }).toEqual({ name, holders: [] });
   }
   expect(new URL(engine.DATABASE_URL).username).toBe('kiln_engine');
@@ -67,7 +81,9 @@ describe("the engine's database role", () => {
     await denied(sql`select input, output from predictions limit 1`);
     await denied(sql`select input from predictions limit 1`);
     await denied(sql`update predictions set input = '{}' where id = 'none'`);
-    await denied(sql`insert into predictions (id, account_id, model, version_id, input, status, created_at) values ('x', 'none', 'm', 'v', '{}', 'starting', now())`);
+    await denied(
+      sql`insert into predictions (id, account_id, model, version_id, input, status, created_at) values ('x', 'none', 'm', 'v', '{}', 'starting', now())`,
+    );
     await denied(sql`select account_id, predict_seconds from usage_records limit 1`);
     await denied(sql`select account_id from admissions limit 1`);
     await denied(sql`select id from files limit 1`);
@@ -78,26 +94,29 @@ describe("the engine's database role", () => {
   });
 
   test('can do what an engine does: read versions, keep its node row, append stream events, record output files', async () => {
-    await sql.begin(async (tx) => {
-      await tx`select id, files, memory_bytes, settings from model_versions limit 1`;
-      await tx`select version_id, min_instances, max_instances, owner_id from deployments limit 1`;
-      const node = `priv-${newId().slice(0, 8)}`;
-      await tx`insert into nodes (id, memory_bytes) values (${node}, 1)`;
-      await tx`update nodes set heartbeat_at = now() where id = ${node}`;
-      await tx`delete from nodes where id = ${node}`;
-      const [event] = await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x') returning id`;
-      await tx`select id, event, attempt from prediction_events where prediction_id = 'priv-test' and id >= ${event.id}`;
-      await tx`insert into files (id, account_id, name, content_type, size, sha256) values (${newId()}, 'none', 'o.png', 'image/png', 1, 'x')`;
-      // The hot path: a prediction's transition (not its input or output), its slot, its usage.
-      await tx`select id, logs, revision from predictions where id = 'priv-test' for update`;
-      await tx`update predictions set status = 'succeeded', output = '"x"', logs = 'x', metrics = '{}', completed_at = now(), revision = 2 where id = 'priv-test'`;
-      await tx`delete from admissions where prediction_id = 'priv-test'`;
-      await tx`insert into usage_records (prediction_id, account_id, model, version_id, task, status, hardware) values ('priv-test', 'none', 'm', 'v', 't', 'succeeded', 'cpu') on conflict do nothing`;
-      // Nothing of it stays.
-      throw Object.assign(new Error('rollback'), { rollback: true });
-    }).catch((err: { rollback?: boolean }) => {
-      if (!err.rollback) throw err;
-    });
+    await sql
+      .begin(async (tx) => {
+        await tx`select id, files, memory_bytes, settings from model_versions limit 1`;
+        await tx`select version_id, min_instances, max_instances, owner_id from deployments limit 1`;
+        const node = `priv-${newId().slice(0, 8)}`;
+        await tx`insert into nodes (id, memory_bytes) values (${node}, 1)`;
+        await tx`update nodes set heartbeat_at = now() where id = ${node}`;
+        await tx`delete from nodes where id = ${node}`;
+        const [event] =
+          await tx`insert into prediction_events (prediction_id, event, data) values ('priv-test', 'output', 'x') returning id`;
+        await tx`select id, event, attempt from prediction_events where prediction_id = 'priv-test' and id >= ${event.id}`;
+        await tx`insert into files (id, account_id, name, content_type, size, sha256) values (${newId()}, 'none', 'o.png', 'image/png', 1, 'x')`;
+        // The hot path: a prediction's transition (not its input or output), its slot, its usage.
+        await tx`select id, logs, revision from predictions where id = 'priv-test' for update`;
+        await tx`update predictions set status = 'succeeded', output = '"x"', logs = 'x', metrics = '{}', completed_at = now(), revision = 2 where id = 'priv-test'`;
+        await tx`delete from admissions where prediction_id = 'priv-test'`;
+        await tx`insert into usage_records (prediction_id, account_id, model, version_id, task, status, hardware) values ('priv-test', 'none', 'm', 'v', 't', 'succeeded', 'cpu') on conflict do nothing`;
+        // Nothing of it stays.
+        throw Object.assign(new Error('rollback'), { rollback: true });
+      })
+      .catch((err: { rollback?: boolean }) => {
+        if (!err.rollback) throw err;
+      });
   });
 });
 
@@ -109,7 +128,11 @@ describe("the engine's storage credentials", () => {
       endpoint: config().S3_ENDPOINT,
       region: config().S3_REGION,
       forcePathStyle: true,
-      credentials: { accessKeyId: engine.S3_ACCESS_KEY_ID, secretAccessKey: engine.S3_SECRET_ACCESS_KEY, sessionToken: engine.S3_SESSION_TOKEN },
+      credentials: {
+        accessKeyId: engine.S3_ACCESS_KEY_ID,
+        secretAccessKey: engine.S3_SECRET_ACCESS_KEY,
+        sessionToken: engine.S3_SESSION_TOKEN,
+      },
     });
   });
   afterAll(() => s3.destroy());
@@ -133,7 +156,9 @@ describe("the engine's storage credentials", () => {
     try {
       await s3PayloadStore(new Storage(s3, bucket)).putOnce(key, body);
       // Written once: a second put of the key is refused by the store (If-None-Match), and the store answers it as done.
-      await expect(s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'other bytes', IfNoneMatch: '*' }))).rejects.toMatchObject({ $metadata: { httpStatusCode: 412 } });
+      await expect(
+        s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'other bytes', IfNoneMatch: '*' })),
+      ).rejects.toMatchObject({ $metadata: { httpStatusCode: 412 } });
       await s3PayloadStore(new Storage(s3, bucket)).putOnce(key, body);
       expect(Buffer.from(await s3PayloadStore(new Storage(s3, bucket)).get(key)).equals(body)).toBe(true);
       await denied(s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: key })));
@@ -161,7 +186,11 @@ describe("the engine's storage credentials", () => {
 });
 
 test('no key the engine holds signs a stream URL the API accepts', async () => {
-  const created = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text: 'x' } }, headers: { prefer: 'wait' } });
+  const created = await api('/v1/models/kiln/echo-fixture/predictions', {
+    token,
+    body: { input: { text: 'x' } },
+    headers: { prefer: 'wait' },
+  });
   expect(created.status).toBe(201);
   const id: string = created.body.id;
   const status = async (url: string) => {
@@ -171,7 +200,9 @@ test('no key the engine holds signs a stream URL the API accepts', async () => {
   };
   expect(await status(created.body.urls.stream)).toBe(200);
   // Every value in the engine's environment, used as an HMAC key as it is or hex-decoded.
-  const keys = Object.values(engine).filter((v) => v.length >= 16).flatMap((v) => (/^[0-9a-f]+$/i.test(v) ? [v, Buffer.from(v, 'hex')] : [v]));
+  const keys = Object.values(engine)
+    .filter((v) => v.length >= 16)
+    .flatMap((v) => (/^[0-9a-f]+$/i.test(v) ? [v, Buffer.from(v, 'hex')] : [v]));
   for (const key of keys) {
     const signer = { sign: (subject: string) => createHmac('sha256', key).update(subject).digest('base64url').slice(0, 32) } as UrlSigner;
     expect(await status(streamUrl({ baseUrl: API_URL, signer }, id))).toBe(401);

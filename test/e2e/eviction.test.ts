@@ -7,13 +7,13 @@
  * else), so the sizes are chosen against the suite's own node: each model needs a little more
  * than that node has in all, and the second node, started here, holds two of them but not three.
  */
-import type { ChildProcess } from 'node:child_process';
 import { eq } from 'drizzle-orm';
+import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { nodes } from '../../db/schema';
 import { llamaVersion, type LlamaVersion } from '../fixtures/llama-versions';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 
 jest.setTimeout(180_000);
@@ -73,13 +73,19 @@ test('the least recently used idle model is evicted for a new one, and runs agai
   const third = await run(c);
   expect(third.metrics.setup_time).toBeGreaterThan(0);
   expect(third.logs).toContain(`on node ${BIG}`);
-  const afterC = await poll(() => loadedOn(BIG), (l) => !l.includes(ids.b));
+  const afterC = await poll(
+    () => loadedOn(BIG),
+    (l) => !l.includes(ids.b),
+  );
   expect(afterC.sort()).toEqual([ids.a, ids.c].sort());
 
   // B still runs: loaded again, in place of A, now the least recently used.
   const again = await run(b);
   expect(again.metrics.setup_time).toBeGreaterThan(0);
-  const afterB = await poll(() => loadedOn(BIG), (l) => !l.includes(ids.a));
+  const afterB = await poll(
+    () => loadedOn(BIG),
+    (l) => !l.includes(ids.a),
+  );
   expect(afterB.sort()).toEqual([ids.b, ids.c].sort());
   expect(await loadedOn(NODE1)).not.toEqual(expect.arrayContaining([ids.a]));
   expect(await loadedOn(NODE1)).not.toEqual(expect.arrayContaining([ids.b]));

@@ -2,14 +2,14 @@
  * A second engine node, killed with SIGKILL in the middle of a generation: the prediction is
  * placed again on the surviving node and succeeds, and the logs say what happened.
  */
-import { startEngineNode } from '../processes';
+import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
-import { eq } from 'drizzle-orm';
 import { ensureTestModel, PACED_TOKEN_MS, TEST_LLAMA } from '../fixtures/models';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { startEngineNode } from '../processes';
 
 jest.setTimeout(180_000);
 
@@ -28,7 +28,6 @@ afterAll(async () => {
   await closeDb(db);
 });
 
-
 test('kill -9 of the engine node during inference: the prediction fails over and succeeds', async () => {
   node2 = await startEngineNode(NODE2);
 
@@ -42,15 +41,23 @@ test('kill -9 of the engine node during inference: the prediction fails over and
   });
   expect(created.status).toBe(201);
   const id = created.body.id;
-  const running = await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => r.body.status !== 'starting', { timeoutMs: 60_000 });
+  const running = await poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => r.body.status !== 'starting',
+    { timeoutMs: 60_000 },
+  );
   expect(running.body.status).toBe('processing');
   expect(running.body.logs).toContain(`on node ${NODE2}`);
 
   node2.kill('SIGKILL');
-  const done = await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), {
-    timeoutMs: 150_000,
-    intervalMs: 500,
-  }).then((r) => r.body);
+  const done = await poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    {
+      timeoutMs: 150_000,
+      intervalMs: 500,
+    },
+  ).then((r) => r.body);
   expect(done.status).toBe('succeeded');
   expect(done.metrics.output_token_count).toBe(300);
   expect(done.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE2}: .*placing the model again`));

@@ -21,7 +21,14 @@ const upload = (t: string, content: Blob, filename = 'hello.txt') => {
 test('upload, read back through the signed URL without a token, list, delete', async () => {
   const res = await upload(token, new Blob(['hello kiln'], { type: 'text/plain' }));
   expect(res.status).toBe(201);
-  const file = (await res.json()) as { id: string; size: number; name: string; content_type: string; urls: { get: string }; checksums: { sha256: string } };
+  const file = (await res.json()) as {
+    id: string;
+    size: number;
+    name: string;
+    content_type: string;
+    urls: { get: string };
+    checksums: { sha256: string };
+  };
   expect(file).toMatchObject({ name: 'hello.txt', content_type: 'text/plain', size: 10 });
   expect(file.checksums.sha256).toMatch(/^[a-f0-9]{64}$/);
   const content = await fetch(file.urls.get);

@@ -3,13 +3,13 @@
  * local activity. The API wrote the first row and took the slot; the engine wrote `processing`
  * and the final row, released the slot and recorded usage.
  */
-import { eq } from 'drizzle-orm';
 import type { temporal } from '@temporalio/proto';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { admissions, predictionEvents, predictions, usageRecords } from '../../db/schema';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -29,7 +29,8 @@ async function history(id: string): Promise<Event[]> {
   return (await temporalClient.client.workflow.getHandle(predictionWorkflowId(id)).fetchHistory()).events ?? [];
 }
 const workflowTasks = (events: Event[]) => events.filter((e) => e.workflowTaskCompletedEventAttributes).length;
-const localActivities = (events: Event[]) => events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length;
+const localActivities = (events: Event[]) =>
+  events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length;
 
 /** What the engine left behind: the final row, no slot, one usage record, and a `done` event. */
 async function leftBehind(id: string) {
@@ -42,14 +43,21 @@ async function leftBehind(id: string) {
 
 test('a warm prediction with no webhook: two workflow tasks, no local activity, the engine writes the rest', async () => {
   const { token } = await newAccount(db, 'hot');
-  const echo = (text: string) => api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text } }, headers: { prefer: 'wait' } });
+  const echo = (text: string) =>
+    api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text } }, headers: { prefer: 'wait' } });
   // The first may be cold (placed and loaded by the workflow); the second is warm.
   expect((await echo('warm up')).body.status).toBe('succeeded');
   const p = (await echo('hot')).body;
   expect(p).toMatchObject({ status: 'succeeded', output: 'hot' });
 
-  const events = await poll(() => history(p.id), (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes));
-  expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({ workflowTasks: 2, localActivities: 0 });
+  const events = await poll(
+    () => history(p.id),
+    (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes),
+  );
+  expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({
+    workflowTasks: 2,
+    localActivities: 0,
+  });
 
   const left = await leftBehind(p.id);
   expect(left.row).toMatchObject({ status: 'succeeded', output: 'hot', revision: 2 });
@@ -64,17 +72,33 @@ test('a warm prediction with no webhook: two workflow tasks, no local activity, 
 test('a longer one shows processing, written by the engine, and still takes two workflow tasks', async () => {
   const { token } = await newAccount(db, 'hot-long');
   await pacedLlama(db);
-  const create = (max: number) => api('/v1/models/kiln-test/paced-llama/predictions', { token, body: { input: { prompt: 'slow', max_tokens: max, min_tokens: max } } });
+  const create = (max: number) =>
+    api('/v1/models/kiln-test/paced-llama/predictions', { token, body: { input: { prompt: 'slow', max_tokens: max, min_tokens: max } } });
   const warm = (await create(2)).body.id;
-  await poll(() => api(`/v1/predictions/${warm}`, { token }), (r) => TERMINAL.includes(r.body.status));
+  await poll(
+    () => api(`/v1/predictions/${warm}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+  );
   const p = (await create(60)).body;
-  const seen = await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => r.body.status !== 'starting');
+  const seen = await poll(
+    () => api(`/v1/predictions/${p.id}`, { token }),
+    (r) => r.body.status !== 'starting',
+  );
   expect(seen.body.status).toBe('processing');
   expect(seen.body.started_at).toBeTruthy();
-  const done = await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => TERMINAL.includes(r.body.status));
+  const done = await poll(
+    () => api(`/v1/predictions/${p.id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+  );
   expect(done.body.status).toBe('succeeded');
-  const events = await poll(() => history(p.id), (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes));
-  expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({ workflowTasks: 2, localActivities: 0 });
+  const events = await poll(
+    () => history(p.id),
+    (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes),
+  );
+  expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({
+    workflowTasks: 2,
+    localActivities: 0,
+  });
   expect((await leftBehind(p.id)).slots).toHaveLength(0);
 });
 
@@ -89,7 +113,10 @@ test('a prediction with a webhook goes the long way: the workflow admits and pro
     })
   ).body;
   expect(p.status).toBe('succeeded');
-  const events = await poll(() => history(p.id), (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes));
+  const events = await poll(
+    () => history(p.id),
+    (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes),
+  );
   expect(localActivities(events)).toBeGreaterThanOrEqual(2);
   expect((await leftBehind(p.id)).slots).toHaveLength(0);
 });

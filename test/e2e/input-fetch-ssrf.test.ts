@@ -14,11 +14,11 @@ import { EventHub } from '../../api/event-hub';
 import { closeDb, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { createLogger } from '../../lib/logger';
+import { secretBoxFromConfig } from '../../lib/secret-box';
 import { UrlSigner } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import type { HostLookup } from '../../lib/webhook-target';
-import { api, newAccount, poll, testDb, testDataConverter } from '../helpers';
-import { secretBoxFromConfig } from '../../lib/secret-box';
+import { api, newAccount, poll, testDataConverter, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -120,7 +120,11 @@ test('a name is resolved once and the fetch connects to that address, whatever D
   expect(seen.inputs).toContain(`inputs.rebind.test:${inputsPort}/inputs.jsonl`);
   expect(seen.inside).toEqual([]);
   // Let the two echo inputs finish, so the test leaves nothing running.
-  await poll(() => api(`/v1/batches/${r.body.id}`, { token }), (b) => ['succeeded', 'failed', 'canceled'].includes(b.body.status), { timeoutMs: 60_000 });
+  await poll(
+    () => api(`/v1/batches/${r.body.id}`, { token }),
+    (b) => ['succeeded', 'failed', 'canceled'].includes(b.body.status),
+    { timeoutMs: 60_000 },
+  );
 });
 
 test('a redirect is followed, and checked again: into the private network it is a 422 naming input_url', async () => {
@@ -135,7 +139,10 @@ test('a redirect is followed, and checked again: into the private network it is 
     const r = await batch(`http://127.0.0.1:${inputsPort}${path}`);
     expect(r.status).toBe(422);
     expect(r.body.invalid_fields).toEqual([
-      expect.objectContaining({ field: 'input_url', description: expect.stringContaining(`resolves to ${address}, a private or loopback address`) }),
+      expect.objectContaining({
+        field: 'input_url',
+        description: expect.stringContaining(`resolves to ${address}, a private or loopback address`),
+      }),
     ]);
     expect(r.body.detail).toMatch(/^input_url: the redirect to http:\/\//);
   }

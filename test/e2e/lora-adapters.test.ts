@@ -4,12 +4,12 @@
  * `owner/base:adapter`. Greedy output differs from the base's and repeats; the base's weights are
  * loaded once on the node, the adapter being a context on them.
  */
+import { eq } from 'drizzle-orm';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { liveNodes } from '../../db/nodes';
 import { usageRecords } from '../../db/schema';
@@ -73,7 +73,11 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
   await writeLoraGguf(file, { base: { embedding, layers, heads, kvHeads, feedForward }, rank: 8, seed: 5 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
   const cwd = path.resolve(__dirname, '../..');
-  const { stdout } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/pirate`, file], { env, cwd });
+  const { stdout } = await run(
+    'node',
+    ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/pirate`, file],
+    { env, cwd },
+  );
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   adapterVersion = version.id;
   expect(version.settings).toMatchObject({ loraBase: baseVersion });
@@ -85,7 +89,11 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
   // A whole model is not an adapter.
   const whole = path.join(dir, 'whole.gguf');
   await writeLlamaGguf(whole, { embedding: 64, layers: 1, heads: 4, feedForward: 64, seed: 9 });
-  const refused = await run('node', ['--import', 'tsx', 'cli/kiln.ts', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/not-adapter`, whole], { env, cwd }).then(
+  const refused = await run(
+    'node',
+    ['--import', 'tsx', 'cli/kiln.ts', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/not-adapter`, whole],
+    { env, cwd },
+  ).then(
     () => undefined,
     (err: { stderr: string }) => err.stderr,
   );
@@ -94,7 +102,10 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
 
   const noBase = await api(`/v1/models/${me.username}/pirate/versions`, {
     token: me.token,
-    body: { files: [{ path: 'pirate.gguf', sha256: version.files[0].sha256, size: version.files[0].size }], lora_for: 'kiln/no-such-model' },
+    body: {
+      files: [{ path: 'pirate.gguf', sha256: version.files[0].sha256, size: version.files[0].size }],
+      lora_for: 'kiln/no-such-model',
+    },
   });
   expect(noBase.status).toBe(422);
   expect(noBase.body.invalid_fields[0].field).toBe('lora_for');
@@ -146,14 +157,23 @@ test('an adapter runs by its name, by a lora input and by OpenAI model owner/bas
 });
 
 test('a lora that is not an adapter of the version is a 422 naming input.lora; an unknown adapter in an OpenAI model is a 400 naming model', async () => {
-  const notAdapter = await api('/v1/models/kiln/tiny-llama/predictions', { token: me.token, body: { input: { ...greedy, lora: 'kiln/tiny-embed' } } });
+  const notAdapter = await api('/v1/models/kiln/tiny-llama/predictions', {
+    token: me.token,
+    body: { input: { ...greedy, lora: 'kiln/tiny-embed' } },
+  });
   expect(notAdapter.status).toBe(422);
   expect(notAdapter.body.invalid_fields[0]).toMatchObject({ field: 'input.lora' });
   expect(notAdapter.body.detail).toMatch(/not a LoRA adapter/);
-  const onAdapter = await api(`/v1/models/${me.username}/pirate/predictions`, { token: me.token, body: { input: { ...greedy, lora: 'pirate' } } });
+  const onAdapter = await api(`/v1/models/${me.username}/pirate/predictions`, {
+    token: me.token,
+    body: { input: { ...greedy, lora: 'pirate' } },
+  });
   expect(onAdapter.status).toBe(422);
   expect(onAdapter.body.invalid_fields[0]).toMatchObject({ field: 'input.lora' });
-  const openai = await api('/openai/v1/completions', { token: me.token, body: { model: 'kiln/tiny-llama:nobody/nothing', prompt: 'hi', max_tokens: 2 } });
+  const openai = await api('/openai/v1/completions', {
+    token: me.token,
+    body: { model: 'kiln/tiny-llama:nobody/nothing', prompt: 'hi', max_tokens: 2 },
+  });
   expect(openai.status).toBe(400);
   expect(openai.body.error).toMatchObject({ type: 'invalid_request_error', param: 'model' });
 });

@@ -36,7 +36,10 @@ test('predictions, cold starts, queue and predict time, webhook attempts and HTT
       headers: { prefer: 'wait' },
     });
     expect(r.body.status).toBe('succeeded');
-    const text = await poll(() => scrape(control), (t) => value(t, series) === before + 1 && t.includes('kiln_webhook_attempts_total{event="completed",outcome="delivered"}'));
+    const text = await poll(
+      () => scrape(control),
+      (t) => value(t, series) === before + 1 && t.includes('kiln_webhook_attempts_total{event="completed",outcome="delivered"}'),
+    );
     expect(text).toMatch(/kiln_prediction_queue_seconds_count\{model="kiln\/tiny-llama"\} \d+/);
     expect(text).toMatch(/kiln_prediction_predict_seconds_count\{model="kiln\/tiny-llama"\} \d+/);
     expect(text).toMatch(/kiln_prediction_tokens_per_second_bucket/);
@@ -44,7 +47,9 @@ test('predictions, cold starts, queue and predict time, webhook attempts and HTT
     await rx.close();
   }
   const apiMetrics = await scrapeApi();
-  expect(apiMetrics).toMatch(/kiln_http_request_seconds_count\{method="POST",route="\/v1\/models\/:owner\/:name\/predictions",status="201"\} \d+/);
+  expect(apiMetrics).toMatch(
+    /kiln_http_request_seconds_count\{method="POST",route="\/v1\/models\/:owner\/:name\/predictions",status="201"\} \d+/,
+  );
   expect(apiMetrics).toContain('kiln_process_cpu_seconds_total');
   const engine = await scrape(`http://127.0.0.1:${process.env.KILN_ENGINE_METRICS_PORT ?? 9475}/metrics`);
   expect(engine).toContain('kiln_process_resident_memory_bytes');

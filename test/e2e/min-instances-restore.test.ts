@@ -43,13 +43,29 @@ test('kill -9 of the node holding a min_instances 1 replica: the replica comes b
   });
   expect(created.status).toBe(201);
   try {
-    expect(await poll(() => holders(version.id), (h) => h.length > 0, { timeoutMs: 60_000, intervalMs: 250 })).toEqual([DOOMED]);
+    expect(
+      await poll(
+        () => holders(version.id),
+        (h) => h.length > 0,
+        { timeoutMs: 60_000, intervalMs: 250 },
+      ),
+    ).toEqual([DOOMED]);
 
     doomed.kill('SIGKILL');
     // Placement stops counting the dead node once its heartbeat is stale.
-    await poll(async () => (await liveNodes(db)).map((n) => n.id), (ids) => !ids.includes(DOOMED), { timeoutMs: 60_000, intervalMs: 500 });
+    await poll(
+      async () => (await liveNodes(db)).map((n) => n.id),
+      (ids) => !ids.includes(DOOMED),
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
     // The replica is back, on the node that is up.
-    expect(await poll(() => holders(version.id), (h) => h.length > 0, { timeoutMs: 60_000, intervalMs: 250 })).toEqual([NODE1]);
+    expect(
+      await poll(
+        () => holders(version.id),
+        (h) => h.length > 0,
+        { timeoutMs: 60_000, intervalMs: 250 },
+      ),
+    ).toEqual([NODE1]);
 
     const p = await api(`/v1/deployments/${me.account.username}/${name}/predictions`, {
       token: me.token,

@@ -6,8 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
-import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { nodes } from '../../db/schema';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
@@ -30,11 +30,24 @@ afterAll(async () => {
 });
 
 test('create a model, see it listed for its owner only while private', async () => {
-  const r = await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'my-llm', visibility: 'private', task: 'text-generation' } });
+  const r = await api('/v1/models', {
+    token: me.token,
+    body: { owner: me.username, name: 'my-llm', visibility: 'private', task: 'text-generation' },
+  });
   expect(r.status).toBe(201);
   expect(r.body).toMatchObject({ owner: me.username, name: 'my-llm', visibility: 'private', latest_version: null });
-  expect((await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'my-llm', visibility: 'private', task: 'text-generation' } })).status).toBe(409);
-  const wrongOwner = await api('/v1/models', { token: me.token, body: { owner: 'kiln', name: 'x', visibility: 'public', task: 'text-generation' } });
+  expect(
+    (
+      await api('/v1/models', {
+        token: me.token,
+        body: { owner: me.username, name: 'my-llm', visibility: 'private', task: 'text-generation' },
+      })
+    ).status,
+  ).toBe(409);
+  const wrongOwner = await api('/v1/models', {
+    token: me.token,
+    body: { owner: 'kiln', name: 'x', visibility: 'public', task: 'text-generation' },
+  });
   expect(wrongOwner.status).toBe(422);
   expect(wrongOwner.body.invalid_fields[0].field).toBe('owner');
   const mine = await api('/v1/models', { token: me.token });
@@ -56,7 +69,10 @@ test('blobs are checked against their digest and stored once', async () => {
     });
   const wrong = await put('0'.repeat(64));
   expect(wrong.status).toBe(422);
-  expect((await fetch(`${API_URL}/v1/blobs/sha256/${'0'.repeat(64)}`, { method: 'HEAD', headers: { authorization: `Bearer ${me.token}` } })).status).toBe(404);
+  expect(
+    (await fetch(`${API_URL}/v1/blobs/sha256/${'0'.repeat(64)}`, { method: 'HEAD', headers: { authorization: `Bearer ${me.token}` } }))
+      .status,
+  ).toBe(404);
   const ok = await put(digest);
   expect(ok.status).toBe(201);
   expect((await ok.json()) as unknown).toEqual({ sha256: digest, size: body.length, created: true });
@@ -75,7 +91,10 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   const file = path.join(dir, 'pushed.gguf');
   await writeLlamaGguf(file, { embedding: 128, layers: 2, heads: 4, feedForward: 256, seed: Date.now() % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
-  const { stdout } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/my-llm`, file], { env, cwd: path.resolve(__dirname, '../..') });
+  const { stdout } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/my-llm`, file], {
+    env,
+    cwd: path.resolve(__dirname, '../..'),
+  });
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   expect(version.id).toMatch(/^[a-f0-9]{64}$/);
   expect(version.memory_bytes).toBeGreaterThan(version.files[0].size);
@@ -86,23 +105,37 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   const versions = await api(`/v1/models/${me.username}/my-llm/versions`, { token: me.token });
   expect(versions.body.results.map((v: { id: string }) => v.id)).toEqual([version.id]);
 
-  const first = await api(`/v1/models/${me.username}/my-llm/predictions`, { token: me.token, body: { input: { prompt: 'hi', max_tokens: 4 } }, headers: { prefer: 'wait' } });
+  const first = await api(`/v1/models/${me.username}/my-llm/predictions`, {
+    token: me.token,
+    body: { input: { prompt: 'hi', max_tokens: 4 } },
+    headers: { prefer: 'wait' },
+  });
   expect(first.body.status).toBe('succeeded');
   expect(first.body.metrics.setup_time).toBeGreaterThan(0);
   expect(first.body.logs).toMatch(/Downloaded [\d.]+ MiB/);
-  const second = await api(`/v1/models/${me.username}/my-llm/predictions`, { token: me.token, body: { input: { prompt: 'hi', max_tokens: 4 } }, headers: { prefer: 'wait' } });
+  const second = await api(`/v1/models/${me.username}/my-llm/predictions`, {
+    token: me.token,
+    body: { input: { prompt: 'hi', max_tokens: 4 } },
+    headers: { prefer: 'wait' },
+  });
   expect(second.body.status).toBe('succeeded');
   expect(second.body.metrics.setup_time).toBeUndefined();
 
   // Pushing the same file again is the same version, with no upload.
-  const { stdout: again } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/my-llm`, file], { env, cwd: path.resolve(__dirname, '../..') });
+  const { stdout: again } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/my-llm`, file], {
+    env,
+    cwd: path.resolve(__dirname, '../..'),
+  });
   expect(JSON.parse(again.trim().split('\n').pop()!).id).toBe(version.id);
   // Only the owner pushes.
   expect((await api(`/v1/models/${me.username}/my-llm/versions`, { token: other, body: { files: version.files } })).status).toBe(404);
 });
 
 test('scale to zero: an idle version is unloaded, and the next call loads it again from the disk cache', async () => {
-  await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'napper', visibility: 'private', task: 'text-generation' } });
+  await api('/v1/models', {
+    token: me.token,
+    body: { owner: me.username, name: 'napper', visibility: 'private', task: 'text-generation' },
+  });
   const file = path.join(dir, 'napper.gguf');
   await writeLlamaGguf(file, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 1) % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
@@ -111,7 +144,11 @@ test('scale to zero: an idle version is unloaded, and the next call loads it aga
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   expect(version.settings.idleTtlSeconds).toBe(1);
   const call = () =>
-    api(`/v1/models/${me.username}/napper/predictions`, { token: me.token, body: { input: { prompt: 'z', max_tokens: 2 } }, headers: { prefer: 'wait' } });
+    api(`/v1/models/${me.username}/napper/predictions`, {
+      token: me.token,
+      body: { input: { prompt: 'z', max_tokens: 2 } },
+      headers: { prefer: 'wait' },
+    });
   const first = await call();
   expect(first.body.status).toBe('succeeded');
   expect(first.body.metrics.setup_time).toBeGreaterThan(0);

@@ -112,13 +112,15 @@ test('embeddings: one vector per input, deterministic, as floats or base64', asy
 });
 
 test('errors come in OpenAI’s shape', async () => {
-  await expect(
-    openai.chat.completions.create({ model: 'kiln/nope', messages: [{ role: 'user', content: 'x' }] }),
-  ).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+  await expect(openai.chat.completions.create({ model: 'kiln/nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+    status: 404,
+    code: 'model_not_found',
+  });
   await expect(openai.embeddings.create({ model: 'kiln/tiny-llama', input: 'x' })).rejects.toMatchObject({ status: 400 });
-  await expect(
-    openai.chat.completions.create({ model: 'kiln/tiny-llama', messages: [] }),
-  ).rejects.toMatchObject({ status: 400, type: 'invalid_request_error' });
+  await expect(openai.chat.completions.create({ model: 'kiln/tiny-llama', messages: [] })).rejects.toMatchObject({
+    status: 400,
+    type: 'invalid_request_error',
+  });
   const bad = new OpenAI({ apiKey: 'kiln_wrong', baseURL: `${API_URL}/openai/v1`, maxRetries: 0, fetch: spec.fetch });
   await expect(bad.models.list()).rejects.toMatchObject({ status: 401 });
 });

@@ -7,7 +7,15 @@ test('the document describes the routes with the request schemas in force', asyn
   const doc = r.body;
   expect(doc.openapi).toBe('3.1.0');
   expect(doc.servers[0].url).toBe(API_URL);
-  for (const path of ['/v1/predictions', '/v1/predictions/{id}/cancel', '/v1/models/{owner}/{name}/versions', '/v1/files', '/v1/batches', '/v1/batches/{id}/cancel', '/openai/v1/chat/completions']) {
+  for (const path of [
+    '/v1/predictions',
+    '/v1/predictions/{id}/cancel',
+    '/v1/models/{owner}/{name}/versions',
+    '/v1/files',
+    '/v1/batches',
+    '/v1/batches/{id}/cancel',
+    '/openai/v1/chat/completions',
+  ]) {
     expect(Object.keys(doc.paths)).toContain(path);
   }
   const create = doc.paths['/v1/predictions'].post.requestBody.content['application/json'].schema;

@@ -4,20 +4,20 @@
  * stream, its completed webhook and its account's admission slot follow within seconds, and
  * usage is recorded once. Terminated workflows are finished by the reconciler.
  */
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { eq } from 'drizzle-orm';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { usageRecords } from '../../db/schema';
-import { defaultPayloadConverter } from '@temporalio/common';
 import type { BatchChunkRequest } from '../../domain/batch-contracts';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 import { readSse } from '../sse';
-import type { Client } from '@temporalio/client';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 
 jest.setTimeout(240_000);
 
@@ -40,7 +40,11 @@ afterAll(async () => {
 
 const get = (token: string, id: string) => api(`/v1/predictions/${id}`, { token });
 const ended = (token: string, id: string, timeoutMs = 60_000) =>
-  poll(() => get(token, id), (r) => TERMINAL.includes(r.body.status), { timeoutMs, intervalMs: 100 }).then((r) => r.body);
+  poll(
+    () => get(token, id),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs, intervalMs: 100 },
+  ).then((r) => r.body);
 const load = (token: string) => api('/v1/account', { token }).then((r) => r.body.current as { admitted: number; queued: number });
 const usageRows = (id: string) => db.select().from(usageRecords).where(eq(usageRecords.predictionId, id));
 const handle = (id: string) => temporal.client.workflow.getHandle(`prediction-${id}`);
@@ -59,16 +63,28 @@ async function oneAtATime(prefix: string) {
 async function longPrediction(token: string, tokens = 3000) {
   const created = await api(PACED, {
     token,
-    body: { input: { prompt: 'go on', max_tokens: tokens, min_tokens: tokens }, webhook: receiver.url, webhook_events_filter: ['completed'] },
+    body: {
+      input: { prompt: 'go on', max_tokens: tokens, min_tokens: tokens },
+      webhook: receiver.url,
+      webhook_events_filter: ['completed'],
+    },
   });
   expect(created.status).toBe(201);
-  await poll(() => get(token, created.body.id), (r) => r.body.status === 'processing', { timeoutMs: 90_000 });
+  await poll(
+    () => get(token, created.body.id),
+    (r) => r.body.status === 'processing',
+    { timeoutMs: 90_000 },
+  );
   return created.body as { id: string; urls: { stream: string } };
 }
 
 /** The account's slot is free again: a new prediction over its cap of 1 runs to the end. */
 async function expectSlotFree(token: string) {
-  await poll(() => load(token), (c) => c.admitted === 0, { timeoutMs: 30_000 });
+  await poll(
+    () => load(token),
+    (c) => c.admitted === 0,
+    { timeoutMs: 30_000 },
+  );
   const next = await api(PACED, { token, body: { input: { prompt: 'next', max_tokens: 3 } } });
   expect(next.status).toBe(201);
   expect((await ended(token, next.body.id)).status).toBe('succeeded');
@@ -107,7 +123,11 @@ test('terminate: the reconciler finishes the prediction as failed, closes its st
   expect(events.map((e) => e.event).slice(-2)).toEqual(['error', 'done']);
   expect(JSON.parse(events[events.length - 1].data)).toEqual({ reason: 'failed' });
 
-  const hook = await poll(async () => completedHooks(p.id), (h) => h.length > 0, { timeoutMs: 30_000 });
+  const hook = await poll(
+    async () => completedHooks(p.id),
+    (h) => h.length > 0,
+    { timeoutMs: 30_000 },
+  );
   expect(hook[0].json.status).toBe('failed');
   expect(hook[0].json.error).toBe('terminated by an operator: stuck on a bad node');
 
@@ -117,7 +137,11 @@ test('terminate: the reconciler finishes the prediction as failed, closes its st
   const reconciler = temporal.client.workflow.getHandle('kiln-reconciler');
   const eventsNow = (await reconciler.describe()).historyLength;
   // Two more ticks at least (each one: a workflow task, the activity, the timer).
-  await poll(async () => (await reconciler.describe()).historyLength, (n) => n >= eventsNow + 16 || n < eventsNow, { timeoutMs: 60_000, intervalMs: 500 });
+  await poll(
+    async () => (await reconciler.describe()).historyLength,
+    (n) => n >= eventsNow + 16 || n < eventsNow,
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
   expect(await usageRows(p.id)).toHaveLength(1);
   expect(completedHooks(p.id)).toHaveLength(1);
 });
@@ -135,7 +159,11 @@ test('reset to the first workflow task after a terminate: the new run runs again
   await temporalCli('workflow', 'reset', '-w', `prediction-${p.id}`, '--type', 'FirstWorkflowTask', '--reason', 'run it again');
   expect(await runIdOf(p.id)).not.toBe(oldRun);
   // The old run's end is gone from the row: the new run's revisions start again from 1 and still win.
-  const succeeded = await poll(() => get(me.token, p.id), (r) => r.body.status === 'succeeded', { timeoutMs: 90_000, intervalMs: 200 });
+  const succeeded = await poll(
+    () => get(me.token, p.id),
+    (r) => r.body.status === 'succeeded',
+    { timeoutMs: 90_000, intervalMs: 200 },
+  );
   expect(succeeded.body.error).toBeNull();
   expect(succeeded.body.metrics.output_token_count).toBe(400);
 
@@ -148,7 +176,11 @@ test('reset to the first workflow task after a terminate: the new run runs again
   expect(events[events.length - 1].data).toBe('{}');
 
   // The completed webhook of the new run arrives (the old run's said failed).
-  await poll(async () => completedHooks(p.id).map((h) => h.json.status), (s) => s.includes('succeeded'), { timeoutMs: 30_000 });
+  await poll(
+    async () => completedHooks(p.id).map((h) => h.json.status),
+    (s) => s.includes('succeeded'),
+    { timeoutMs: 30_000 },
+  );
   await expectSlotFree(me.token);
   // Usage is counted once: the first finish recorded it.
   expect(await usageRows(p.id)).toHaveLength(1);
@@ -158,7 +190,16 @@ test('reset to the last workflow task while processing: the run goes on as a new
   const me = await oneAtATime('op-reset-last');
   const p = await longPrediction(me.token, 400);
   const oldRun = await runIdOf(p.id);
-  await temporalCli('workflow', 'reset', '-w', `prediction-${p.id}`, '--type', 'LastWorkflowTask', '--reason', 'operator reset while running');
+  await temporalCli(
+    'workflow',
+    'reset',
+    '-w',
+    `prediction-${p.id}`,
+    '--type',
+    'LastWorkflowTask',
+    '--reason',
+    'operator reset while running',
+  );
   expect(await runIdOf(p.id)).not.toBe(oldRun);
   const done = await ended(me.token, p.id, 120_000);
   expect(done.status).toBe('succeeded');
@@ -174,7 +215,16 @@ test('reset to a chosen event (the first workflow task completed) of a succeeded
   expect(first.status).toBe('succeeded');
   const history = await handle(created.body.id).fetchHistory();
   const firstTaskCompleted = history.events!.find((e) => e.workflowTaskCompletedEventAttributes)!;
-  await temporalCli('workflow', 'reset', '-w', `prediction-${created.body.id}`, '--event-id', String(firstTaskCompleted.eventId), '--reason', 'from a chosen event');
+  await temporalCli(
+    'workflow',
+    'reset',
+    '-w',
+    `prediction-${created.body.id}`,
+    '--event-id',
+    String(firstTaskCompleted.eventId),
+    '--reason',
+    'from a chosen event',
+  );
   // The new run writes `starting`, then its own end, with a later completed_at.
   const again = await poll(
     () => get(me.token, created.body.id),
@@ -194,7 +244,11 @@ test('cancel from the client: canceled with the output so far, stream done, comp
   expect(canceled.status).toBe('canceled');
   const { events } = await readSse(p.urls.stream, { until: (e) => e.event === 'done' });
   expect(JSON.parse(events[events.length - 1].data)).toEqual({ reason: 'canceled' });
-  await poll(async () => completedHooks(p.id).map((h) => h.json.status), (s) => s.includes('canceled'), { timeoutMs: 30_000 });
+  await poll(
+    async () => completedHooks(p.id).map((h) => h.json.status),
+    (s) => s.includes('canceled'),
+    { timeoutMs: 30_000 },
+  );
   await expectSlotFree(me.token);
   expect(await usageRows(p.id)).toHaveLength(1);
 });
@@ -227,20 +281,30 @@ test('reset a running batch to its last workflow task: it carries on from what i
   await temporalCli('workflow', 'reset', '-w', `batch-${id}`, '--type', 'LastWorkflowTask', '--reason', 'operator reset of a batch');
   expect((await batchHandle.describe()).runId).not.toBe(oldRun);
 
-  const done = (await poll(getBatch, (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), { timeoutMs: 120_000, intervalMs: 200 })).body;
+  const done = (
+    await poll(getBatch, (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), { timeoutMs: 120_000, intervalMs: 200 })
+  ).body;
   expect(done.status).toBe('succeeded');
   expect(done.completed).toBe(14);
   expect(done.failed).toBe(0);
   const res = await fetch(done.output_file.urls.get);
-  const lines = (await res.text()).trimEnd().split('\n').map((l) => JSON.parse(l) as { index: number });
+  const lines = (await res.text())
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { index: number });
   expect(lines.map((l) => l.index)).toEqual(inputs.map((_, i) => i));
-  await poll(() => load(me.token), (c) => c.admitted === 0, { timeoutMs: 30_000 });
+  await poll(
+    () => load(me.token),
+    (c) => c.admitted === 0,
+    { timeoutMs: 30_000 },
+  );
 });
 
 test('reset a batch while it waits to retry a failed chunk: the new run resumes that chunk from its last checkpoint, not from its first item', async () => {
   const me = await newAccount(db, 'op-batch-ckpt');
   // A second attempt 8 s after the first fails: time to reset the workflow while it waits.
-  const version = (await echoFixtureVersion(me.token, me.account.username, 'ckpt', { retry: { max_attempts: 2, initial_interval_s: 8 } })).id;
+  const version = (await echoFixtureVersion(me.token, me.account.username, 'ckpt', { retry: { max_attempts: 2, initial_interval_s: 8 } }))
+    .id;
   // Item 1 fails its first attempt: the chunk's checkpoint then holds item 0's line.
   const inputs = [{ text: 'zero' }, { text: 'one', fail_attempts: 1 }, { text: 'two' }];
   const created = await api('/v1/batches', { token: me.token, body: { version, inputs, chunk_size: 3 } });
@@ -250,13 +314,27 @@ test('reset a batch while it waits to retry a failed chunk: the new run resumes 
   await poll(getBatch, (r) => /resuming from item 1 \(1 of 3 done\) in 8 s/.test(r.body.logs), { timeoutMs: 60_000, intervalMs: 100 });
   const batchHandle = temporal.client.workflow.getHandle(`batch-${id}`);
   const oldRun = (await batchHandle.describe()).runId;
-  await temporalCli('workflow', 'reset', '-w', `batch-${id}`, '--type', 'LastWorkflowTask', '--reason', 'operator reset of a waiting batch');
+  await temporalCli(
+    'workflow',
+    'reset',
+    '-w',
+    `batch-${id}`,
+    '--type',
+    'LastWorkflowTask',
+    '--reason',
+    'operator reset of a waiting batch',
+  );
   const newRun = (await batchHandle.describe()).runId;
   expect(newRun).not.toBe(oldRun);
 
-  const done = (await poll(getBatch, (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), { timeoutMs: 60_000, intervalMs: 200 })).body;
+  const done = (
+    await poll(getBatch, (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), { timeoutMs: 60_000, intervalMs: 200 })
+  ).body;
   expect(done).toMatchObject({ status: 'succeeded', completed: 3, failed: 0 });
-  const lines = (await (await fetch(done.output_file.urls.get)).text()).trimEnd().split('\n').map((l) => JSON.parse(l));
+  const lines = (await (await fetch(done.output_file.urls.get)).text())
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   expect(lines).toEqual([
     { index: 0, output: 'zero' },
     { index: 1, output: 'one' },
@@ -270,5 +348,9 @@ test('reset a batch while it waits to retry a failed chunk: the new run resumes 
     .map((a) => defaultPayloadConverter.fromPayload<BatchChunkRequest>(a!.input!.payloads![0]));
   expect(chunkRequests.map((r) => r.resume?.lines.length ?? 0)).toEqual([0, 1]);
   expect(JSON.parse(chunkRequests[1].resume!.lines[0])).toEqual({ index: 0, output: 'zero' });
-  await poll(() => load(me.token), (c) => c.admitted === 0, { timeoutMs: 30_000 });
+  await poll(
+    () => load(me.token),
+    (c) => c.admitted === 0,
+    { timeoutMs: 30_000 },
+  );
 });

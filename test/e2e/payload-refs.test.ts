@@ -8,11 +8,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { closeDb, type Db } from '../../db/client';
+import { predictionWorkflowId } from '../../domain/contracts';
+import { loadSharp } from '../../engines/onnx/engine';
 import { config } from '../../lib/config';
 import { isPayloadRef, readPayloadRef } from '../../lib/payload-refs';
-import { loadSharp } from '../../engines/onnx/engine';
-import { predictionWorkflowId } from '../../domain/contracts';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 
 jest.setTimeout(240_000);
@@ -38,7 +38,9 @@ beforeAll(async () => {
   rx = await startReceiver();
   const sharp = await loadSharp();
   // Noise does not compress: a 1024×1024 RGB PNG of about 3 MB.
-  const png = await sharp(randomBytes(1024 * 1024 * 3), { raw: { width: 1024, height: 1024, channels: 3 } }).png().toBuffer();
+  const png = await sharp(randomBytes(1024 * 1024 * 3), { raw: { width: 1024, height: 1024, channels: 3 } })
+    .png()
+    .toBuffer();
   expect(png.length).toBeGreaterThan(3 * 10 ** 6);
   dataUri = `data:image/png;base64,${png.toString('base64')}`;
   const created = await api('/v1/models/kiln/remove-background/predictions', {
@@ -47,7 +49,11 @@ beforeAll(async () => {
     headers: { prefer: 'wait=60' },
   });
   expect(created.status).toBe(201);
-  done = await poll(() => api(`/v1/predictions/${created.body.id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 180_000, intervalMs: 500 }).then((r) => r.body);
+  done = await poll(
+    () => api(`/v1/predictions/${created.body.id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 180_000, intervalMs: 500 },
+  ).then((r) => r.body);
 });
 afterAll(async () => {
   await rx.close();
@@ -60,10 +66,18 @@ test('a 3 MB data-URI image runs through kiln/remove-background, webhooks includ
   expect(done.logs).toMatch(/Removed the background of 1024×1024/);
   const png = await fetch(done.output);
   expect(png.status).toBe(200);
-  const { info } = await (await loadSharp())(Buffer.from(await png.arrayBuffer())).raw().toBuffer({ resolveWithObject: true });
+  const { info } = await (
+    await loadSharp()
+  )(Buffer.from(await png.arrayBuffer()))
+    .raw()
+    .toBuffer({ resolveWithObject: true });
   expect([info.width, info.height, info.channels]).toEqual([1024, 1024, 4]);
   // Each webhook child carried the 4 MB prediction too.
-  const hooks = await poll(async () => rx.accepted, (a) => a.some((h) => h.json.status === 'succeeded'), { timeoutMs: 60_000 });
+  const hooks = await poll(
+    async () => rx.accepted,
+    (a) => a.some((h) => h.json.status === 'succeeded'),
+    { timeoutMs: 60_000 },
+  );
   expect(hooks.find((h) => h.json.status === 'succeeded')!.json.input.image).toBe(dataUri);
 });
 
@@ -78,11 +92,19 @@ test('its history holds no payload over the inline limit, and the references say
     expect(refs.length).toBeGreaterThan(0);
     // Readable without the codec: plain JSON naming size and sha256.
     const shown = JSON.parse(Buffer.from(refs[0].data!).toString());
-    expect(shown.kiln_payload_ref).toMatchObject({ sha256: expect.stringMatching(/^[0-9a-f]{64}$/), size: expect.any(Number), encoding: 'json/plain' });
+    expect(shown.kiln_payload_ref).toMatchObject({
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+      size: expect.any(Number),
+      encoding: 'json/plain',
+    });
     expect(shown.kiln_payload_ref.size).toBeGreaterThan(dataUri.length);
     // Search attributes are never encoded: they name the account, model and status, never input or output.
     const indexed = (await handle.describe()).raw.workflowExecutionInfo?.searchAttributes?.indexedFields ?? {};
-    expect(Object.keys(indexed).filter((k) => k.startsWith('Kiln')).sort()).toEqual(['KilnAccount', 'KilnModel', 'KilnStatus']);
+    expect(
+      Object.keys(indexed)
+        .filter((k) => k.startsWith('Kiln'))
+        .sort(),
+    ).toEqual(['KilnAccount', 'KilnModel', 'KilnStatus']);
     for (const p of Object.values(indexed)) expect(p.data!.length).toBeLessThan(256);
     // Kiln's own client decodes them: the workflow's result is the prediction, input and all.
     const result = (await handle.result()) as { input: { image: string } };
@@ -103,7 +125,12 @@ test("the API's codec server resolves a reference for the Temporal UI, for the o
   }
   expect(readPayloadRef(ref).size).toBeGreaterThan(dataUri.length);
   const body = {
-    payloads: [{ metadata: Object.fromEntries(Object.entries(ref.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(ref.data!).toString('base64') }],
+    payloads: [
+      {
+        metadata: Object.fromEntries(Object.entries(ref.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+        data: Buffer.from(ref.data!).toString('base64'),
+      },
+    ],
   };
   const ui = { origin: 'http://localhost:8233', 'x-namespace': config().TEMPORAL_NAMESPACE };
   const refused = await api('/codec/decode', { body, headers: ui });
@@ -117,9 +144,17 @@ test("the API's codec server resolves a reference for the Temporal UI, for the o
 
 test('an output over the limit leaves the engine by reference (its S3 session may create payloads)', async () => {
   const texts = Array.from({ length: 64 }, (_, i) => `text number ${i}`);
-  const created = await api('/v1/models/kiln/tiny-embed/predictions', { token, body: { input: { text: texts } }, headers: { prefer: 'wait=60' } });
+  const created = await api('/v1/models/kiln/tiny-embed/predictions', {
+    token,
+    body: { input: { text: texts } },
+    headers: { prefer: 'wait=60' },
+  });
   expect(created.status).toBe(201);
-  const embedded = await poll(() => api(`/v1/predictions/${created.body.id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 120_000, intervalMs: 500 }).then((r) => r.body);
+  const embedded = await poll(
+    () => api(`/v1/predictions/${created.body.id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 120_000, intervalMs: 500 },
+  ).then((r) => r.body);
   expect(embedded.status).toBe('succeeded');
   expect(embedded.output).toHaveLength(64);
   expect(embedded.output[63]).toHaveLength(256);
@@ -128,7 +163,9 @@ test('an output over the limit leaves the engine by reference (its S3 session ma
   try {
     const history = await client.workflow.getHandle(predictionWorkflowId(embedded.id)).fetchHistory();
     // The predict activity's result, as the engine worker completed it.
-    const completed = history.events!.filter((e) => e.activityTaskCompletedEventAttributes).map((e) => e.activityTaskCompletedEventAttributes!.result!.payloads![0]);
+    const completed = history
+      .events!.filter((e) => e.activityTaskCompletedEventAttributes)
+      .map((e) => e.activityTaskCompletedEventAttributes!.result!.payloads![0]);
     expect(completed.some((p) => isPayloadRef(p))).toBe(true);
     expect(Math.max(...payloadsIn(history).map((p) => p.data!.length))).toBeLessThanOrEqual(config().KILN_PAYLOAD_INLINE_MAX_BYTES);
   } finally {
@@ -137,7 +174,10 @@ test('an output over the limit leaves the engine by reference (its S3 session ma
 });
 
 test('a body over the API limit gets 413 naming the limit', async () => {
-  const r = await api('/v1/models/kiln/remove-background/predictions', { token, rawBody: JSON.stringify({ input: { image: `data:image/png;base64,${'A'.repeat(11 * 2 ** 20)}` } }) });
+  const r = await api('/v1/models/kiln/remove-background/predictions', {
+    token,
+    rawBody: JSON.stringify({ input: { image: `data:image/png;base64,${'A'.repeat(11 * 2 ** 20)}` } }),
+  });
   expect(r.status).toBe(413);
   expect(r.body).toMatchObject({ status: 413, invalid_fields: [{ field: 'body' }] });
   expect(r.body.detail).toMatch(/10485760 byte limit/);

@@ -33,14 +33,17 @@ const cspViolations: string[] = [];
 async function watchCsp(p: Page) {
   await p.exposeFunction('reportCspViolation', (v: string) => cspViolations.push(`${p.url()}: ${v}`)).catch(() => undefined);
   // A string, not a function: the test's TypeScript has no DOM types.
-  await p.addInitScript(`document.addEventListener('securitypolicyviolation', (e) => window.reportCspViolation(e.violatedDirective + ' ' + e.blockedURI));`);
+  await p.addInitScript(
+    `document.addEventListener('securitypolicyviolation', (e) => window.reportCspViolation(e.violatedDirective + ' ' + e.blockedURI));`,
+  );
   p.on('console', (m) => {
     if (/Content.Security.Policy/i.test(m.text())) cspViolations.push(`${p.url()}: ${m.text()}`);
   });
 }
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not at ${CHROMIUM}: infra/install.sh installs Debian's chromium package for the tests`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`Chromium is not at ${CHROMIUM}: infra/install.sh installs Debian's chromium package for the tests`);
   mkdirSync(SHOTS, { recursive: true });
   db = testDb();
   const account = await newAccount(db, 'playground');
@@ -116,7 +119,10 @@ test('a failed prediction opened from history has a Retry button: it runs again 
   const version = (await echoFixtureVersion(token, username, 'playground-flaky', { retry: { max_attempts: 1 } })).id;
   const created = await api('/v1/predictions', { token, body: { version, input: { text: 'second time lucky', fail_attempts: 1 } } });
   expect(created.status).toBe(201);
-  const failed = await poll(() => api(`/v1/predictions/${created.body.id}`, { token }), (r) => r.body.status === 'failed').then((r) => r.body);
+  const failed = await poll(
+    () => api(`/v1/predictions/${created.body.id}`, { token }),
+    (r) => r.body.status === 'failed',
+  ).then((r) => r.body);
 
   await signIn(page);
   await page.locator(`#history tr[data-id="${failed.id}"]`).click();
@@ -161,14 +167,20 @@ test('remove-background: an uploaded image in, the cut-out on a checkerboard out
   await page.locator('#models button[data-model="kiln/remove-background"]').click();
   await page.locator('#model-name').filter({ hasText: 'kiln/remove-background' }).waitFor();
   await page.locator('.field[data-field="image"] input[type=file]').setInputFiles({ name: 'disc.png', mimeType: 'image/png', buffer: png });
-  await poll(() => page.locator('#field-image').inputValue(), (v) => /\/v1\/files\/[a-z2-7]{26}\/content\?/.test(v));
+  await poll(
+    () => page.locator('#field-image').inputValue(),
+    (v) => /\/v1\/files\/[a-z2-7]{26}\/content\?/.test(v),
+  );
   await page.locator('#run').click();
   await page.locator('#status.succeeded').waitFor({ timeout: 120_000 });
 
   const img = page.locator('.checkerboard img[data-testid=output-image]');
   await img.waitFor();
   // The browser decoded the PNG the API served: its size is the input's.
-  const size = await poll(() => img.evaluate((i: any) => (i.complete ? [i.naturalWidth, i.naturalHeight] : [0, 0])), ([w]) => w > 0);
+  const size = await poll(
+    () => img.evaluate((i: any) => (i.complete ? [i.naturalWidth, i.naturalHeight] : [0, 0])),
+    ([w]) => w > 0,
+  );
   expect(size).toEqual([240, 160]);
   await page.screenshot({ path: path.join(SHOTS, 'playground-remove-background.png'), fullPage: true });
   expect(existsSync(path.join(SHOTS, 'playground-remove-background.png'))).toBe(true);

@@ -83,7 +83,9 @@ test('a second chat with the same long system prompt reports cached tokens and a
   );
   const row = usageRows.body.results[0];
   expect(row.cached_tokens).toBe(
-    cold.body.usage.prompt_tokens_details.cached_tokens + again.body.usage.prompt_tokens_details.cached_tokens + usage.prompt_tokens_details.cached_tokens,
+    cold.body.usage.prompt_tokens_details.cached_tokens +
+      again.body.usage.prompt_tokens_details.cached_tokens +
+      usage.prompt_tokens_details.cached_tokens,
   );
   expect(row.cached_tokens).toBeLessThan(row.input_tokens);
 });
@@ -119,8 +121,20 @@ test('a bad x-session-affinity header is a 400 naming it', async () => {
 test('x-session-affinity keeps a session on one of two nodes that serve the version', async () => {
   node2 = await startEngineNode(NODE2);
   const name = `sessions-${Date.now()}`;
-  const model = await upsertModel(db, { ownerId: me.account.id, owner: me.account.username, name, task: 'echo-fixture', visibility: 'private' });
-  const version = await addVersion(db, model, { task: 'echo-fixture', engine: 'echo-fixture', files: [], memoryBytes: 1, settings: { sequences: 4, name } });
+  const model = await upsertModel(db, {
+    ownerId: me.account.id,
+    owner: me.account.username,
+    name,
+    task: 'echo-fixture',
+    visibility: 'private',
+  });
+  const version = await addVersion(db, model, {
+    task: 'echo-fixture',
+    engine: 'echo-fixture',
+    files: [],
+    memoryBytes: 1,
+    settings: { sequences: 4, name },
+  });
   // Two replicas, one on each node.
   const deployment = `sessions-${version.id.slice(0, 8)}`;
   const created = await api('/v1/deployments', {
@@ -129,7 +143,11 @@ test('x-session-affinity keeps a session on one of two nodes that serve the vers
   });
   expect(created.status).toBe(201);
   try {
-    await poll(() => nodesHolding(db, version.id, { live: true }), (h) => h.includes(NODE1) && h.includes(NODE2), { timeoutMs: 90_000, intervalMs: 250 });
+    await poll(
+      () => nodesHolding(db, version.id, { live: true }),
+      (h) => h.includes(NODE1) && h.includes(NODE2),
+      { timeoutMs: 90_000, intervalMs: 250 },
+    );
     const servedBy = async (session?: string) => {
       const r = await api(`/v1/models/${me.account.username}/${name}/predictions`, {
         token: me.token,

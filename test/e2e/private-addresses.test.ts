@@ -25,7 +25,7 @@ import { publicBaseUrl } from '../../lib/public-url';
 import { secretBoxFromConfig } from '../../lib/secret-box';
 import { urlSignerFromConfig } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
-import { api, newAccount, poll, testDb, TERMINAL, testDataConverter } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDataConverter, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { startReceiver, type Receiver } from '../receiver';
 
@@ -142,7 +142,10 @@ describe('the API refuses private webhook and input URLs', () => {
       body: { input: { prompt: 'x', max_tokens: 1 }, webhook: hooks[0], webhook_events_filter: ['completed'] },
     });
     expect(allowed.status).toBe(201);
-    const [hook] = await poll(async () => rx!.received, (r) => r.length > 0);
+    const [hook] = await poll(
+      async () => rx!.received,
+      (r) => r.length > 0,
+    );
     expect(hook.json.id).toBe(allowed.body.id);
   });
 
@@ -180,11 +183,17 @@ describe('the engine refuses private input URLs', () => {
     await image.close();
   });
 
-  test("a prediction whose image is on loopback fails on a node that refuses private addresses, and the image server hears nothing", async () => {
+  test('a prediction whose image is on loopback fails on a node that refuses private addresses, and the image server hears nothing', async () => {
     const seeded = (await resolveModelVersion(db, me.account.id, { owner: 'kiln', name: 'remove-background' }))!.version;
     // A model of its own (same weights): no node serves it, so placement picks a node for it.
     const name = `cutout-${newId().slice(0, 10)}`;
-    const model = await upsertModel(db, { ownerId: me.account.id, owner: me.account.username, name, task: 'remove-background', visibility: 'private' });
+    const model = await upsertModel(db, {
+      ownerId: me.account.id,
+      owner: me.account.username,
+      name,
+      task: 'remove-background',
+      visibility: 'private',
+    });
     const version = await addVersion(db, model, {
       task: 'remove-background',
       engine: 'onnxruntime',

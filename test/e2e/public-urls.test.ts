@@ -25,7 +25,10 @@ function rawRequest(path: string, headers: Record<string, string>, body?: unknow
         port: target.port,
         path: target.pathname + target.search,
         method: payload ? 'POST' : 'GET',
-        headers: { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}) },
+        headers: {
+          ...headers,
+          ...(payload ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}),
+        },
       },
       (res) => {
         let text = '';
@@ -42,7 +45,11 @@ function rawRequest(path: string, headers: Record<string, string>, body?: unknow
 const spoofed = { host: 'evil.example', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' };
 
 test("a prediction's URLs and the OpenAPI servers ignore the Host a client sends", async () => {
-  const created = await rawRequest('/v1/models/kiln/echo-fixture/predictions', { ...spoofed, authorization: `Bearer ${token}` }, { input: { text: 'where am I' } });
+  const created = await rawRequest(
+    '/v1/models/kiln/echo-fixture/predictions',
+    { ...spoofed, authorization: `Bearer ${token}` },
+    { input: { text: 'where am I' } },
+  );
   expect(created.status).toBe(201);
   const { temporal_ui: temporalUi, ...urls } = created.body.urls as Record<string, string>;
   for (const url of Object.values(urls)) expect(url.startsWith(`${API_URL}/v1/predictions/${created.body.id}`)).toBe(true);

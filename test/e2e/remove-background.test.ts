@@ -31,7 +31,9 @@ async function checkTransparentDisc(url: string) {
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toBe('image/png');
   const sharp = await loadSharp();
-  const { data, info } = await sharp(Buffer.from(await res.arrayBuffer())).raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await sharp(Buffer.from(await res.arrayBuffer()))
+    .raw()
+    .toBuffer({ resolveWithObject: true });
   expect([info.width, info.height, info.channels]).toEqual([W, H, 4]);
   const alpha = (x: number, y: number) => data[(y * W + x) * 4 + 3];
   expect(alpha(120, 80)).toBeGreaterThan(200);
@@ -67,15 +69,25 @@ test('not an image: the prediction fails with a clear error, and a bad URL is re
 });
 
 test('a batch of images: the output JSONL links each PNG (with the token: a stored file outlives signatures)', async () => {
-  const inputs = [{ image: `data:image/png;base64,${disc.toString('base64')}` }, { image: `data:image/png;base64,${Buffer.from('nope').toString('base64')}` }];
+  const inputs = [
+    { image: `data:image/png;base64,${disc.toString('base64')}` },
+    { image: `data:image/png;base64,${Buffer.from('nope').toString('base64')}` },
+  ];
   const created = await api('/v1/batches', { token, body: { version: 'kiln/remove-background', inputs } });
   expect(created.status).toBe(201);
-  const done = await poll(() => api(`/v1/batches/${created.body.id}`, { token }), (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), {
-    timeoutMs: 150_000,
-    intervalMs: 500,
-  }).then((r) => r.body);
+  const done = await poll(
+    () => api(`/v1/batches/${created.body.id}`, { token }),
+    (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status),
+    {
+      timeoutMs: 150_000,
+      intervalMs: 500,
+    },
+  ).then((r) => r.body);
   expect(done).toMatchObject({ status: 'succeeded', completed: 1, failed: 1 });
-  const lines = (await (await fetch(done.output_file.urls.get)).text()).trimEnd().split('\n').map((l) => JSON.parse(l));
+  const lines = (await (await fetch(done.output_file.urls.get)).text())
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   expect(lines[0].output).toMatch(new RegExp(`^${API_URL}/v1/files/[a-z2-7]{26}/content$`));
   expect(lines[1]).toEqual({ index: 1, error: expect.stringMatching(/^InvalidInput: .*could not be decoded/) });
   expect((await fetch(lines[0].output)).status).toBe(401);

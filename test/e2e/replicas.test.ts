@@ -3,13 +3,13 @@
  * second node, and both serve; a deployment's max_instances keeps it on one; killing one of two
  * serving nodes fails no prediction. The engine is the echo fixture, so service time is exact.
  */
-import { startEngineNode } from '../processes';
 import type { ChildProcess } from 'node:child_process';
 import type { Account } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
-import { api, newAccount, nodesHolding, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, nodesHolding, poll, TERMINAL, testDb } from '../helpers';
+import { startEngineNode } from '../processes';
 
 jest.setTimeout(240_000);
 
@@ -34,7 +34,13 @@ afterAll(async () => {
 
 /** A version of its own, two predictions at a time per replica, idle replicas gone in seconds. */
 async function echoModel(name: string) {
-  const model = await upsertModel(db, { ownerId: me.account.id, owner: me.account.username, name, task: 'echo-fixture', visibility: 'private' });
+  const model = await upsertModel(db, {
+    ownerId: me.account.id,
+    owner: me.account.username,
+    name,
+    task: 'echo-fixture',
+    visibility: 'private',
+  });
   const version = await addVersion(db, model, {
     task: 'echo-fixture',
     engine: 'echo-fixture',
@@ -79,7 +85,11 @@ const servedBy = (logs: string) => /slept \d+ ms on node (\S+)/.exec(logs)?.[1];
 test('a backlog on one version adds a replica on the other node, and both serve it', async () => {
   const { route, version } = await echoModel(`flooded-${Date.now()}`);
   const ids = await flood(route, FLOOD);
-  await poll(() => holders(version.id), (h) => h.includes(NODE1) && h.includes(NODE2), { timeoutMs: 60_000, intervalMs: 250 });
+  await poll(
+    () => holders(version.id),
+    (h) => h.includes(NODE1) && h.includes(NODE2),
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
   const done = await finished(ids);
   expect(done.map((p) => p.status)).toEqual(ids.map(() => 'succeeded'));
   const served = new Set(done.map((p) => servedBy(p.logs)));
@@ -106,7 +116,11 @@ test('with max_instances 1, a deployment stays on one node however long its queu
 test('kill -9 of one of two serving nodes fails no prediction', async () => {
   const { route, version } = await echoModel(`survivor-${Date.now()}`);
   const ids = await flood(route, FLOOD);
-  await poll(() => holders(version.id), (h) => h.includes(NODE1) && h.includes(NODE2), { timeoutMs: 60_000, intervalMs: 250 });
+  await poll(
+    () => holders(version.id),
+    (h) => h.includes(NODE1) && h.includes(NODE2),
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
   // Both serve: wait until each has finished a prediction while a backlog still waits, so both
   // nodes' slots are full when the kill lands.
   await poll(

@@ -1,6 +1,6 @@
 /** The official `replicate` npm client, pointed at Kiln with baseUrl, works unchanged. */
-import Replicate, { validateWebhook, type Page, type Prediction } from 'replicate';
 import { eq } from 'drizzle-orm';
+import Replicate, { validateWebhook, type Page, type Prediction } from 'replicate';
 import { closeDb, type Db } from '../../db/client';
 import { predictions } from '../../db/schema';
 import { pacedLlama } from '../fixtures/models';
@@ -70,10 +70,19 @@ test('stream yields output events whose text is the final output', async () => {
 test('predictions.cancel stops a long generation', async () => {
   // 2000 paced tokens last 40 s or more on any machine: the cancel lands mid-generation.
   await pacedLlama(db);
-  const p = await replicate.predictions.create({ model: 'kiln-test/paced-llama', input: { prompt: 'long', max_tokens: 2000, min_tokens: 2000 } });
-  await poll(() => replicate.predictions.get(p.id), (x) => x.status === 'processing');
+  const p = await replicate.predictions.create({
+    model: 'kiln-test/paced-llama',
+    input: { prompt: 'long', max_tokens: 2000, min_tokens: 2000 },
+  });
+  await poll(
+    () => replicate.predictions.get(p.id),
+    (x) => x.status === 'processing',
+  );
   await replicate.predictions.cancel(p.id);
-  const done = await poll(() => replicate.predictions.get(p.id), (x) => x.status === 'canceled');
+  const done = await poll(
+    () => replicate.predictions.get(p.id),
+    (x) => x.status === 'canceled',
+  );
   expect((done.metrics as { output_token_count: number }).output_token_count).toBeLessThan(2000);
 });
 
@@ -86,10 +95,17 @@ test('webhooks.default.secret.get and validateWebhook accept what Kiln sends', a
     webhook: rx.url,
     webhook_events_filter: ['completed'],
   });
-  const [hook] = await poll(async () => rx.accepted, (a) => a.length >= 1);
+  const [hook] = await poll(
+    async () => rx.accepted,
+    (a) => a.length >= 1,
+  );
   const request = new Request(rx.url, { method: 'POST', headers: hook.headers as Record<string, string>, body: hook.body });
   expect(await validateWebhook(request, key)).toBe(true);
-  const forged = new Request(rx.url, { method: 'POST', headers: hook.headers as Record<string, string>, body: hook.body.replace('"', ' "') });
+  const forged = new Request(rx.url, {
+    method: 'POST',
+    headers: hook.headers as Record<string, string>,
+    body: hook.body.replace('"', ' "'),
+  });
   expect(await validateWebhook(forged, key)).toBe(false);
 });
 
@@ -98,7 +114,8 @@ test('paginate walks the cursor pages', async () => {
   // tests above fill several, so paginate must follow the cursor to see them all.
   const mine = (await db.select({ id: predictions.id }).from(predictions).where(eq(predictions.accountId, accountId))).map((r) => r.id);
   expect(mine.length).toBeGreaterThanOrEqual(5);
-  const firstPage = () => replicate.request('/predictions', { method: 'GET', params: { page_size: 2 } }).then((r) => r.json() as Promise<Page<Prediction>>);
+  const firstPage = () =>
+    replicate.request('/predictions', { method: 'GET', params: { page_size: 2 } }).then((r) => r.json() as Promise<Page<Prediction>>);
   const pages: string[][] = [];
   for await (const page of replicate.paginate(firstPage)) pages.push(page.map((p) => p.id));
   expect(pages.length).toBe(Math.ceil(mine.length / 2));

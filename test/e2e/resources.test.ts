@@ -9,8 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
-import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { estimateLlamaMemoryBytes } from '../../domain/llama-memory';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
@@ -45,7 +45,10 @@ afterAll(async () => {
 });
 
 test("a version's memory is worked out from its GGUF header, whatever it declares; context and sequences are capped", async () => {
-  await api('/v1/models', { token: me.token, body: { owner: me.username, name: 'small-claims', visibility: 'private', task: 'text-generation' } });
+  await api('/v1/models', {
+    token: me.token,
+    body: { owner: me.username, name: 'small-claims', visibility: 'private', task: 'text-generation' },
+  });
   const file = path.join(dir, 'm.gguf');
   await writeLlamaGguf(file, { ...SHAPE, seed: Date.now() % 100000 });
   const bytes = await readFile(file);
@@ -73,9 +76,15 @@ test("a version's memory is worked out from its GGUF header, whatever it declare
   expect(many.body.invalid_fields[0]).toMatchObject({ field: 'settings.sequences', description: 'at most 16 on this server' });
 
   const notGguf = Buffer.from(`plain text, not weights ${Date.now()}`);
-  const bad = await api(versions, { token: me.token, body: { files: [{ path: 'model.gguf', sha256: await upload(notGguf), size: notGguf.length }] } });
+  const bad = await api(versions, {
+    token: me.token,
+    body: { files: [{ path: 'model.gguf', sha256: await upload(notGguf), size: notGguf.length }] },
+  });
   expect(bad.status).toBe(422);
-  expect(bad.body.invalid_fields[0]).toMatchObject({ field: 'files.0.sha256', description: 'not a readable GGUF file: not a GGUF file (no GGUF magic)' });
+  expect(bad.body.invalid_fields[0]).toMatchObject({
+    field: 'files.0.sha256',
+    description: 'not a readable GGUF file: not a GGUF file (no GGUF magic)',
+  });
 });
 
 test("deployments' min_instances count against the account's quota of pinned replicas, which an operator may raise", async () => {
@@ -113,7 +122,10 @@ test('a replica bigger than the share of a node one account may pin is refused',
     body: { files: [{ path: 'hog.bin', sha256: await upload(bytes), size: bytes.length }], engine: 'echo-fixture', memory_bytes: 2 ** 50 },
   });
   expect(v.status).toBe(201);
-  const r = await api('/v1/deployments', { token: me.token, body: { name: 'hog', model: `${me.username}/hog`, version: v.body.id, min_instances: 1 } });
+  const r = await api('/v1/deployments', {
+    token: me.token,
+    body: { name: 'hog', model: `${me.username}/hog`, version: v.body.id, min_instances: 1 },
+  });
   expect(r.status).toBe(422);
   expect(r.body.invalid_fields[0].field).toBe('min_instances');
   expect(r.body.invalid_fields[0].description).toMatch(/one account may pin at most \d+ bytes of a node/);

@@ -4,8 +4,8 @@
  * what failed, where. Faults come from the echo fixture (`fail_attempts`, `error`).
  */
 import { closeDb, type Db } from '../../db/client';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -29,9 +29,11 @@ const version = (name: string, retry?: Record<string, number>) => echoFixtureVer
 async function predict(model: string, input: Record<string, unknown>) {
   const created = await api(`/v1/models/${owner}/${model}/predictions`, { token, body: { input } });
   expect(created.status).toBe(201);
-  return poll(() => api(`/v1/predictions/${created.body.id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000, intervalMs: 100 }).then(
-    (r) => r.body,
-  );
+  return poll(
+    () => api(`/v1/predictions/${created.body.id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 60_000, intervalMs: 100 },
+  ).then((r) => r.body);
 }
 
 test('a version shows its retry policy (the default when it set none); a bad one is a 422 naming the field', async () => {
@@ -51,7 +53,9 @@ test('max_attempts 1: a retryable fault fails the prediction at once, and the lo
   await version('retry-none', { max_attempts: 1 });
   const done = await predict('retry-none', { text: 'x', fail_attempts: 1 });
   expect(done.status).toBe('failed');
-  expect(done.logs).toMatch(/Attempt 1 failed on node \S+: EngineFault: echo fixture: injected fault on attempt 1 .*; no attempts left \(max_attempts 1\)/);
+  expect(done.logs).toMatch(
+    /Attempt 1 failed on node \S+: EngineFault: echo fixture: injected fault on attempt 1 .*; no attempts left \(max_attempts 1\)/,
+  );
   expect(done.logs).not.toMatch(/Attempt 2/);
   expect(done.error).toMatch(/^Attempt 1 failed on node \S+: EngineFault: echo fixture: injected fault/);
 });
@@ -80,17 +84,26 @@ test('batches follow the policy too: a chunk out of attempts fails the batch, sa
   const inputs = [{ text: 'a' }, { text: 'b' }, { text: 'c', fail_attempts: 5 }, { text: 'd' }];
   const created = await api('/v1/batches', { token, body: { version: `${owner}/retry-batch`, inputs, chunk_size: 2 } });
   expect(created.status).toBe(201);
-  const done = await poll(() => api(`/v1/batches/${created.body.id}`, { token }), (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status), {
-    timeoutMs: 60_000,
-    intervalMs: 100,
-  }).then((r) => r.body);
+  const done = await poll(
+    () => api(`/v1/batches/${created.body.id}`, { token }),
+    (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.status),
+    {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    },
+  ).then((r) => r.body);
   expect(done.status).toBe('failed');
   expect(done.error).toMatch(/Chunk 1 \(items 2–3\) attempt 2 failed on node \S+: EngineFault: echo fixture: injected fault/);
   expect(done.logs).toMatch(/Chunk 1 .*attempt 1 failed .*; resuming from item 2 \(0 of 2 done\)/);
   expect(done.logs).toMatch(/no attempts left \(max_attempts 2\)/);
   // What finished before is not lost: chunk 0's lines are in the output.
   const res = await fetch(done.output_file.urls.get);
-  expect((await res.text()).trimEnd().split('\n').map((l) => JSON.parse(l))).toEqual([
+  expect(
+    (await res.text())
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l)),
+  ).toEqual([
     { index: 0, output: 'a' },
     { index: 1, output: 'b' },
   ]);

@@ -10,13 +10,13 @@
  * retry's attempt (the second) succeeds.
  */
 import type { Client } from '@temporalio/client';
-import { updateAccount } from '../../db/accounts';
 import { eq } from 'drizzle-orm';
+import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { usageRecords } from '../../db/schema';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { startReceiver, type Receiver } from '../receiver';
 
 jest.setTimeout(180_000);
 
@@ -51,7 +51,11 @@ const echoVersion = async (label: string) => (await echoFixtureVersion(token, ow
 
 const get = (id: string) => api(`/v1/predictions/${id}`, { token });
 const ended = (id: string) =>
-  poll(() => get(id), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000, intervalMs: 100 }).then((r) => r.body);
+  poll(
+    () => get(id),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 60_000, intervalMs: 100 },
+  ).then((r) => r.body);
 const retry = (id: string, body: unknown = {}) => api(`/v1/predictions/${id}/retry`, { token, body });
 const load = () => api('/v1/account', { token }).then((r) => r.body.current as { admitted: number; queued: number });
 
@@ -75,7 +79,10 @@ async function runsOf(workflowId: string, count: number) {
     for await (const w of temporal.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) runs.push(w);
     return runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
   };
-  return poll(list, (runs) => runs.length >= count && runs.every((r) => r.status.name !== 'RUNNING'), { timeoutMs: 30_000, intervalMs: 250 });
+  return poll(list, (runs) => runs.length >= count && runs.every((r) => r.status.name !== 'RUNNING'), {
+    timeoutMs: 30_000,
+    intervalMs: 250,
+  });
 }
 
 test('a failed prediction retried runs again as a new run of its workflow and succeeds; both runs stay in Temporal', async () => {
@@ -86,12 +93,26 @@ test('a failed prediction retried runs again as a new run of its workflow and su
 
   const retried = await retry(failed.id);
   expect(retried.status).toBe(201);
-  expect(retried.body).toMatchObject({ id: failed.id, status: 'starting', version: v1, workflow_id: failed.workflow_id, output: null, error: null });
+  expect(retried.body).toMatchObject({
+    id: failed.id,
+    status: 'starting',
+    version: v1,
+    workflow_id: failed.workflow_id,
+    output: null,
+    error: null,
+  });
   expect(retried.body.run_id).toEqual(expect.any(String));
   expect(retried.body.run_id).not.toBe(failed.run_id);
 
   const done = await ended(failed.id);
-  expect(done).toMatchObject({ status: 'succeeded', output: 'second time lucky', error: null, run_id: retried.body.run_id, retries: 1, input: { text: 'second time lucky', fail_attempts: 1 } });
+  expect(done).toMatchObject({
+    status: 'succeeded',
+    output: 'second time lucky',
+    error: null,
+    run_id: retried.body.run_id,
+    retries: 1,
+    input: { text: 'second time lucky', fail_attempts: 1 },
+  });
 
   // Both runs in Temporal: the first failed prediction's run, then the retry's, one workflow id.
   const runs = await runsOf(failed.workflow_id, 2);
@@ -128,7 +149,11 @@ test('a retry may name another version: the prediction runs on it, with the same
   const failed = await failedPrediction('on the new version');
   await poll(load, (c) => c.admitted === 0);
   // Prefer: wait holds the answer until the new run ends, as on a create.
-  const retried = await api(`/v1/predictions/${failed.id}/retry`, { token, body: { version: `${owner}/flaky:${v2}` }, headers: { prefer: 'wait=30' } });
+  const retried = await api(`/v1/predictions/${failed.id}/retry`, {
+    token,
+    body: { version: `${owner}/flaky:${v2}` },
+    headers: { prefer: 'wait=30' },
+  });
   expect(retried.status).toBe(201);
   expect(retried.body).toMatchObject({ status: 'succeeded', version: v2, output: 'on the new version' });
   expect((await get(failed.id)).body).toMatchObject({ status: 'succeeded', version: v2, run_id: retried.body.run_id });

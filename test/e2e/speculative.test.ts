@@ -67,8 +67,13 @@ const scrape = async (port: string | undefined, fallback: number) => (await fetc
 /** The counter's value summed over the workers (the engine counts the hot path, the control worker the rest). */
 async function draftCounter(model: string, outcome: string): Promise<number> {
   const series = `kiln_draft_tokens_total{model="${model}",outcome="${outcome}"} `;
-  const texts = await Promise.all([scrape(process.env.KILN_ENGINE_METRICS_PORT, 9475), scrape(process.env.KILN_CONTROL_METRICS_PORT, 9474)]);
-  return texts.map((t) => t.split('\n').find((l) => l.startsWith(series))).reduce((n, line) => n + (line ? Number(line.slice(series.length)) : 0), 0);
+  const texts = await Promise.all([
+    scrape(process.env.KILN_ENGINE_METRICS_PORT, 9475),
+    scrape(process.env.KILN_CONTROL_METRICS_PORT, 9474),
+  ]);
+  return texts
+    .map((t) => t.split('\n').find((l) => l.startsWith(series)))
+    .reduce((n, line) => n + (line ? Number(line.slice(series.length)) : 0), 0);
 }
 
 test('greedy output is the same with a Q8_0 draft, with input lookup and without; the metrics give the acceptance rate', async () => {
@@ -76,7 +81,9 @@ test('greedy output is the same with a Q8_0 draft, with input lookup and without
   await pushModel('plain', files.target);
   // minConfidence 0: random weights are never sure of a token; minDraftTokens: the target waits for
   // a draft, which it would otherwise outrun on a model this small, and every step is checked here.
-  const drafted = await pushModel('with-draft', files.target, { speculative: { type: 'draft', model: `${owner}/draft`, minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } });
+  const drafted = await pushModel('with-draft', files.target, {
+    speculative: { type: 'draft', model: `${owner}/draft`, minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 },
+  });
   await pushModel('with-lookup', files.target, { speculative: { type: 'input_lookup' } });
   const version = await api(`/v1/models/${owner}/with-draft/versions/${drafted.id}`, { token });
   expect(version.body.settings.speculative).toMatchObject({ type: 'draft', model: `${owner}/draft`, version: expect.any(String) });
@@ -102,7 +109,9 @@ test('greedy output is the same with a Q8_0 draft, with input lookup and without
 
   // The target as its own draft agrees with itself: a check keeps every drafted token, not just the
   // first (node-llama-cpp 3.22.1 kept one of each four here until patches/ fixed its draft check).
-  const self = await pushModel('self-draft', files.target, { speculative: { type: 'draft', model: `${owner}/plain`, minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } });
+  const self = await pushModel('self-draft', files.target, {
+    speculative: { type: 'draft', model: `${owner}/plain`, minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 },
+  });
   expect(self.id).toBeDefined();
   const prompt = 'the river and the old house near the garden';
   const selfDrafted = await greedy('self-draft', prompt);

@@ -1,11 +1,11 @@
 /** Replicate's SSE stream: fed by the engine through Postgres NOTIFY, replayable, resumable. */
-import { closeDb, type Db } from '../../db/client';
+import { eq } from 'drizzle-orm';
 import { streamUrl } from '../../api/prediction-json';
+import { closeDb, type Db } from '../../db/client';
+import { models } from '../../db/schema';
 import { UrlSigner } from '../../lib/signing';
 import { pacedLlama } from '../fixtures/models';
-import { eq } from 'drizzle-orm';
-import { models } from '../../db/schema';
-import { api, API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { readSse } from '../sse';
 
 jest.setTimeout(120_000);
@@ -23,7 +23,11 @@ const create = (input: Record<string, unknown>) => api('/v1/models/kiln/tiny-lla
 const sseText = (output: string[]) => output.join('').replace(/\r\n?/g, '\n');
 
 const finished = (id: string) =>
-  poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
+  poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 60_000 },
+  ).then((r) => r.body);
 
 test('a stream from the start carries every chunk in order, then done', async () => {
   const p = (await create({ prompt: 'stream', max_tokens: 200, min_tokens: 200, seed: 9 })).body;
@@ -32,7 +36,10 @@ test('a stream from the start carries every chunk in order, then done', async ()
   expect(status).toBe(200);
   expect(contentType).toMatch(/^text\/event-stream/);
   const done = await finished(p.id);
-  const output = events.filter((e) => e.event === 'output').map((e) => e.data).join('');
+  const output = events
+    .filter((e) => e.event === 'output')
+    .map((e) => e.data)
+    .join('');
   expect(output).toBe(sseText(done.output));
   expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{}' });
   const ids = events.map((e) => Number(e.id));
@@ -44,7 +51,12 @@ test('a client that joins late gets what was produced so far, and the rest', asy
   const p = (await create({ prompt: 'late', max_tokens: 50, min_tokens: 50 })).body;
   const done = await finished(p.id);
   const { events } = await readSse(p.urls.stream);
-  expect(events.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(sseText(done.output));
+  expect(
+    events
+      .filter((e) => e.event === 'output')
+      .map((e) => e.data)
+      .join(''),
+  ).toBe(sseText(done.output));
   expect(events[events.length - 1].event).toBe('done');
 });
 
@@ -58,7 +70,12 @@ test('reconnecting with Last-Event-ID resumes with no gap and no duplicate', asy
   const all = [...first.events, ...rest.events];
   const ids = all.map((e) => Number(e.id));
   expect(new Set(ids).size).toBe(ids.length);
-  expect(all.filter((e) => e.event === 'output').map((e) => e.data).join('')).toBe(sseText(done.output));
+  expect(
+    all
+      .filter((e) => e.event === 'output')
+      .map((e) => e.data)
+      .join(''),
+  ).toBe(sseText(done.output));
 });
 
 test('while a generation runs, GET and a Prefer: wait that runs out show the output so far (as Replicate does)', async () => {
@@ -69,7 +86,10 @@ test('while a generation runs, GET and a Prefer: wait that runs out show the out
   const input = { prompt: 'so far', max_tokens: 300, min_tokens: 300, seed: 4 };
   const p = (await api(path, { token, body: { input } })).body;
   const seen = await readSse(p.urls.stream, { until: (_e, all) => all.filter((x) => x.event === 'output').length >= 3 });
-  const streamed = seen.events.filter((e) => e.event === 'output').map((e) => e.data).join('');
+  const streamed = seen.events
+    .filter((e) => e.event === 'output')
+    .map((e) => e.data)
+    .join('');
   const running = (await api(`/v1/predictions/${p.id}`, { token })).body;
   // Not finished (the projection may still say `starting`: the start is written a moment after the first tokens).
   expect(['starting', 'processing']).toContain(running.status);
@@ -81,7 +101,11 @@ test('while a generation runs, GET and a Prefer: wait that runs out show the out
   expect(sseText(done.output).length).toBeGreaterThan(soFar.length);
 
   // The model is warm now: one waited on for 2 s (of 40 s of generation) answers while it runs, with its tokens so far.
-  const waited = await api(path, { token, body: { input: { ...input, max_tokens: 2000, min_tokens: 2000 } }, headers: { prefer: 'wait=2' } });
+  const waited = await api(path, {
+    token,
+    body: { input: { ...input, max_tokens: 2000, min_tokens: 2000 } },
+    headers: { prefer: 'wait=2' },
+  });
   expect(waited.status).toBe(201);
   expect(['starting', 'processing']).toContain(waited.body.status);
   expect((waited.body.output as string[]).join('').length).toBeGreaterThan(0);
@@ -92,10 +116,17 @@ test('while a generation runs, GET and a Prefer: wait that runs out show the out
 test('a canceled prediction’s stream ends with done and the reason', async () => {
   // 2000 paced tokens last 40 s or more on any machine: the cancel lands mid-generation.
   await pacedLlama(db);
-  const p = (await api('/v1/models/kiln-test/paced-llama/predictions', { token, body: { input: { prompt: 'cancel me', max_tokens: 2000, min_tokens: 2000 } } }))
-    .body;
+  const p = (
+    await api('/v1/models/kiln-test/paced-llama/predictions', {
+      token,
+      body: { input: { prompt: 'cancel me', max_tokens: 2000, min_tokens: 2000 } },
+    })
+  ).body;
   const reading = readSse(p.urls.stream);
-  await poll(() => api(`/v1/predictions/${p.id}`, { token }), (r) => r.body.status !== 'starting');
+  await poll(
+    () => api(`/v1/predictions/${p.id}`, { token }),
+    (r) => r.body.status !== 'starting',
+  );
   await api(`/v1/predictions/${p.id}/cancel`, { token, method: 'POST' });
   const { events } = await reading;
   expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{"reason":"canceled"}' });

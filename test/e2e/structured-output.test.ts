@@ -31,7 +31,12 @@ const person = {
   required: ['name', 'age', 'pet', 'tags'],
   additionalProperties: false,
 };
-const personZod = z.strictObject({ name: z.string(), age: z.number().int(), pet: z.enum(['cat', 'dog', 'none']), tags: z.array(z.string().max(10)).max(3) });
+const personZod = z.strictObject({
+  name: z.string(),
+  age: z.number().int(),
+  pet: z.enum(['cat', 'dog', 'none']),
+  tags: z.array(z.string().max(10)).max(3),
+});
 
 const weather = {
   type: 'function' as const,
@@ -43,7 +48,11 @@ const weather = {
 };
 const time = {
   type: 'function' as const,
-  function: { name: 'get_time', description: 'The time in a zone', parameters: { type: 'object', properties: { zone: { type: 'string' } } } },
+  function: {
+    name: 'get_time',
+    description: 'The time in a zone',
+    parameters: { type: 'object', properties: { zone: { type: 'string' } } },
+  },
 };
 const weatherArgs = z.strictObject({ city: z.string(), unit: z.enum(['C', 'F']) });
 
@@ -90,10 +99,18 @@ describe('response_format', () => {
         messages: [{ role: 'user', content: 'x' }],
         response_format: { type: 'json_schema', json_schema: { name: 'p', schema } },
       }),
-    ).rejects.toMatchObject({ status: 400, type: 'invalid_request_error', param: 'response_format.json_schema.schema.properties.age.minimum' });
+    ).rejects.toMatchObject({
+      status: 400,
+      type: 'invalid_request_error',
+      param: 'response_format.json_schema.schema.properties.age.minimum',
+    });
     const bad = await api('/openai/v1/chat/completions', {
       token,
-      body: { model: 'kiln/tiny-llama', messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'strin' } } } },
+      body: {
+        model: 'kiln/tiny-llama',
+        messages: [{ role: 'user', content: 'x' }],
+        response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'strin' } } },
+      },
     });
     expect(bad.status).toBe(400);
     expect(bad.body.error.param).toBe('response_format.json_schema.schema.type');
@@ -226,7 +243,10 @@ describe('clean UTF-8', () => {
       body: { input: { prompt: 'Say it:', json_schema: { const: text }, max_tokens: 60, seed: 1 }, stream: true },
     });
     expect(created.status).toBe(201);
-    const sse = await readSse(created.body.urls.stream, { headers: { authorization: `Bearer ${token}` }, until: (e) => e.event === 'done' });
+    const sse = await readSse(created.body.urls.stream, {
+      headers: { authorization: `Bearer ${token}` },
+      until: (e) => e.event === 'done',
+    });
     const streamed = sse.events.filter((e) => e.event === 'output').map((e) => e.data);
     expect(streamed.join('')).toBe(JSON.stringify(text));
     const done = await api(`/v1/predictions/${created.body.id}`, { token });
@@ -254,7 +274,14 @@ describe('context limits', () => {
   test('a prompt longer than the context: OpenAI’s 400 context_length_exceeded at once, one attempt, also when streamed', async () => {
     const started = Date.now();
     const err = await openai.chat.completions
-      .create({ model: 'kiln/tiny-llama', messages: [{ role: 'system', content: tooLong }, { role: 'user', content: 'hi' }], max_tokens: 8 })
+      .create({
+        model: 'kiln/tiny-llama',
+        messages: [
+          { role: 'system', content: tooLong },
+          { role: 'user', content: 'hi' },
+        ],
+        max_tokens: 8,
+      })
       .withResponse()
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ status: 400, code: 'context_length_exceeded', param: 'messages', type: 'invalid_request_error' });
@@ -266,7 +293,12 @@ describe('context limits', () => {
     expect(p.body.logs).not.toMatch(/Attempt 2/);
 
     await expect(
-      openai.chat.completions.create({ model: 'kiln/tiny-llama', messages: [{ role: 'user', content: tooLong }], max_tokens: 8, stream: true }),
+      openai.chat.completions.create({
+        model: 'kiln/tiny-llama',
+        messages: [{ role: 'user', content: tooLong }],
+        max_tokens: 8,
+        stream: true,
+      }),
     ).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded' });
     await expect(openai.completions.create({ model: 'kiln/tiny-llama', prompt: tooLong, max_tokens: 8 })).rejects.toMatchObject({
       status: 400,
@@ -276,7 +308,11 @@ describe('context limits', () => {
   });
 
   test('on the Replicate API: a 422 naming input.prompt when waiting; the prediction fails naming it otherwise', async () => {
-    const waited = await api('/v1/models/kiln/tiny-llama/predictions', { token, headers: { prefer: 'wait=60' }, body: { input: { prompt: tooLong } } });
+    const waited = await api('/v1/models/kiln/tiny-llama/predictions', {
+      token,
+      headers: { prefer: 'wait=60' },
+      body: { input: { prompt: tooLong } },
+    });
     expect(waited.status).toBe(422);
     expect(waited.body.invalid_fields[0].field).toBe('input.prompt');
     const created = await api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input: { prompt: tooLong } } });
@@ -291,7 +327,15 @@ describe('context limits', () => {
 
   test('a long system prompt that fits is answered with what room is left, not failed after three attempts', async () => {
     const system = tooLong.split(' ').slice(0, 700).join(' ');
-    const r = await openai.chat.completions.create({ model: 'kiln/tiny-llama', messages: [{ role: 'system', content: system }, { role: 'user', content: 'hi' }], max_tokens: 512, seed: 1 });
+    const r = await openai.chat.completions.create({
+      model: 'kiln/tiny-llama',
+      messages: [
+        { role: 'system', content: system },
+        { role: 'user', content: 'hi' },
+      ],
+      max_tokens: 512,
+      seed: 1,
+    });
     expect(r.usage!.prompt_tokens).toBeGreaterThan(3000);
     expect(r.usage!.prompt_tokens + r.usage!.completion_tokens).toBeLessThanOrEqual(4096);
     // With this seed the model runs into the end of the context: the answer says it was cut.

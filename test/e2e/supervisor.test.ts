@@ -9,7 +9,7 @@ import path from 'node:path';
 import { closeDb, type Db } from '../../db/client';
 import { stackStatus } from '../../infra/status';
 import { killSuiteProcess } from '../chaos';
-import { API_URL, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(600_000);
 
@@ -41,22 +41,33 @@ async function createEcho(token: string, text: string) {
   return (await res.json()) as any;
 }
 
-test.each(['api', 'control-worker', 'engine-worker'])('kill -9 of the %s while a prediction runs: restarted by the supervisor, the prediction succeeds', async (name) => {
-  const { token } = await newAccount(db, `supervised-${name}`);
-  const text = `survives a killed ${name}`;
-  const created = await createEcho(token, text);
-  // Running on the engine (the echo sleeps 5 s), so the kill lands in the middle of it.
-  await poll(() => readPrediction(token, created.id), (p) => p.status === 'processing', { timeoutMs: 120_000, intervalMs: 100 });
-  const before = (await stackStatus()).find((c) => c.component === `test:${name}`);
+test.each(['api', 'control-worker', 'engine-worker'])(
+  'kill -9 of the %s while a prediction runs: restarted by the supervisor, the prediction succeeds',
+  async (name) => {
+    const { token } = await newAccount(db, `supervised-${name}`);
+    const text = `survives a killed ${name}`;
+    const created = await createEcho(token, text);
+    // Running on the engine (the echo sleeps 5 s), so the kill lands in the middle of it.
+    await poll(
+      () => readPrediction(token, created.id),
+      (p) => p.status === 'processing',
+      { timeoutMs: 120_000, intervalMs: 100 },
+    );
+    const before = (await stackStatus()).find((c) => c.component === `test:${name}`);
 
-  const { killed, restarted, downMs } = await killSuiteProcess(name);
-  console.log(`${name}: pid ${killed} killed, pid ${restarted} ready ${downMs} ms later`);
+    const { killed, restarted, downMs } = await killSuiteProcess(name);
+    console.log(`${name}: pid ${killed} killed, pid ${restarted} ready ${downMs} ms later`);
 
-  const done = await poll(() => readPrediction(token, created.id), (p) => TERMINAL.includes(p.status), { timeoutMs: 240_000, intervalMs: 250 });
-  expect({ status: done.status, output: done.output, error: done.error }).toEqual({ status: 'succeeded', output: text, error: null });
+    const done = await poll(
+      () => readPrediction(token, created.id),
+      (p) => TERMINAL.includes(p.status),
+      { timeoutMs: 240_000, intervalMs: 250 },
+    );
+    expect({ status: done.status, output: done.output, error: done.error }).toEqual({ status: 'succeeded', output: text, error: null });
 
-  const log = readFileSync(path.join(RUN_DIR, 'logs/supervisor.log'), 'utf8');
-  expect(log).toContain(`${name} (pid ${killed}) exited (SIGKILL)`);
-  const after = (await stackStatus()).find((c) => c.component === `test:${name}`);
-  expect(after).toMatchObject({ up: true, pid: restarted, restarts: (before?.restarts ?? 0) + 1 });
-});
+    const log = readFileSync(path.join(RUN_DIR, 'logs/supervisor.log'), 'utf8');
+    expect(log).toContain(`${name} (pid ${killed}) exited (SIGKILL)`);
+    const after = (await stackStatus()).find((c) => c.component === `test:${name}`);
+    expect(after).toMatchObject({ up: true, pid: restarted, restarts: (before?.restarts ?? 0) + 1 });
+  },
+);

@@ -43,10 +43,17 @@ async function listWorkflows(query: string): Promise<string[]> {
 }
 
 test("the README's queries: one model's failed predictions in the last hour, one account's running work", async () => {
-  const failed = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { error: 'refused for the test' } }, headers: { prefer: 'wait=30' } });
+  const failed = await api('/v1/models/kiln/echo-fixture/predictions', {
+    token,
+    body: { input: { error: 'refused for the test' } },
+    headers: { prefer: 'wait=30' },
+  });
   expect(failed.body.status).toBe('failed');
   const running = await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { sleep_ms: 60_000 } } });
-  await poll(() => api(`/v1/predictions/${running.body.id}`, { token }), (r) => r.body.status === 'processing');
+  await poll(
+    () => api(`/v1/predictions/${running.body.id}`, { token }),
+    (r) => r.body.status === 'processing',
+  );
   try {
     const hourAgo = new Date(Date.now() - 3600_000).toISOString();
     const failedOfModel = `WorkflowType = 'predictionWorkflow' AND KilnModel = 'kiln/echo-fixture' AND KilnStatus = 'failed' AND CloseTime > '${hourAgo}'`;

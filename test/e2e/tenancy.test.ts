@@ -11,7 +11,7 @@ import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { startApi } from '../chaos';
-import { api, newAccount, poll, testDb, TERMINAL, testDataConverter } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDataConverter, testDb } from '../helpers';
 import { freePort } from '../receiver';
 
 jest.setTimeout(180_000);
@@ -26,7 +26,11 @@ const echo = (token: string, input: Record<string, unknown>, headers: Record<str
   api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input }, headers });
 const get = (token: string, id: string) => api(`/v1/predictions/${id}`, { token });
 const finished = (token: string, id: string) =>
-  poll(() => get(token, id), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 120_000 }).then((r) => r.body);
+  poll(
+    () => get(token, id),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 120_000 },
+  ).then((r) => r.body);
 
 describe('account and tokens', () => {
   test('GET /v1/account says who and what the limits are', async () => {
@@ -98,7 +102,9 @@ describe('rate limits', () => {
     expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
     expect(Number(limited.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000);
     // Another task type has its own limit.
-    expect((await api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input: { prompt: 'x', max_tokens: 1 } } })).status).toBe(201);
+    expect((await api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input: { prompt: 'x', max_tokens: 1 } } })).status).toBe(
+      201,
+    );
   });
 });
 
@@ -111,7 +117,9 @@ describe('admission caps', () => {
     const done = await Promise.all(ids.map((id) => finished(token, id)));
     expect(done.map((p) => p.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
     // One at a time: each started only after the previous one had completed.
-    const spans = done.map((p) => ({ started: Date.parse(p.started_at), completed: Date.parse(p.completed_at) })).sort((x, y) => x.started - y.started);
+    const spans = done
+      .map((p) => ({ started: Date.parse(p.started_at), completed: Date.parse(p.completed_at) }))
+      .sort((x, y) => x.started - y.started);
     for (let i = 1; i < spans.length; i++) expect(spans[i].started).toBeGreaterThanOrEqual(spans[i - 1].completed);
   });
 
@@ -120,7 +128,10 @@ describe('admission caps', () => {
     await updateAccount(db, account.id, { maxRunning: 1, overCap: 'refuse' });
     const first = await echo(token, { sleep_ms: 3000 });
     expect(first.status).toBe(201);
-    await poll(() => api('/v1/account', { token }), (r) => r.body.current.admitted === 1);
+    await poll(
+      () => api('/v1/account', { token }),
+      (r) => r.body.current.admitted === 1,
+    );
     const second = await echo(token, { sleep_ms: 10 });
     expect(second.status).toBe(429);
     expect(second.body.detail).toMatch(/max_running 1/);
@@ -133,7 +144,10 @@ describe('admission caps', () => {
     const { token, account } = await newAccount(db, 'capqueue');
     await updateAccount(db, account.id, { maxRunning: 1, maxQueued: 1 });
     const running = (await echo(token, { sleep_ms: 4000 })).body.id;
-    await poll(() => get(token, running), (r) => r.body.status === 'processing');
+    await poll(
+      () => get(token, running),
+      (r) => r.body.status === 'processing',
+    );
     const queued = await echo(token, { sleep_ms: 10 });
     expect(queued.status).toBe(201);
     const refused = await echo(token, { sleep_ms: 10 });
@@ -212,11 +226,16 @@ describe('fair queuing', () => {
   const inModelQueue = async (id: string) => {
     const d = await temporal.workflow.getHandle(predictionWorkflowId(id)).describe();
     return (d.raw.pendingActivities ?? []).some(
-      (a) => a.activityType?.name === 'predict' && a.state === temporalProto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED,
+      (a) =>
+        a.activityType?.name === 'predict' && a.state === temporalProto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED,
     );
   };
   const allQueued = (ids: string[]) =>
-    poll(() => Promise.all(ids.map(inModelQueue)), (q) => q.every(Boolean), { timeoutMs: 60_000, intervalMs: 250 });
+    poll(
+      () => Promise.all(ids.map(inModelQueue)),
+      (q) => q.every(Boolean),
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
 
   /**
    * The fixture's 8 slots are taken by long predictions of `blockerToken`; `flood` then waits in
@@ -254,7 +273,10 @@ describe('fair queuing', () => {
     const quiet = await newAccount(db, 'quiet');
     const { lastDone, floodIds } = await race(
       noisy.token,
-      async () => (await Promise.all(Array.from({ length: 30 }, (_, i) => echo(noisy.token, { text: `n${i}`, sleep_ms: 200 })))).map((r) => r.body.id),
+      async () =>
+        (await Promise.all(Array.from({ length: 30 }, (_, i) => echo(noisy.token, { text: `n${i}`, sleep_ms: 200 })))).map(
+          (r) => r.body.id,
+        ),
       async () => ({ token: quiet.token, id: (await echo(quiet.token, { text: 'quiet', sleep_ms: 200 })).body.id }),
     );
     const flood: Done[] = await Promise.all(floodIds.map((id) => finished(noisy.token, id)));
@@ -271,9 +293,11 @@ describe('fair queuing', () => {
     const { lastDone, floodIds } = await race(
       token,
       async () =>
-        (await Promise.all(Array.from({ length: 30 }, (_, i) => echo(token, { text: `b${i}`, sleep_ms: 200 }, { 'kiln-priority': 'batch' })))).map(
-          (r) => r.body.id,
-        ),
+        (
+          await Promise.all(
+            Array.from({ length: 30 }, (_, i) => echo(token, { text: `b${i}`, sleep_ms: 200 }, { 'kiln-priority': 'batch' })),
+          )
+        ).map((r) => r.body.id),
       async () => ({ token, id: (await echo(token, { text: 'now', sleep_ms: 200 }, { 'kiln-priority': 'interactive' })).body.id }),
     );
     const batch: Done[] = await Promise.all(floodIds.map((id) => finished(token, id)));
@@ -281,6 +305,9 @@ describe('fair queuing', () => {
     const { waiting, ahead } = overtaking(lastDone, batch);
     expect(waiting).toBe(30);
     expect(ahead).toBeLessThan(8);
-    expect((await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: {} }, headers: { 'kiln-priority': 'urgent' } })).status).toBe(422);
+    expect(
+      (await api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: {} }, headers: { 'kiln-priority': 'urgent' } }))
+        .status,
+    ).toBe(422);
   });
 });

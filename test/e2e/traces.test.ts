@@ -54,7 +54,11 @@ afterAll(async () => {
 const attribute = (s: OtlpSpan, key: string) => s.attributes?.find((a) => a.key === key)?.value.stringValue;
 
 test('a prediction is one trace: API request, workflow, its activities and the engine, with the prediction id on it', async () => {
-  const created = await api('/v1/models/kiln/tiny-llama/predictions', { token, body: { input: { prompt: 'trace me', max_tokens: 3 } }, headers: { prefer: 'wait=30' } });
+  const created = await api('/v1/models/kiln/tiny-llama/predictions', {
+    token,
+    body: { input: { prompt: 'trace me', max_tokens: 3 } },
+    headers: { prefer: 'wait=30' },
+  });
   expect(created.body.status).toBe('succeeded');
   const id: string = created.body.id;
   const request = await poll(

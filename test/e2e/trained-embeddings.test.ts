@@ -6,8 +6,8 @@
  */
 import OpenAI from 'openai';
 import { closeDb, type Db } from '../../db/client';
-import { cosineSimilarity } from '../../lib/vectors';
 import { trainedModels } from '../../infra/trained-models';
+import { cosineSimilarity } from '../../lib/vectors';
 import { api, API_URL, newAccount, testDb } from '../helpers';
 import { specCheckedFetch } from '../spec-checked-fetch';
 
@@ -75,5 +75,10 @@ test('a text longer than the model’s context is the caller’s error: 400 on O
   });
   const r = await api(`/v1/models/${MODEL}/predictions`, { token, body: { input: { text: TOO_LONG } }, headers: { Prefer: 'wait' } });
   expect(r.status).toBe(422);
-  expect(r.body.invalid_fields).toEqual([expect.objectContaining({ field: 'input.text', description: expect.stringMatching(/tokens, more than the model's context of 512 tokens/) })]);
+  expect(r.body.invalid_fields).toEqual([
+    expect.objectContaining({
+      field: 'input.text',
+      description: expect.stringMatching(/tokens, more than the model's context of 512 tokens/),
+    }),
+  ]);
 });

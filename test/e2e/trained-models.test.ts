@@ -25,7 +25,11 @@ afterAll(async () => closeDb(db));
 test('the trained model is listed with its license and its pinned weights', async () => {
   const r = await api(`/v1/models/${MODEL}`, { token });
   expect(r.status).toBe(200);
-  expect(r.body).toMatchObject({ license: 'Apache-2.0', license_url: 'https://www.apache.org/licenses/LICENSE-2.0', task: 'text-generation' });
+  expect(r.body).toMatchObject({
+    license: 'Apache-2.0',
+    license_url: 'https://www.apache.org/licenses/LICENSE-2.0',
+    task: 'text-generation',
+  });
   expect(r.body.latest_version.files).toEqual([
     { path: 'model.gguf', sha256: 'b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53', size: 98362432 },
   ]);
@@ -37,7 +41,12 @@ test.each([
   ['What is the capital of France?', /Paris/],
   ['Name three primary colors.', /red.*blue|blue.*red/i],
 ])('chat: %s', async (question, answer) => {
-  const chat = await openai.chat.completions.create({ model: MODEL, temperature: 0, max_tokens: 48, messages: [SYSTEM, { role: 'user', content: question }] });
+  const chat = await openai.chat.completions.create({
+    model: MODEL,
+    temperature: 0,
+    max_tokens: 48,
+    messages: [SYSTEM, { role: 'user', content: question }],
+  });
   const choice = chat.choices[0];
   expect(choice.message.content).toMatch(answer);
   // The model ended its turn itself: <|im_end|> is an end-of-generation token, not text.
@@ -56,7 +65,16 @@ test('a chat without a system message gets the template’s own default system p
     token,
     method: 'POST',
     headers: { Prefer: 'wait' },
-    body: { input: { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 } },
+    body: {
+      input: {
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'Hi' },
+        ],
+        max_tokens: 1,
+        temperature: 0,
+      },
+    },
   });
   expect(withDefault.body.status).toBe('succeeded');
   expect(withOwn.body.status).toBe('succeeded');

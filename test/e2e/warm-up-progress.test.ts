@@ -3,11 +3,11 @@
  * it (what `kiln run` draws its progress bar from); null once the prediction has left `starting`.
  */
 import { eq } from 'drizzle-orm';
+import { progressFromHeartbeat } from '../../api/setup-progress';
 import { closeDb, type Db } from '../../db/client';
 import { models } from '../../db/schema';
-import { progressFromHeartbeat } from '../../api/setup-progress';
 import { ensureTestModel, TEST_LLAMA } from '../fixtures/models';
-import { api, newAccount, poll, testDb, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -40,7 +40,10 @@ test('a cold prediction reports its warm-up while starting, and nothing after', 
   // Temporal (500 ms at most): both phases are there to be seen on any machine.
   const version = await ensureTestModel(db, `warmup-${Date.now()}`, { ...TEST_LLAMA, seed: Date.now() % 100_000 }, { warmUpHoldMs: 2_000 });
   const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
-  const created = await api(`/v1/models/${model!.owner}/${model!.name}/predictions`, { token, body: { input: { prompt: 'warm', max_tokens: 2 } } });
+  const created = await api(`/v1/models/${model!.owner}/${model!.name}/predictions`, {
+    token,
+    body: { input: { prompt: 'warm', max_tokens: 2 } },
+  });
   expect(created.status).toBe(201);
   const id = created.body.id;
 
@@ -70,7 +73,10 @@ test('a cold prediction reports its warm-up while starting, and nothing after', 
   expect(downloads[downloads.length - 1].bytes).toBe(version.files[0].size);
   expect(phases).toContain('load');
   expect(phases.lastIndexOf('download')).toBeLessThan(phases.indexOf('load'));
-  const done = await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status));
+  const done = await poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+  );
   expect(done.body.status).toBe('succeeded');
   expect(done.body.metrics.setup_time).toBeGreaterThan(0);
   expect((await api(`/v1/predictions/${id}/setup`, { token })).body).toEqual({ phase: null, status: 'succeeded' });

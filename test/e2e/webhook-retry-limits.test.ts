@@ -7,7 +7,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { closeDb, type Db } from '../../db/client';
 import { webhookWorkflowId } from '../../domain/contracts';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 
 jest.setTimeout(120_000);
@@ -37,7 +37,11 @@ async function predictionWithWebhook(url: string): Promise<string> {
   });
   expect(created.status).toBe(201);
   const id: string = created.body.id;
-  await poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 });
+  await poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 60_000 },
+  );
   return id;
 }
 
@@ -48,10 +52,17 @@ test("a receiver's Retry-After holds the next attempt back at least that long, o
   const rx = await startReceiver({ failFirst: 1, failWith: 503, retryAfter: '3' });
   receivers.push(rx);
   const id = await predictionWithWebhook(rx.url);
-  const [first, second] = await poll(async () => rx.received, (r) => r.length >= 2, { timeoutMs: 30_000 });
+  const [first, second] = await poll(
+    async () => rx.received,
+    (r) => r.length >= 2,
+    { timeoutMs: 30_000 },
+  );
   expect(second.at - first.at).toBeGreaterThanOrEqual(3_000);
   expect(rx.accepted).toHaveLength(1);
-  const log = await poll(() => deliveryLog(id), (r) => r.body.results.length === 2);
+  const log = await poll(
+    () => deliveryLog(id),
+    (r) => r.body.results.length === 2,
+  );
   expect(log.body.results.map((a: { attempt: number; status_code: number }) => [a.attempt, a.status_code])).toEqual([
     [1, 503],
     [2, 204],

@@ -4,7 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { closeDb, type Db } from '../../db/client';
 import { webhookWorkflowId } from '../../domain/contracts';
 import { PACED_TOKEN_MS, pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { freePort, startReceiver, type Receiver } from '../receiver';
 
 jest.setTimeout(120_000);
@@ -39,7 +39,11 @@ const create = (body: Record<string, unknown>, headers: Record<string, string> =
   api('/v1/models/kiln/tiny-llama/predictions', { token, body, headers });
 
 const finished = (id: string) =>
-  poll(() => api(`/v1/predictions/${id}`, { token }), (r) => TERMINAL.includes(r.body.status), { timeoutMs: 60_000 }).then((r) => r.body);
+  poll(
+    () => api(`/v1/predictions/${id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 60_000 },
+  ).then((r) => r.body);
 
 const verify = (hook: { headers: Record<string, unknown>; body: string }, key = secret) =>
   new Webhook(key).verify(hook.body, hook.headers as Record<string, string>);
@@ -61,7 +65,10 @@ test('start and completed arrive signed, with the prediction as it was', async (
   expect(created.status).toBe(201);
   expect(created.body.webhook).toBe(rx.url);
   const done = await finished(created.body.id);
-  const hooks = await poll(async () => rx.accepted, (a) => a.some((h) => h.json.status === 'succeeded'));
+  const hooks = await poll(
+    async () => rx.accepted,
+    (a) => a.some((h) => h.json.status === 'succeeded'),
+  );
   for (const h of hooks) expect(() => verify(h)).not.toThrow();
   const start = hooks.find((h) => h.headers['webhook-id'] === `webhook-${done.id}-start-1`)!;
   expect(start.json.status).toBe('starting');
@@ -82,7 +89,11 @@ test('output webhooks come at most once per 500 ms while generating', async () =
   await pacedLlama(db);
   const created = await api('/v1/models/kiln-test/paced-llama/predictions', {
     token,
-    body: { input: { prompt: 'stream me', max_tokens: 150, min_tokens: 150 }, webhook: rx.url, webhook_events_filter: ['output', 'completed'] },
+    body: {
+      input: { prompt: 'stream me', max_tokens: 150, min_tokens: 150 },
+      webhook: rx.url,
+      webhook_events_filter: ['output', 'completed'],
+    },
   });
   expect(created.status).toBe(201);
   const id = created.body.id;
@@ -115,7 +126,10 @@ test('output webhooks come at most once per 500 ms while generating', async () =
   expect(sent.length).toBeLessThanOrEqual(Math.floor(done.metrics.predict_time / 0.5) + 2);
   // The throttle, as Temporal saw the sends: ~500 ms apart; a gap shrinks only by the jitter of
   // one start request against the next, never down to a burst.
-  const gaps = sent.slice(1).map((t, i) => t - sent[i]).sort((a, b) => a - b);
+  const gaps = sent
+    .slice(1)
+    .map((t, i) => t - sent[i])
+    .sort((a, b) => a - b);
   expect(gaps[Math.floor(gaps.length / 2)]).toBeGreaterThanOrEqual(450);
   expect(gaps[0]).toBeGreaterThanOrEqual(250);
   // Each carries the output so far: it only grows.
@@ -133,7 +147,11 @@ test('a receiver that fails its first attempts gets the event on a retry, and th
   const created = await create({ input: { prompt: 'retry', max_tokens: 4 }, webhook: rx.url, webhook_events_filter: ['completed'] });
   const id = created.body.id;
   await finished(id);
-  await poll(async () => rx.accepted, (a) => a.length === 1, { timeoutMs: 30_000 });
+  await poll(
+    async () => rx.accepted,
+    (a) => a.length === 1,
+    { timeoutMs: 30_000 },
+  );
   expect(rx.received.length).toBe(3);
   expect(new Set(rx.received.map((h) => h.headers['webhook-id']))).toEqual(new Set([`webhook-${id}-completed-1`]));
   const log = await poll(
@@ -163,7 +181,11 @@ test('a receiver that was down gets every completed event once it is back, once 
     (rs) => rs.every((r) => r.body.results.length >= 1 && r.body.results[0].status_code === null),
   );
   const rx = await receiver({ port });
-  const got = await poll(async () => rx.accepted, (a) => a.length >= 3, { timeoutMs: 60_000 });
+  const got = await poll(
+    async () => rx.accepted,
+    (a) => a.length >= 3,
+    { timeoutMs: 60_000 },
+  );
   const byId = new Map<string, number>();
   for (const h of got) byId.set(String(h.headers['webhook-id']), (byId.get(String(h.headers['webhook-id'])) ?? 0) + 1);
   expect([...byId.keys()].sort()).toEqual(ids.map((id) => `webhook-${id}-completed-1`).sort());
@@ -174,12 +196,21 @@ test('410 Gone stops the retries', async () => {
   const rx = await receiver({ failFirst: 100, failWith: 410 });
   const r = await create({ input: { prompt: 'gone', max_tokens: 2 }, webhook: rx.url, webhook_events_filter: ['completed'] });
   await finished(r.body.id);
-  await poll(async () => rx.received, (a) => a.length === 1);
-  const log = await poll(() => api(`/v1/predictions/${r.body.id}/webhooks`, { token }), (x) => x.body.results.length === 1);
+  await poll(
+    async () => rx.received,
+    (a) => a.length === 1,
+  );
+  const log = await poll(
+    () => api(`/v1/predictions/${r.body.id}/webhooks`, { token }),
+    (x) => x.body.results.length === 1,
+  );
   expect(log.body.results[0].status_code).toBe(410);
   // The delivery is over (its workflow closed, with no retry left to make): still one attempt.
   const delivery = temporal.client.workflow.getHandle(webhookWorkflowId(r.body.id, 'completed', 1));
-  await poll(() => delivery.describe(), (d) => d.status.name !== 'RUNNING');
+  await poll(
+    () => delivery.describe(),
+    (d) => d.status.name !== 'RUNNING',
+  );
   expect(rx.received.length).toBe(1);
   expect((await api(`/v1/predictions/${r.body.id}/webhooks`, { token })).body.results).toHaveLength(1);
 });
@@ -188,10 +219,16 @@ test('redelivery sends the completed event again with the same webhook-id', asyn
   const rx = await receiver();
   const r = await create({ input: { prompt: 'again', max_tokens: 2 }, webhook: rx.url, webhook_events_filter: ['completed'] });
   await finished(r.body.id);
-  await poll(async () => rx.accepted, (a) => a.length === 1);
+  await poll(
+    async () => rx.accepted,
+    (a) => a.length === 1,
+  );
   const again = await api(`/v1/predictions/${r.body.id}/webhooks/redeliver`, { token, method: 'POST' });
   expect(again.status).toBe(202);
-  await poll(async () => rx.accepted, (a) => a.length === 2);
+  await poll(
+    async () => rx.accepted,
+    (a) => a.length === 2,
+  );
   expect(rx.accepted[1].headers['webhook-id']).toBe(rx.accepted[0].headers['webhook-id']);
   expect(rx.accepted[1].json.output).toEqual(rx.accepted[0].json.output);
 });
@@ -210,7 +247,10 @@ test('after a rotation both secrets sign, so either verifies', async () => {
     body: { input: { prompt: 'rot', max_tokens: 2 }, webhook: rx.url, webhook_events_filter: ['completed'] },
   });
   expect(p.status).toBe(201);
-  const [hook] = await poll(async () => rx.accepted, (a) => a.length === 1);
+  const [hook] = await poll(
+    async () => rx.accepted,
+    (a) => a.length === 1,
+  );
   expect(String(hook.headers['webhook-signature']).split(' ')).toHaveLength(2);
   expect(() => verify(hook, oldKey)).not.toThrow();
   expect(() => verify(hook, rotated.body.key)).not.toThrow();

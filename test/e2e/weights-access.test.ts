@@ -24,7 +24,8 @@ let mallory: { token: string; username: string };
 let weights: Buffer;
 let digest: string;
 
-const head = (token: string, d: string) => fetch(`${API_URL}/v1/blobs/sha256/${d}`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } });
+const head = (token: string, d: string) =>
+  fetch(`${API_URL}/v1/blobs/sha256/${d}`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } });
 const put = (token: string, d: string, body: Buffer | ReadableStream<Uint8Array>) =>
   fetch(`${API_URL}/v1/blobs/sha256/${d}`, {
     method: 'PUT',
@@ -35,7 +36,10 @@ const put = (token: string, d: string, body: Buffer | ReadableStream<Uint8Array>
 const model = (who: { token: string; username: string }, name: string) =>
   api('/v1/models', { token: who.token, body: { owner: who.username, name, visibility: 'private', task: 'text-generation' } });
 const pushVersion = (who: { token: string; username: string }, name: string) =>
-  api(`/v1/models/${who.username}/${name}/versions`, { token: who.token, body: { files: [{ path: 'model.gguf', sha256: digest, size: weights.length }] } });
+  api(`/v1/models/${who.username}/${name}/versions`, {
+    token: who.token,
+    body: { files: [{ path: 'model.gguf', sha256: digest, size: weights.length }] },
+  });
 
 beforeAll(async () => {
   db = testDb();
@@ -92,7 +96,9 @@ test('a wrong body under a digest being uploaded never touches the stored blob',
   for (let i = 0; i < 17; i++) feed.enqueue(chunk);
   const forged = put(mallory.token, target, garbage);
   const uploadsOf = async () =>
-    (await storage.client.send(new ListMultipartUploadsCommand({ Bucket: storage.bucket }))).Uploads?.filter((u) => u.Key?.includes(target)) ?? [];
+    (await storage.client.send(new ListMultipartUploadsCommand({ Bucket: storage.bucket }))).Uploads?.filter((u) =>
+      u.Key?.includes(target),
+    ) ?? [];
   await poll(uploadsOf, (u) => u.length > 0, { timeoutMs: 30_000, intervalMs: 100 });
 
   // The real bytes arrive meanwhile, and are stored.

@@ -9,8 +9,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
-import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../../engines/llama/engine';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 
 jest.setTimeout(60_000);
 
@@ -23,7 +23,9 @@ const allocations: number[] = [];
 
 beforeAll(async () => {
   // Internals, observed only: the Llama's splitter, which every context asks before each decode.
-  const splitter = (await engine.backend()) as unknown as { _threadsSplitter: { _getUpdatedActiveThreads(used: number, wanted: number, demanded: number): number } };
+  const splitter = (await engine.backend()) as unknown as {
+    _threadsSplitter: { _getUpdatedActiveThreads(used: number, wanted: number, demanded: number): number };
+  };
   const allocate = splitter._threadsSplitter._getUpdatedActiveThreads.bind(splitter._threadsSplitter);
   splitter._threadsSplitter._getUpdatedActiveThreads = (used, wanted, demanded) => {
     const threads = allocate(used, wanted, demanded);
@@ -35,7 +37,12 @@ beforeAll(async () => {
   await writeLlamaGguf(file, { embedding: 128, layers: 2, heads: 4, feedForward: 256, residualScale: 0.05, seed: 1616, type: 'F32' });
   // The target drafts for itself, four tokens at a time: each round is draft decodes followed at
   // once by the target's check, the hand-over that lost threads.
-  await engine.load('self-drafted', file, { speculative: { type: 'draft', model: 'kiln/tiny', version: 'v1', minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } }, file);
+  await engine.load(
+    'self-drafted',
+    file,
+    { speculative: { type: 'draft', model: 'kiln/tiny', version: 'v1', minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } },
+    file,
+  );
 });
 
 afterAll(async () => {
@@ -44,7 +51,10 @@ afterAll(async () => {
 });
 
 test('the draft and the target each decode on all the threads, handing over many times in one generation', async () => {
-  const r = await engine.generate('self-drafted', textGenerationInput.parse({ prompt: 'the river and the old house near the garden', max_tokens: 48, temperature: 0, top_k: 1, seed: 1 }));
+  const r = await engine.generate(
+    'self-drafted',
+    textGenerationInput.parse({ prompt: 'the river and the old house near the garden', max_tokens: 48, temperature: 0, top_k: 1, seed: 1 }),
+  );
   // Each drafted run is checked by the target at once, kept or not: many hand-overs either way.
   expect((r.draft?.accepted ?? 0) + (r.draft?.rejected ?? 0)).toBeGreaterThan(30);
   expect(allocations.length).toBeGreaterThan(30);

@@ -3,12 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { TINY_LLAMA } from '../../infra/seed';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
-import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { LlamaEngine } from '../../engines/llama/engine';
-import { nodeCapacity } from '../../lib/hardware';
 import { EngineError } from '../../engines/engine-error';
+import { LlamaEngine } from '../../engines/llama/engine';
+import { TINY_LLAMA } from '../../infra/seed';
+import { nodeCapacity } from '../../lib/hardware';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 
 jest.setTimeout(60_000);
 
@@ -66,7 +66,9 @@ test('a generation that continues a text goes on from its end, and the text coun
   }
 
   // Without a count the text is tokenized; nothing is left to generate when it already fills max_tokens.
-  const full = await engine.generate('v1', input({ ...ask, max_tokens: 5, min_tokens: 0 }), { continues: 'The kiln was hot and the kiln was full' });
+  const full = await engine.generate('v1', input({ ...ask, max_tokens: 5, min_tokens: 0 }), {
+    continues: 'The kiln was hot and the kiln was full',
+  });
   expect({ chunks: full.chunks, stopReason: full.stopReason }).toEqual({ chunks: [], stopReason: 'maxTokens' });
   expect(full.continuedTokens).toBeGreaterThanOrEqual(5);
 });
@@ -193,7 +195,16 @@ describe('structured output (json_schema)', () => {
   });
 
   test('chat messages under a schema too; a bare {type: object} (json_object) gives an object', async () => {
-    const r = await engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'user', content: 'JSON please' }], json_schema: { type: 'object' }, max_tokens: 80, seed: 9 }));
+    const r = await engine.generate(
+      'v1',
+      input({
+        prompt: undefined,
+        messages: [{ role: 'user', content: 'JSON please' }],
+        json_schema: { type: 'object' },
+        max_tokens: 80,
+        seed: 9,
+      }),
+    );
     const value = JSON.parse(r.chunks.join(''));
     expect(typeof value).toBe('object');
     expect(Array.isArray(value)).toBe(false);
@@ -203,7 +214,9 @@ describe('structured output (json_schema)', () => {
     const text = 'café ☕ garden ünd 日本';
     // This vocabulary has no token for é, ☕, ü, 日 or 本: each is two to three byte tokens.
     const streamed: string[] = [];
-    const r = await engine.generate('v1', input({ json_schema: { const: text }, max_tokens: 60, seed: 1 }), { onChunk: (c) => streamed.push(c) });
+    const r = await engine.generate('v1', input({ json_schema: { const: text }, max_tokens: 60, seed: 1 }), {
+      onChunk: (c) => streamed.push(c),
+    });
     expect(r.chunks.join('')).toBe(JSON.stringify(text));
     expect(streamed.join('')).toBe(JSON.stringify(text));
     expect(streamed.filter((c) => c.includes('\uFFFD'))).toEqual([]);
@@ -233,7 +246,18 @@ describe('context limits', () => {
   });
 
   test('chat messages longer than the context name input.messages', async () => {
-    await expect(engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'system', content: words(3000) }, { role: 'user', content: 'hi' }] }))).rejects.toMatchObject({
+    await expect(
+      engine.generate(
+        'v1',
+        input({
+          prompt: undefined,
+          messages: [
+            { role: 'system', content: words(3000) },
+            { role: 'user', content: 'hi' },
+          ],
+        }),
+      ),
+    ).rejects.toMatchObject({
       type: 'ContextLengthExceeded',
       message: expect.stringMatching(/^input\.messages: /),
     });
@@ -255,7 +279,10 @@ describe('context limits', () => {
 
   test('a prompt that fits with less room than max_tokens generates up to the end of the context, with no context shift', async () => {
     const prompt = words(330);
-    const r = await engine.generate('v1', input({ prompt: undefined, messages: [{ role: 'user', content: prompt }], max_tokens: 500, min_tokens: 500, seed: 1 }));
+    const r = await engine.generate(
+      'v1',
+      input({ prompt: undefined, messages: [{ role: 'user', content: prompt }], max_tokens: 500, min_tokens: 500, seed: 1 }),
+    );
     expect(r.inputTokens).toBeGreaterThan(1548);
     expect(r.inputTokens + r.outputTokens).toBe(2048);
     expect(r.stopReason).toBe('maxTokens');

@@ -9,9 +9,9 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { ModelCache } from '../../engines/model-cache';
 import { config } from '../../lib/config';
 import { blobKey, Storage } from '../../lib/storage';
-import { ModelCache } from '../../engines/model-cache';
 
 jest.setTimeout(60_000);
 

@@ -6,8 +6,8 @@
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { buildIsnetModel, imglyDistDir, ISNET_VARIANTS } from '../../engines/onnx/isnet-weights';
 import { loadSharp, OnnxEngine } from '../../engines/onnx/engine';
+import { buildIsnetModel, imglyDistDir, ISNET_VARIANTS } from '../../engines/onnx/isnet-weights';
 
 jest.setTimeout(60_000);
 
@@ -29,7 +29,9 @@ async function redCircle(): Promise<Buffer> {
       if (inCircle(x, y)) pixels.set([255, 0, 0], (y * W + x) * 3);
     }
   }
-  return sharp(pixels, { raw: { width: W, height: H, channels: 3 } }).png().toBuffer();
+  return sharp(pixels, { raw: { width: W, height: H, channels: 3 } })
+    .png()
+    .toBuffer();
 }
 
 beforeAll(async () => {
@@ -87,7 +89,12 @@ test('the red circle stays, the white background becomes transparent', async () 
   const centre = alpha(CIRCLE.x, CIRCLE.y);
   expect(centre).toBeGreaterThan(200);
   expect(alpha(0, 0)).toBeLessThan(50);
-  for (const [x, y] of [[0, 0], [W - 1, 0], [0, H - 1], [W - 1, H - 1]]) {
+  for (const [x, y] of [
+    [0, 0],
+    [W - 1, 0],
+    [0, H - 1],
+    [W - 1, H - 1],
+  ]) {
     expect(centre).toBeGreaterThan(alpha(x, y) + 150);
   }
   // The colours are the original's; only alpha is new.
@@ -95,7 +102,10 @@ test('the red circle stays, the white background becomes transparent', async () 
 });
 
 test('bytes that are no image are an InvalidInput failure', async () => {
-  await expect(engine.removeBackground('v1', Buffer.from('this is not an image at all'))).rejects.toMatchObject({ name: 'EngineError', type: 'InvalidInput' });
+  await expect(engine.removeBackground('v1', Buffer.from('this is not an image at all'))).rejects.toMatchObject({
+    name: 'EngineError',
+    type: 'InvalidInput',
+  });
   await expect(engine.removeBackground('v1', Buffer.alloc(0))).rejects.toMatchObject({ type: 'InvalidInput' });
   // A PNG signature followed by garbage: recognised, then undecodable.
   const truncated = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64, 7)]);

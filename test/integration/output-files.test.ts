@@ -4,17 +4,17 @@
  * finish removes the files of attempts that failed after storing theirs (their rows and objects),
  * keeping the one the output refers to.
  */
-import { Readable } from 'node:stream';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { eq } from 'drizzle-orm';
+import { Readable } from 'node:stream';
 import { createControlActivities } from '../../activities/control';
 import { closeDb, type Db } from '../../db/client';
 import { beginAttempt } from '../../db/events';
 import { getFile, outputFileId, recordOutputFile } from '../../db/files';
-import { fileKey } from '../../lib/file-keys';
-import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { predictions } from '../../db/schema';
+import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { config } from '../../lib/config';
+import { fileKey } from '../../lib/file-keys';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { newAccount, testDb } from '../helpers';
@@ -30,7 +30,15 @@ afterAll(() => closeDb(db));
 async function storeOutput(accountId: string, predictionId: string, attempt: number) {
   const id = outputFileId(predictionId, attempt);
   await storage.putStream(fileKey(id), Readable.from([Buffer.from(`png of attempt ${attempt}`)]));
-  await recordOutputFile(db, { id, accountId, name: 'output.png', contentType: 'image/png', size: 16, sha256: 'x'.repeat(64), predictionId });
+  await recordOutputFile(db, {
+    id,
+    accountId,
+    name: 'output.png',
+    contentType: 'image/png',
+    size: 16,
+    sha256: 'x'.repeat(64),
+    predictionId,
+  });
   return id;
 }
 
@@ -59,7 +67,8 @@ function snapshot(id: string, accountId: string, output: unknown, status: Predic
 
 /** The control activity, run as Temporal runs it (its log needs an activity context). */
 type Control = ReturnType<typeof createControlActivities>;
-const finish = (control: Control, args: Parameters<Control['finishPrediction']>[0]) => new MockActivityEnvironment().run(control.finishPrediction, args);
+const finish = (control: Control, args: Parameters<Control['finishPrediction']>[0]) =>
+  new MockActivityEnvironment().run(control.finishPrediction, args);
 
 test('ids are named by prediction and attempt', () => {
   expect(outputFileId('p1', 1)).toBe(outputFileId('p1', 1));
@@ -76,7 +85,11 @@ test("the finish of a retried prediction removes the failed attempt's file and k
   await beginAttempt(db, id, 2);
   const kept = await storeOutput(account.id, id, 2);
 
-  await finish(control, { snapshot: snapshot(id, account.id, `kiln-file:${kept}.sig`, 'succeeded'), task: 'remove-background', hardware: 'cpu' });
+  await finish(control, {
+    snapshot: snapshot(id, account.id, `kiln-file:${kept}.sig`, 'succeeded'),
+    task: 'remove-background',
+    hardware: 'cpu',
+  });
   expect(await getFile(db, failed)).toBeUndefined();
   expect(await storage.size(fileKey(failed))).toBeUndefined();
   expect((await getFile(db, kept))?.predictionId).toBe(id);
@@ -89,7 +102,11 @@ test('a prediction that failed keeps no output file', async () => {
   const control = createControlActivities({ db, storage });
   const id = newId();
   const only = await storeOutput(account.id, id, 1);
-  await finish(control, { snapshot: { ...snapshot(id, account.id, null, 'failed'), error: 'boom' }, task: 'remove-background', hardware: 'cpu' });
+  await finish(control, {
+    snapshot: { ...snapshot(id, account.id, null, 'failed'), error: 'boom' },
+    task: 'remove-background',
+    hardware: 'cpu',
+  });
   expect(await getFile(db, only)).toBeUndefined();
   expect(await storage.size(fileKey(only))).toBeUndefined();
   await db.delete(predictions).where(eq(predictions.id, id));

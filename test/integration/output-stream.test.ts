@@ -6,8 +6,8 @@
  */
 import { asc, eq } from 'drizzle-orm';
 import { OutputStream } from '../../activities/output-stream';
-import { beginAttempt, outputChunks, StaleAttemptError } from '../../db/events';
 import { closeDb, type Db } from '../../db/client';
+import { beginAttempt, outputChunks, StaleAttemptError } from '../../db/events';
 import { predictionEvents } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { poll, testDb } from '../helpers';
@@ -51,7 +51,11 @@ async function writeAll(stream: OutputStream, predictionId: string, chunks: stri
   const before = (await streamOf(predictionId)).filter((e) => e.event === 'output').length;
   for (const [i, c] of chunks.entries()) {
     stream.push(c, tokens?.[i]);
-    await poll(() => streamOf(predictionId), (events) => events.filter((e) => e.event === 'output').length >= before + i + 1, { intervalMs: 5 });
+    await poll(
+      () => streamOf(predictionId),
+      (events) => events.filter((e) => e.event === 'output').length >= before + i + 1,
+      { intervalMs: 5 },
+    );
   }
   await stream.close();
 }
@@ -60,7 +64,11 @@ test('a write whose answer was lost is not written again: each chunk once, in or
   const id = `test-${newId()}`;
   const errors: Error[] = [];
   // Every other write commits unanswered, the first one among them.
-  const stream = new OutputStream(losingAnswers((n) => n % 2 === 1), id, (err) => errors.push(err));
+  const stream = new OutputStream(
+    losingAnswers((n) => n % 2 === 1),
+    id,
+    (err) => errors.push(err),
+  );
   const chunks = ['a', ' b', ' b', ' b', ' c'];
   await writeAll(stream, id, chunks);
   expect(errors).toEqual([]);
@@ -74,7 +82,15 @@ test("a new attempt's first output comes after a reset; the first attempt's had 
   const errors: Error[] = [];
   await writeAll(new OutputStream(db, id, (err) => errors.push(err)), id, ['first', ' try']);
   // The second attempt's first write commits unanswered: still one reset, one copy of its text.
-  await writeAll(new OutputStream(losingAnswers((n) => n === 1), id, (err) => errors.push(err)), id, ['second', ' try']);
+  await writeAll(
+    new OutputStream(
+      losingAnswers((n) => n === 1),
+      id,
+      (err) => errors.push(err),
+    ),
+    id,
+    ['second', ' try'],
+  );
   expect(errors).toEqual([]);
   const events = await streamOf(id);
   expect(events.map((e) => [e.event, e.data])).toEqual([
@@ -116,7 +132,16 @@ test('a new attempt continues the output so far; the failed attempt cannot write
   expect(errors).toEqual([expect.any(StaleAttemptError)]);
   expect(failed.isReplaced).toBe(true);
   // Attempt 2's first write commits unanswered: still one copy, and no reset.
-  await writeAll(new OutputStream(losingAnswers((n) => n === 1), id, (err) => errors.push(err), 2), id, [' a', ' time']);
+  await writeAll(
+    new OutputStream(
+      losingAnswers((n) => n === 1),
+      id,
+      (err) => errors.push(err),
+      2,
+    ),
+    id,
+    [' a', ' time'],
+  );
   expect(errors).toHaveLength(1);
   const events = await streamOf(id);
   expect(events.map((e) => [e.event, e.attempt])).toEqual([
@@ -152,9 +177,17 @@ test('chunks that come while a write is in flight go out together in the next wr
   });
   const stream = new OutputStream(slow, id, (err) => errors.push(err), 1);
   stream.push('a', 1);
-  await poll(() => streamOf(id), (events) => events.length === 1, { intervalMs: 5 });
+  await poll(
+    () => streamOf(id),
+    (events) => events.length === 1,
+    { intervalMs: 5 },
+  );
   stream.push(' b', 2);
-  await poll(async () => held, (n) => n === 1, { intervalMs: 5 });
+  await poll(
+    async () => held,
+    (n) => n === 1,
+    { intervalMs: 5 },
+  );
   const rest = Array.from({ length: 48 }, (_, i) => ` w${i + 3}`);
   for (const [i, c] of rest.entries()) stream.push(c, i + 3);
   go();

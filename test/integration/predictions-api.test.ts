@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { Db } from '../../db/client';
 import { closeDb } from '../../db/client';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal, TERMINAL } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -88,7 +88,11 @@ describe('creating and reading predictions', () => {
     const first = await create({ prompt: 'x', max_tokens: 2 }, { headers: { prefer: 'wait' } });
     const versionId = first.body.version;
     for (const version of [versionId, 'kiln/tiny-llama', `kiln/tiny-llama:${versionId}`]) {
-      const r = await api('/v1/predictions', { token, body: { version, input: { prompt: 'x', max_tokens: 2 } }, headers: { prefer: 'wait' } });
+      const r = await api('/v1/predictions', {
+        token,
+        body: { version, input: { prompt: 'x', max_tokens: 2 } },
+        headers: { prefer: 'wait' },
+      });
       expect(r.status).toBe(201);
       expect(r.body.version).toBe(versionId);
       expect(r.body.status).toBe('succeeded');

@@ -2,10 +2,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { TINY_LLAMA } from '../../infra/seed';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
-import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { LlamaEngine } from '../../engines/llama/engine';
+import { TINY_LLAMA } from '../../infra/seed';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 
 jest.setTimeout(120_000);
 
@@ -53,7 +53,8 @@ test('a second chat with the same system prompt reuses its tokens and answers as
 });
 
 test('the sequence holding the longest shared prefix is the one lent, for completions too', async () => {
-  const prompt = (tail: string) => textGenerationInput.parse({ prompt: `${'The fire burns low. '.repeat(30)}${tail}`, max_tokens: 4, temperature: 0 });
+  const prompt = (tail: string) =>
+    textGenerationInput.parse({ prompt: `${'The fire burns low. '.repeat(30)}${tail}`, max_tokens: 4, temperature: 0 });
   const other = textGenerationInput.parse({ prompt: 'Ash and ember, '.repeat(30), max_tokens: 4, temperature: 0 });
   // At once, so each takes a sequence of its own.
   await Promise.all([engine.generate('v1', prompt('one')), engine.generate('v1', other)]);
@@ -90,7 +91,13 @@ test('a speculatively decoded version reuses a shared prefix too, its draft foll
   // Calm blocks: batched and one-token evaluation pick the same greedy tokens (test/e2e/speculative.test.ts).
   const calm = path.join(dir, 'calm.gguf');
   await writeLlamaGguf(calm, { embedding: 128, layers: 2, heads: 4, feedForward: 256, residualScale: 0.05, seed: 1616, type: 'F32' });
-  const prompt = (tail: string) => textGenerationInput.parse({ prompt: `${'the river and the old house near the garden '.repeat(12)}${tail}`, max_tokens: 24, temperature: 0, top_k: 1 });
+  const prompt = (tail: string) =>
+    textGenerationInput.parse({
+      prompt: `${'the river and the old house near the garden '.repeat(12)}${tail}`,
+      max_tokens: 24,
+      temperature: 0,
+      top_k: 1,
+    });
   const plain = new LlamaEngine({ gpu: 'false', contextSize: 1024, sequences: 2, threads: 1 });
   await plain.load('plain', calm);
   const fresh = await plain.generate('plain', prompt('the garden'));
@@ -98,7 +105,12 @@ test('a speculatively decoded version reuses a shared prefix too, its draft foll
 
   const drafted = new LlamaEngine({ gpu: 'false', contextSize: 1024, sequences: 2, threads: 1 });
   try {
-    await drafted.load('drafted', calm, { speculative: { type: 'draft', model: 'kiln/calm', version: 'v1', minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } }, calm);
+    await drafted.load(
+      'drafted',
+      calm,
+      { speculative: { type: 'draft', model: 'kiln/calm', version: 'v1', minConfidence: 0, minDraftTokens: 4, maxDraftTokens: 4 } },
+      calm,
+    );
     const first = await drafted.generate('drafted', prompt('the house'), { owner: 'alice' });
     expect(first.cachedTokens).toBe(0);
     const second = await drafted.generate('drafted', prompt('the garden'), { owner: 'alice' });

@@ -4,13 +4,13 @@
  * The hot path's queries are built once (builtOnce) and run on the pool or in a transaction.
  */
 import { eq, sql } from 'drizzle-orm';
-import { builtOnce, closeDb, type Db } from '../../db/client';
 import { admit } from '../../db/admissions';
-import { createAdmitted, getPrediction } from '../../db/predictions';
-import { type PredictionSnapshot } from '../../domain/prediction-snapshot';
-import { accounts, admissions, predictions } from '../../db/schema';
-import { newId } from '../../lib/ids';
+import { builtOnce, closeDb, type Db } from '../../db/client';
 import { recentLiveNodes } from '../../db/nodes';
+import { createAdmitted, getPrediction } from '../../db/predictions';
+import { accounts, admissions, predictions } from '../../db/schema';
+import { type PredictionSnapshot } from '../../domain/prediction-snapshot';
+import { newId } from '../../lib/ids';
 import { newAccount, poll, predictionSnapshot, testDb } from '../helpers';
 
 let db: Db;
@@ -21,7 +21,9 @@ afterAll(() => closeDb(db));
 
 /** The named statements this transaction's connection holds whose text names `text`. */
 async function preparedLike(tx: Parameters<Parameters<Db['transaction']>[0]>[0], text: string): Promise<number> {
-  const [row] = await tx.execute<{ n: number }>(sql`select count(*)::int as n from pg_prepared_statements where statement like ${`%${text}%`}`);
+  const [row] = await tx.execute<{ n: number }>(
+    sql`select count(*)::int as n from pg_prepared_statements where statement like ${`%${text}%`}`,
+  );
   return row.n;
 }
 
@@ -53,7 +55,15 @@ test('admission under the account lock: one slot per prediction, none past the c
 test('a create writes its row and takes a slot in one call: nulls stay SQL NULL, none past the cap', async () => {
   const { account } = await newAccount(db, 'prep-create');
   const first = (id: string): PredictionSnapshot =>
-    predictionSnapshot(account.id, { id, model: 'kiln/echo-fixture', input: { text: 'x' }, webhook: null, webhookEventsFilter: null, deadline: '2030-01-01T00:00:00.000Z', revision: 0 });
+    predictionSnapshot(account.id, {
+      id,
+      model: 'kiln/echo-fixture',
+      input: { text: 'x' },
+      webhook: null,
+      webhookEventsFilter: null,
+      deadline: '2030-01-01T00:00:00.000Z',
+      revision: 0,
+    });
   const [a, b, c, d] = [newId(), newId(), newId(), newId()];
   const created = await createAdmitted(db, first(a), 2);
   expect(created.admitted).toBe(true);
@@ -61,7 +71,10 @@ test('a create writes its row and takes a slot in one call: nulls stay SQL NULL,
   expect(created.row).toMatchObject({ id: a, status: 'starting', input: { text: 'x' }, output: null, startedAt: null, retries: 0 });
   expect(created.row?.deadline?.toISOString()).toBe('2030-01-01T00:00:00.000Z');
   // output null is SQL NULL, not JSON null: `output is null` finds it.
-  const [nulls] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(sql`${predictions.id} = ${a} and ${predictions.output} is null and ${predictions.webhookEventsFilter} is null`);
+  const [nulls] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(predictions)
+    .where(sql`${predictions.id} = ${a} and ${predictions.output} is null and ${predictions.webhookEventsFilter} is null`);
   expect(nulls.n).toBe(1);
   // The same id again (a create retried with its Idempotency-Key): nothing written, nothing taken.
   expect(await createAdmitted(db, first(a), 2)).toEqual({ row: undefined, admitted: false });
@@ -77,7 +90,11 @@ test('builtOnce builds its query once, and runs it in the transaction it is give
   let builds = 0;
   const byName = builtOnce((d) => {
     builds += 1;
-    return d.select({ id: accounts.id }).from(accounts).where(eq(accounts.username, sql.placeholder('name'))).prepare('test_account_by_name');
+    return d
+      .select({ id: accounts.id })
+      .from(accounts)
+      .where(eq(accounts.username, sql.placeholder('name')))
+      .prepare('test_account_by_name');
   });
   const { account } = await newAccount(db, 'prep-once');
   expect(await byName(db).execute({ name: account.username })).toEqual([{ id: account.id }]);
@@ -105,7 +122,11 @@ test('a create reads the live nodes at most once per interval: one read shared, 
   expect(nodesFor(db)).toBe(first);
   expect(Array.isArray(await first)).toBe(true);
   // Past the interval: a new read.
-  await poll(async () => ({ read: nodesFor(db) }), ({ read }) => read !== first, { timeoutMs: 5_000, intervalMs: 50 });
+  await poll(
+    async () => ({ read: nodesFor(db) }),
+    ({ read }) => read !== first,
+    { timeoutMs: 5_000, intervalMs: 50 },
+  );
   // A read that fails (a closed pool) is not what the next create gets.
   const closed = testDb();
   await closeDb(closed);

@@ -1,12 +1,12 @@
 /** The projection repository against the real Postgres: ordering, events, and hostile output. */
-import { closeDb, type Db } from '../../db/client';
 import { eq } from 'drizzle-orm';
 import { admit } from '../../db/admissions';
+import { closeDb, type Db } from '../../db/client';
 import { appendEvents, eventsAfter } from '../../db/events';
 import { finishSucceededPrediction, getPrediction, writePredictionSnapshot } from '../../db/predictions';
-import { type PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { admissions, usageRecords } from '../../db/schema';
 import { usageOf } from '../../db/usage';
+import { type PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { newAccount, predictionSnapshot, testDb } from '../helpers';
 
 let db: Db;
@@ -80,12 +80,26 @@ describe('the hot path’s final write in one round trip (finishSucceededPredict
     const s = snapshot({ logs: 'one\n', status: 'processing', revision: 1 });
     await writePredictionSnapshot(db, s);
     await admit(db, s.id, accountId, 100);
-    const final = { ...s, logs: 'one\ntwo\n', status: 'succeeded' as const, output: ['hi', '\u0000!'], metrics: { predict_time: 0.5, output_token_count: 3 }, completedAt: new Date().toISOString(), revision: 4 };
+    const final = {
+      ...s,
+      logs: 'one\ntwo\n',
+      status: 'succeeded' as const,
+      output: ['hi', '\u0000!'],
+      metrics: { predict_time: 0.5, output_token_count: 3 },
+      completedAt: new Date().toISOString(),
+      revision: 4,
+    };
     expect(await finishSucceededPrediction(db, final, usageFor(final))).toBe(true);
     // Again, as a retried activity would: no second event, no second usage record.
     expect(await finishSucceededPrediction(db, final, usageFor(final))).toBe(true);
     const row = (await getPrediction(db, accountId, s.id))!;
-    expect([row.status, row.output, row.logs, row.revision, row.metrics]).toEqual(['succeeded', ['hi', '\uFFFD!'], 'one\ntwo\n', 4, { predict_time: 0.5, output_token_count: 3 }]);
+    expect([row.status, row.output, row.logs, row.revision, row.metrics]).toEqual([
+      'succeeded',
+      ['hi', '\uFFFD!'],
+      'one\ntwo\n',
+      4,
+      { predict_time: 0.5, output_token_count: 3 },
+    ]);
     expect(row.completedAt!.toISOString()).toBe(final.completedAt);
     expect((await eventsAfter(db, s.id, 0)).map((e) => [e.event, e.data])).toEqual([
       ['logs', 'one'],
@@ -95,7 +109,9 @@ describe('the hot path’s final write in one round trip (finishSucceededPredict
     ]);
     expect(await heldSlots(s.id)).toBe(0);
     const usage = await usageRows(s.id);
-    expect(usage.map((u) => [u.status, u.hardware, u.predictSeconds, u.outputTokens, u.retries])).toEqual([['succeeded', 'cpu', 0.5, 3, 0]]);
+    expect(usage.map((u) => [u.status, u.hardware, u.predictSeconds, u.outputTokens, u.retries])).toEqual([
+      ['succeeded', 'cpu', 0.5, 3, 0],
+    ]);
   });
 
   test('a streamed output is not repeated, a newer revision is never overwritten, and a missing row is not created', async () => {

@@ -18,14 +18,22 @@ import { isPayloadRef } from '../../lib/payload-refs';
 type History = temporal.api.history.v1.IHistory;
 
 const activities = (h: History) =>
-  (h.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name ?? ''] : []));
+  (h.events ?? []).flatMap((e) =>
+    e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name ?? ''] : [],
+  );
 const count = (h: History, name: string) => activities(h).filter((a) => a === name).length;
 /** Whether the run took the path of patch `id` (its marker records the id in its data). */
 const patchedWith = (h: History, id: string) =>
   (h.events ?? []).some(
     (e) =>
       e.markerRecordedEventAttributes?.markerName === 'core_patch' &&
-      Object.values(e.markerRecordedEventAttributes.details ?? {}).some((p) => (p.payloads ?? []).some((x) => Buffer.from(x.data ?? []).toString().includes(id))),
+      Object.values(e.markerRecordedEventAttributes.details ?? {}).some((p) =>
+        (p.payloads ?? []).some((x) =>
+          Buffer.from(x.data ?? [])
+            .toString()
+            .includes(id),
+        ),
+      ),
   );
 
 /** Whether any payload in the history is stored by reference (lib/payload-refs.ts). */
@@ -42,39 +50,92 @@ const lean = (h: History) => patchedWith(h, 'lean-hot-path');
 
 /** Each file: a visibility query and what its history must show. */
 const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolean }> = [
-  { file: 'prediction-warm', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded' AND KilnModel='kiln/tiny-llama'", shows: (h) => count(h, 'loadModel') === 0 && count(h, 'predict') === 1 },
-  { file: 'prediction-cold', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => count(h, 'loadModel') === 1 },
-  { file: 'prediction-retried', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => count(h, 'predict') >= 2 },
+  {
+    file: 'prediction-warm',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded' AND KilnModel='kiln/tiny-llama'",
+    shows: (h) => count(h, 'loadModel') === 0 && count(h, 'predict') === 1,
+  },
+  {
+    file: 'prediction-cold',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => count(h, 'loadModel') === 1,
+  },
+  {
+    file: 'prediction-retried',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => count(h, 'predict') >= 2,
+  },
   {
     file: 'prediction-retried-continued',
     query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
     shows: (h) => count(h, 'predict') >= 2 && patchedWith(h, 'continue-attempts'),
   },
   { file: 'prediction-failed', query: "WorkflowType='predictionWorkflow' AND KilnStatus='failed'", shows: () => true },
-  { file: 'prediction-canceled', query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'", shows: (h) => count(h, 'predict') >= 1 },
+  {
+    file: 'prediction-canceled',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'",
+    shows: (h) => count(h, 'predict') >= 1,
+  },
   { file: 'prediction-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: () => true },
-  { file: 'prediction-lean-warm', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => lean(h) && markers(h, 'core_local_activity') === 0 && count(h, 'predict') === 1 },
-  { file: 'prediction-lean-cold', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => lean(h) && count(h, 'loadModel') === 1 },
-  { file: 'prediction-lean-retried', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => lean(h) && count(h, 'predict') >= 2 },
+  {
+    file: 'prediction-lean-warm',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => lean(h) && markers(h, 'core_local_activity') === 0 && count(h, 'predict') === 1,
+  },
+  {
+    file: 'prediction-lean-cold',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => lean(h) && count(h, 'loadModel') === 1,
+  },
+  {
+    file: 'prediction-lean-retried',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => lean(h) && count(h, 'predict') >= 2,
+  },
   { file: 'prediction-lean-failed', query: "WorkflowType='predictionWorkflow' AND KilnStatus='failed'", shows: lean },
-  { file: 'prediction-lean-canceled', query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'", shows: (h) => lean(h) && count(h, 'predict') >= 1 },
+  {
+    file: 'prediction-lean-canceled',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='canceled'",
+    shows: (h) => lean(h) && count(h, 'predict') >= 1,
+  },
   { file: 'prediction-lean-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: lean },
   { file: 'batch-continued-as-new', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='ContinuedAsNew'", shows: () => true },
   { file: 'batch-completed', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: () => true },
   // POST /v1/batches/{id}/retry: a run that plans and reruns only the failed chunks (test/e2e/batch-retry.test.ts).
-  { file: 'batch-rerun', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: (h) => patchedWith(h, 'batch-rerun') },
+  {
+    file: 'batch-rerun',
+    query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'",
+    shows: (h) => patchedWith(h, 'batch-rerun'),
+  },
   // x-session-affinity: placed through the session's node queue (test/e2e/prefix-cache.test.ts).
-  { file: 'prediction-session', query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'", shows: (h) => patchedWith(h, 'session-affinity') },
-  { file: 'webhook-delivered', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'", shows: (h) => count(h, 'deliverWebhook') >= 1 },
+  {
+    file: 'prediction-session',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => patchedWith(h, 'session-affinity'),
+  },
+  {
+    file: 'webhook-delivered',
+    query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'",
+    shows: (h) => count(h, 'deliverWebhook') >= 1,
+  },
   { file: 'webhook-gave-up', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Failed'", shows: () => true },
   { file: 'warm-deployment', query: "WorkflowType='warmDeploymentWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
   { file: 'replica-scaler', query: "WorkflowType='replicaScalerWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
-  { file: 'reconciler', query: "WorkflowType='reconcilerWorkflow' AND ExecutionStatus!='Running'", shows: (h) => count(h, 'reconcileClosedWorkflows') >= 2 },
+  {
+    file: 'reconciler',
+    query: "WorkflowType='reconcilerWorkflow' AND ExecutionStatus!='Running'",
+    shows: (h) => count(h, 'reconcileClosedWorkflows') >= 2,
+  },
   // A run an operator's reset started (test/e2e/operator-actions.test.ts): it replays the old run's events up to the reset point.
   {
     file: 'prediction-reset',
     query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
-    shows: (h) => (h.events ?? []).some((e) => e.workflowTaskFailedEventAttributes?.cause === temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW),
+    shows: (h) =>
+      (h.events ?? []).some(
+        (e) =>
+          e.workflowTaskFailedEventAttributes?.cause ===
+          temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW,
+      ),
   },
 ];
 

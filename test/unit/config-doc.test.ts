@@ -4,7 +4,15 @@
  * `npm run docs:config`.
  */
 import { configSchema } from '../../lib/config';
-import { computedDefaults, configGroupOrder, configGroups, readConfigDoc, renderConfigDoc, scriptVariables, type ConfigKey } from '../../tools/config-doc';
+import {
+  computedDefaults,
+  configGroupOrder,
+  configGroups,
+  readConfigDoc,
+  renderConfigDoc,
+  scriptVariables,
+  type ConfigKey,
+} from '../../tools/config-doc';
 
 const keys = Object.keys(configSchema.shape) as ConfigKey[];
 
@@ -28,7 +36,12 @@ test('the page lists each variable once, in the schema tables or the scripts tab
   const page = renderConfigDoc();
   const scriptNames = scriptVariables.flatMap((v) => v.names);
   for (const name of [...keys, ...scriptNames]) {
-    expect({ name, rows: page.split('\n').filter((line) => line.startsWith('|') && line.includes(`\`${name}\``) && line.split('|')[1].includes(`\`${name}\``)).length }).toEqual({ name, rows: 1 });
+    expect({
+      name,
+      rows: page
+        .split('\n')
+        .filter((line) => line.startsWith('|') && line.includes(`\`${name}\``) && line.split('|')[1].includes(`\`${name}\``)).length,
+    }).toEqual({ name, rows: 1 });
   }
   // A variable the processes parse is documented by the schema, not by hand.
   expect(scriptNames.filter((name) => (keys as string[]).includes(name))).toEqual([]);

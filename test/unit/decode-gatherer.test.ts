@@ -20,7 +20,10 @@ function fixtureContext() {
 }
 
 const decode = (context: unknown, sequenceId: number) =>
-  (context as { _decodeTokens: (r: Request, m: unknown) => Promise<{ decoded: number; mapper: unknown }> })._decodeTokens({ sequenceId }, `mapper-${sequenceId}`);
+  (context as { _decodeTokens: (r: Request, m: unknown) => Promise<{ decoded: number; mapper: unknown }> })._decodeTokens(
+    { sequenceId },
+    `mapper-${sequenceId}`,
+  );
 
 afterEach(() => jest.useRealTimers());
 

@@ -88,7 +88,10 @@ test('an embeddings prediction returns the engine’s vectors, with token and ti
   const { predict } = createEngineActivities(deps(llama));
   const result = (await new MockActivityEnvironment().run(predict, request('embeddings', { text: ['a kiln', 'clay'] }))) as PredictResult;
   expect(llama.asked).toEqual([['a kiln', 'clay']]);
-  expect(result.output).toEqual([[6, 1], [4, 1]]);
+  expect(result.output).toEqual([
+    [6, 1],
+    [4, 1],
+  ]);
   expect(result.metrics).toMatchObject({ input_token_count: 3 });
   expect(result.metrics.predict_time).toBeGreaterThanOrEqual(0);
   expect(result).toMatchObject({ aborted: false, hardware: 'cpu' });
@@ -104,7 +107,13 @@ test('a batch item of text generation returns its chunks and the generation’s 
     }),
   );
   expect(result.output).toEqual(['Paris', '.']);
-  expect(result.metrics).toMatchObject({ input_token_count: 5, cached_tokens: 2, output_token_count: 2, tokens_per_second: 4, queue_time: 0.25 });
+  expect(result.metrics).toMatchObject({
+    input_token_count: 5,
+    cached_tokens: 2,
+    output_token_count: 2,
+    tokens_per_second: 4,
+    queue_time: 0.25,
+  });
   expect(result.logs).toEqual(['Using seed: 7', 'Generated 2 tokens in 0.500 s (4.0 tokens/s, stop: eogToken)']);
   expect(heartbeats).toContainEqual({ tokens: 1 });
 });
@@ -131,8 +140,14 @@ test('an engine error reaches Temporal as a failure of its type, retryable as th
     },
   });
   const { predict } = createEngineActivities(deps(llama));
-  const err = (await new MockActivityEnvironment().run(predict, request('embeddings', { text: 'long' })).catch((e: unknown) => e)) as ApplicationFailure;
+  const err = (await new MockActivityEnvironment()
+    .run(predict, request('embeddings', { text: 'long' }))
+    .catch((e: unknown) => e)) as ApplicationFailure;
   expect(err).toBeInstanceOf(ApplicationFailure);
-  expect(err).toMatchObject({ type: 'ContextLengthExceeded', nonRetryable: true, message: 'input.text: 9000 tokens, more than the context' });
+  expect(err).toMatchObject({
+    type: 'ContextLengthExceeded',
+    nonRetryable: true,
+    message: 'input.text: 9000 tokens, more than the context',
+  });
   expect((err.cause as EngineError).cause).toBe(native);
 });

@@ -1,7 +1,7 @@
 /** The rows an engine writes on the hot path, and the workflow's own final state, come from one pure function. */
-import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
-import { ENGINE_REVISIONS, processingSnapshot, succeededSnapshot } from '../../domain/engine-projection';
 import type { PredictResult } from '../../domain/contracts';
+import { ENGINE_REVISIONS, processingSnapshot, succeededSnapshot } from '../../domain/engine-projection';
+import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
 
 const sent: PredictionSnapshot = {
   id: 'p1',
@@ -29,7 +29,12 @@ const result: PredictResult = {
 };
 
 test('processing is the next revision, started when the engine started', () => {
-  expect(processingSnapshot(sent, result.startedAt)).toMatchObject({ status: 'processing', startedAt: result.startedAt, revision: 4, logs: sent.logs });
+  expect(processingSnapshot(sent, result.startedAt)).toMatchObject({
+    status: 'processing',
+    startedAt: result.startedAt,
+    revision: 4,
+    logs: sent.logs,
+  });
 });
 
 test('the final row keeps what the workflow knew and adds the result, two revisions on', () => {
@@ -45,5 +50,7 @@ test('the final row keeps what the workflow knew and adds the result, two revisi
     revision: sent.revision + ENGINE_REVISIONS,
   });
   // A start the workflow already knew (an earlier signal) is kept.
-  expect(succeededSnapshot({ ...sent, startedAt: '2026-01-01T00:00:00.050Z' }, result, '2026-01-01T00:00:01.250Z').startedAt).toBe('2026-01-01T00:00:00.050Z');
+  expect(succeededSnapshot({ ...sent, startedAt: '2026-01-01T00:00:00.050Z' }, result, '2026-01-01T00:00:01.250Z').startedAt).toBe(
+    '2026-01-01T00:00:00.050Z',
+  );
 });

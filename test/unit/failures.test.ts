@@ -21,7 +21,9 @@ test('timeouts and faults are retried; Kiln business failures are not', () => {
   expect(isRetryableFault(activityFailed(ApplicationFailure.create({ message: 'socket hang up' })))).toBe(true);
   expect(isRetryableFault(activityFailed(kilnFailure('ModelError', 'no')))).toBe(false);
   // The type decides, even if whoever threw it forgot to mark it non-retryable.
-  expect(isRetryableFault(activityFailed(ApplicationFailure.create({ type: 'InvalidInput', message: 'bad', nonRetryable: false })))).toBe(false);
+  expect(isRetryableFault(activityFailed(ApplicationFailure.create({ type: 'InvalidInput', message: 'bad', nonRetryable: false })))).toBe(
+    false,
+  );
   expect(isRetryableFault(new Error('not an activity'))).toBe(false);
   expect(describeFailure(activityFailed(kilnFailure('ModelError', 'echo fixture: no')))).toBe('ModelError: echo fixture: no');
   // An engine's error travels as the cause of Kiln's failure: the failure, not its cause, describes it.
@@ -29,7 +31,9 @@ test('timeouts and faults are retried; Kiln business failures are not', () => {
   expect(describeFailure(activityFailed(kilnFailure('ContextLengthExceeded', 'input.prompt: too long', undefined, engineError)))).toBe(
     'ContextLengthExceeded: input.prompt: too long',
   );
-  expect(describeFailure(activityFailed(ApplicationFailure.create({ message: 'outer', cause: new Error('socket hang up') })))).toBe('socket hang up');
+  expect(describeFailure(activityFailed(ApplicationFailure.create({ message: 'outer', cause: new Error('socket hang up') })))).toBe(
+    'socket hang up',
+  );
 });
 
 test('a retry policy: defaults filled in, waits grow by the backoff', () => {

@@ -15,7 +15,10 @@ interface Server {
   close: () => Promise<void>;
 }
 
-async function serve(address: string, handler: (req: http.IncomingMessage, res: http.ServerResponse, port: number) => void): Promise<Server> {
+async function serve(
+  address: string,
+  handler: (req: http.IncomingMessage, res: http.ServerResponse, port: number) => void,
+): Promise<Server> {
   const hosts: string[] = [];
   let port = 0;
   const server = http.createServer((req, res) => {
@@ -74,7 +77,9 @@ describe('pinning', () => {
 
   test('a name that resolves to a private address is refused before any connection', async () => {
     const lookup: HostLookup = async () => [{ address: '10.0.0.7', family: 4 }];
-    await expect(fetchInput('http://intranet.invalid/image', deps({ lookup }))).rejects.toThrow(/the URL resolves to 10\.0\.0\.7, a private or loopback address/);
+    await expect(fetchInput('http://intranet.invalid/image', deps({ lookup }))).rejects.toThrow(
+      /the URL resolves to 10\.0\.0\.7, a private or loopback address/,
+    );
   });
 });
 
@@ -108,5 +113,7 @@ describe('redirects', () => {
 });
 
 test('the size limit holds over the network', async () => {
-  await expect(fetchInput(`http://127.0.0.1:${origin.port}/image`, deps({ allowAddresses: ['127.0.0.1'], maxBytes: 4 }))).rejects.toThrow(/limit 4|larger than 4/);
+  await expect(fetchInput(`http://127.0.0.1:${origin.port}/image`, deps({ allowAddresses: ['127.0.0.1'], maxBytes: 4 }))).rejects.toThrow(
+    /limit 4|larger than 4/,
+  );
 });

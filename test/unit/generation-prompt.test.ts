@@ -12,7 +12,9 @@ const model = {
 /** A template that renders each item's text on a line. */
 const wrapper = {
   generateContextState: ({ chatHistory }: { chatHistory: Array<{ text?: string; response?: string[] }> }) => ({
-    contextText: { tokenize: (tokenizer: (t: string) => Token[]) => tokenizer(chatHistory.map((i) => i.text ?? i.response?.join('') ?? '').join('\n')) },
+    contextText: {
+      tokenize: (tokenizer: (t: string) => Token[]) => tokenizer(chatHistory.map((i) => i.text ?? i.response?.join('') ?? '').join('\n')),
+    },
   }),
 } as unknown as ChatWrapper;
 

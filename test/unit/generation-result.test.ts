@@ -35,7 +35,9 @@ test('a generation that ran: its timings in seconds, its fields in a fixed order
 });
 
 test('a stop string ends as stop; a cancel wins over it and keeps llama.cpp reason', () => {
-  expect(endedByDecoding({ ...times, stopReason: 'abort', atStopString: true, canceled: false, firstChunkAt: null }).stopReason).toBe('stop');
+  expect(endedByDecoding({ ...times, stopReason: 'abort', atStopString: true, canceled: false, firstChunkAt: null }).stopReason).toBe(
+    'stop',
+  );
   const canceled = endedByDecoding({ ...times, stopReason: 'abort', atStopString: true, canceled: true, firstChunkAt: null });
   expect(canceled).toMatchObject({ stopReason: 'abort', aborted: true, timeToFirstToken: null });
   expect(endedByDecoding({ ...times, stopReason: 'maxTokens', atStopString: false, canceled: true, firstChunkAt: 1100 })).toMatchObject({
@@ -45,14 +47,31 @@ test('a stop string ends as stop; a cancel wins over it and keeps llama.cpp reas
 });
 
 test('draft counts are kept where the version decodes speculatively', () => {
-  const ending = endedByDecoding({ ...times, stopReason: 'maxTokens', atStopString: false, canceled: false, firstChunkAt: 1000, draft: { accepted: 3, rejected: 1 } });
+  const ending = endedByDecoding({
+    ...times,
+    stopReason: 'maxTokens',
+    atStopString: false,
+    canceled: false,
+    firstChunkAt: 1000,
+    draft: { accepted: 3, rejected: 1 },
+  });
   expect(generationResult(counts, { output, ending }).draft).toEqual({ accepted: 3, rejected: 1 });
   expect(Object.keys(generationResult(counts, { output, ending })).at(-1)).toBe('draft');
 });
 
 test('an abort before the first token: canceled is abort, a stop string stop, and no first-token time', () => {
-  expect(endedByEarlyAbort({ ...times, canceled: true })).toEqual({ aborted: true, stopReason: 'abort', timeToFirstToken: null, predictSeconds: 2.5 });
-  expect(endedByEarlyAbort({ ...times, canceled: false })).toEqual({ aborted: false, stopReason: 'stop', timeToFirstToken: null, predictSeconds: 2.5 });
+  expect(endedByEarlyAbort({ ...times, canceled: true })).toEqual({
+    aborted: true,
+    stopReason: 'abort',
+    timeToFirstToken: null,
+    predictSeconds: 2.5,
+  });
+  expect(endedByEarlyAbort({ ...times, canceled: false })).toEqual({
+    aborted: false,
+    stopReason: 'stop',
+    timeToFirstToken: null,
+    predictSeconds: 2.5,
+  });
 });
 
 test('a continued text that fills max_tokens: no chunks, its tokens as output, no time spent', () => {

@@ -8,7 +8,14 @@ function streamOf(settings: Partial<StreamSettings> = {}) {
   const calls: string[] = [];
   const told: Array<[string, number]> = [];
   const stream = new GenerationStream(
-    { continues: '', continuedTokens: 0, maxTokens: 10, stops: [], detokenize: (tokens) => tokens.map((x) => `<${x}>`).join(''), ...settings },
+    {
+      continues: '',
+      continuedTokens: 0,
+      maxTokens: 10,
+      stops: [],
+      detokenize: (tokens) => tokens.map((x) => `<${x}>`).join(''),
+      ...settings,
+    },
     {
       onChunk: (chunk, outputTokens) => told.push([chunk, outputTokens]),
       onLastToken: () => calls.push('last'),

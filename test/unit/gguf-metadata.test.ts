@@ -2,16 +2,25 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { llamaShapeOf } from '../../domain/llama-memory';
 import { parseGgufMetadata } from '../../lib/gguf-metadata';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { llamaShapeOf } from '../../domain/llama-memory';
 
 let dir: string;
 let bytes: Buffer;
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'kiln-gguf-meta-'));
   const file = path.join(dir, 'm.gguf');
-  await writeLlamaGguf(file, { embedding: 64, layers: 3, heads: 4, kvHeads: 2, feedForward: 96, contextLength: 1536, vocabWords: 50, seed: 3 });
+  await writeLlamaGguf(file, {
+    embedding: 64,
+    layers: 3,
+    heads: 4,
+    kvHeads: 2,
+    feedForward: 96,
+    contextLength: 1536,
+    vocabWords: 50,
+    seed: 3,
+  });
   bytes = await readFile(file);
 });
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -22,7 +31,12 @@ test('reads the shape and trained context that node-llama-cpp reads, walking pas
   expect(llamaShapeOf(parsed.metadata)).toEqual({ shape: { layers: 3, embedding: 64, heads: 4, kvHeads: 2 }, trainContextSize: 1536 });
   const { readGgufFileInfo } = await import('node-llama-cpp');
   const info = await readGgufFileInfo(path.join(dir, 'm.gguf'), { readTensorInfo: false, logWarnings: false });
-  expect(info.architectureMetadata).toMatchObject({ block_count: 3, embedding_length: 64, context_length: 1536, attention: { head_count: 4, head_count_kv: 2 } });
+  expect(info.architectureMetadata).toMatchObject({
+    block_count: 3,
+    embedding_length: 64,
+    context_length: 1536,
+    attention: { head_count: 4, head_count_kv: 2 },
+  });
 });
 
 test('a prefix that ends inside the header asks for more bytes, never guesses', () => {
@@ -38,7 +52,12 @@ test('other files and absurd lengths are invalid, without allocating what they c
   huge.writeBigUInt64LE(1n, 16);
   huge.writeBigUInt64LE(2n ** 62n, 24); // the first key's length
   expect(parseGgufMetadata(huge).kind).toBe('invalid');
-  const badType = Buffer.concat([bytes.subarray(0, 24), Buffer.from([1, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('k'), Buffer.from([99, 0, 0, 0, 0])]);
+  const badType = Buffer.concat([
+    bytes.subarray(0, 24),
+    Buffer.from([1, 0, 0, 0, 0, 0, 0, 0]),
+    Buffer.from('k'),
+    Buffer.from([99, 0, 0, 0, 0]),
+  ]);
   expect(parseGgufMetadata(badType)).toEqual({ kind: 'invalid', reason: 'unknown value type 99' });
 });
 

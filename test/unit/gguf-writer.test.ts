@@ -1,8 +1,17 @@
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { buildVocabulary, FIRST_WORD_TOKEN, ggufSize, llamaSpecSchema, planTensors, toHalf, writeLlamaGguf, TENSOR_TYPES } from '../../tools/gguf/gguf-writer';
 import { validateGguf } from '../../engines/llama/engine';
+import {
+  buildVocabulary,
+  FIRST_WORD_TOKEN,
+  ggufSize,
+  llamaSpecSchema,
+  planTensors,
+  TENSOR_TYPES,
+  toHalf,
+  writeLlamaGguf,
+} from '../../tools/gguf/gguf-writer';
 
 let dir: string;
 beforeAll(async () => {

@@ -5,13 +5,17 @@
  */
 import path from 'node:path';
 import { readCudaBinary } from '../../infra/cuda-binary';
-import { cpuinfoFlags } from '../../lib/llama-cpu-build';
 import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type PrebuiltCuda } from '../../infra/gpu-build-plan';
+import { cpuinfoFlags } from '../../lib/llama-cpu-build';
 
 const h100 = { index: 0, sm: 90 };
 const rtx4090 = { index: 0, sm: 89 };
 // What node-llama-cpp 3.22.1's prebuilts hold (read from the files in the last test).
-const cuda13 = (missingLibs: string[] = []): PrebuiltCuda => ({ name: '@node-llama-cpp/linux-x64-cuda', missingLibs, cubins: [86, 89, 120, 121] });
+const cuda13 = (missingLibs: string[] = []): PrebuiltCuda => ({
+  name: '@node-llama-cpp/linux-x64-cuda',
+  missingLibs,
+  cubins: [86, 89, 120, 121],
+});
 const cuda12 = (missingLibs: string[] = []): PrebuiltCuda => ({ name: '@node-llama-cpp/linux-x64-cuda-ext', missingLibs, cubins: [86] });
 const noCuda13 = ['libcudart.so.13', 'libcublas.so.13', 'libcublasLt.so.13'];
 const noCuda12 = ['libcudart.so.12', 'libcublas.so.12', 'libcublasLt.so.12'];
@@ -31,7 +35,11 @@ test('an H100 (sm_90, PTX only in the prebuilt): built from source once, then th
   const first = planGpuBuild({ gpus: [h100], prebuilts: [cuda13()], sourceBuild: { state: 'possible' } });
   expect(first).toMatchObject({ backend: 'cuda', build: 'source', needsBuild: true });
   expect(first.reason).toMatch(/no cubins for sm_90/);
-  const after = planGpuBuild({ gpus: [h100], prebuilts: [cuda13()], sourceBuild: { state: 'built', folder: 'localBuilds/linux-x64-cuda-abc' } });
+  const after = planGpuBuild({
+    gpus: [h100],
+    prebuilts: [cuda13()],
+    sourceBuild: { state: 'built', folder: 'localBuilds/linux-x64-cuda-abc' },
+  });
   expect(after).toMatchObject({ backend: 'cuda', build: 'source', needsBuild: false });
   expect(after.reason).toMatch(/localBuilds\/linux-x64-cuda-abc/);
 });
@@ -59,7 +67,11 @@ test('opted out, no toolchain, or a failed build: the prebuilt with a warning wh
   expect(optedOut.reason).toMatch(/KILN_GPU_SOURCE_BUILD=false/);
   expect(optedOut.warning).toMatch(/PTX compiled by the driver for sm_90/);
 
-  const noNvcc = planGpuBuild({ gpus: [h100], prebuilts: [cuda13(noCuda13)], sourceBuild: { state: 'no-toolchain', missing: ['nvcc (the CUDA toolkit)'] } });
+  const noNvcc = planGpuBuild({
+    gpus: [h100],
+    prebuilts: [cuda13(noCuda13)],
+    sourceBuild: { state: 'no-toolchain', missing: ['nvcc (the CUDA toolkit)'] },
+  });
   expect(noNvcc).toMatchObject({ backend: 'cpu', build: 'none', needsBuild: false });
   expect(noNvcc.reason).toMatch(/no nvcc/);
   expect(noNvcc.warning).toMatch(/runs on the CPU/);
@@ -75,9 +87,17 @@ test('opted out, no toolchain, or a failed build: the prebuilt with a warning wh
 
 test("the source build: this CPU's instruction sets named one by one, never native, AMX off even where the CPU has it; CUDA code for the host's cards only", () => {
   // A Sapphire Rapids host (the H100's): AVX-512 and AMX.
-  const cpuinfo = 'processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2 avx_vnni avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16\n';
+  const cpuinfo =
+    'processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2 avx_vnni avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16\n';
   const o = sourceBuildCmakeOptions([h100], cpuinfoFlags(cpuinfo));
-  expect(o).toMatchObject({ GGML_NATIVE: 'OFF', GGML_AVX2: 'ON', GGML_AVX512: 'ON', GGML_AVX512_VNNI: 'ON', GGML_AVX512_BF16: 'ON', CMAKE_CUDA_ARCHITECTURES: '90' });
+  expect(o).toMatchObject({
+    GGML_NATIVE: 'OFF',
+    GGML_AVX2: 'ON',
+    GGML_AVX512: 'ON',
+    GGML_AVX512_VNNI: 'ON',
+    GGML_AVX512_BF16: 'ON',
+    CMAKE_CUDA_ARCHITECTURES: '90',
+  });
   expect(o).toMatchObject({ GGML_AMX_TILE: 'OFF', GGML_AMX_INT8: 'OFF', GGML_AMX_BF16: 'OFF' });
   // An AVX2-only CPU: AVX-512 off; AVX-512 needs all five of F, CD, VL, DQ and BW.
   const avx2 = sourceBuildCmakeOptions([h100], ['sse4_2', 'avx', 'avx2', 'fma', 'f16c', 'bmi2', 'avx512f']);
@@ -87,7 +107,7 @@ test("the source build: this CPU's instruction sets named one by one, never nati
 
 test('loader libraries: LD_LIBRARY_PATH first, then 64-bit ldconfig entries; absent ones are null', () => {
   const ldconfig = [
-    '1234 libs found in cache `/etc/ld.so.cache\'',
+    "1234 libs found in cache `/etc/ld.so.cache'",
     '\tlibcudart.so.12 (libc6,x86-64) => /usr/local/cuda-12.4/targets/x86_64-linux/lib/libcudart.so.12',
     '\tlibcublas.so.13 (libc6) => /usr/lib32/libcublas.so.13',
     '\tlibcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1',
@@ -120,6 +140,10 @@ test("node-llama-cpp's CUDA 13 prebuilt, read from the file: its CUDA libraries,
   expect(info.cubins).toEqual([86, 89, 120, 121]);
   expect(info.ptxOnly).toEqual(expect.arrayContaining([90]));
   // So on an H100 the plan is a source build, from the facts as read.
-  const plan = planGpuBuild({ gpus: [h100], prebuilts: [{ name: 'cuda', missingLibs: [], cubins: info.cubins }], sourceBuild: { state: 'possible' } });
+  const plan = planGpuBuild({
+    gpus: [h100],
+    prebuilts: [{ name: 'cuda', missingLibs: [], cubins: info.cubins }],
+    sourceBuild: { state: 'possible' },
+  });
   expect(plan.needsBuild).toBe(true);
 });

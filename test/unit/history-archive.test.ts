@@ -3,10 +3,10 @@
  * from just before its mark: what a look costs Temporal and the bucket is what these count.
  */
 import type { Client } from '@temporalio/client';
+import { loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { temporal } from '@temporalio/proto';
 import Long from 'long';
-import { loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { ArchiveMemory, archiveClosedHistories, archivedHistories, archivedThrough, resultOf } from '../../activities/history-archive';
 import type { Storage } from '../../lib/storage';
 
@@ -43,7 +43,9 @@ const historyOf = (r: { workflowId: string; runId: string }) => ({
     {
       eventId: Long.fromNumber(1),
       eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-      workflowExecutionCompletedEventAttributes: { result: { payloads: [converter.payloadConverter.toPayload(`${r.workflowId}/${r.runId}`)] } },
+      workflowExecutionCompletedEventAttributes: {
+        result: { payloads: [converter.payloadConverter.toPayload(`${r.workflowId}/${r.runId}`)] },
+      },
     },
   ],
 });
@@ -72,11 +74,16 @@ function fakeTemporal(runs: Run[]) {
   return { fetched, listedFrom, runs, client: client as unknown as Client };
 }
 
-const run = (n: number, closedSecondsAgo: number): Run => ({ workflowId: `prediction-${n}`, runId: `run-${n}`, closeTime: new Date(Date.now() - closedSecondsAgo * 1000) });
+const run = (n: number, closedSecondsAgo: number): Run => ({
+  workflowId: `prediction-${n}`,
+  runId: `run-${n}`,
+  closeTime: new Date(Date.now() - closedSecondsAgo * 1000),
+});
 
 async function readBack(storage: Storage) {
   const out: Array<{ run: string; closedAt: number; result: string | undefined }> = [];
-  for await (const r of archivedHistories(storage)) out.push({ run: `${r.workflowId}/${r.runId}`, closedAt: r.closedAt, result: await resultOf<string>(r, converter) });
+  for await (const r of archivedHistories(storage))
+    out.push({ run: `${r.workflowId}/${r.runId}`, closedAt: r.closedAt, result: await resultOf<string>(r, converter) });
   return out;
 }
 
@@ -90,7 +97,11 @@ test('a look copies its closed runs into one bundle, and a later look lists them
   expect(bucket.calls.put).toBe(2);
   expect((await archivedThrough(bucket.storage))?.getTime()).toBe(temporal.runs[2].closeTime.getTime());
   expect(await readBack(bucket.storage)).toEqual(
-    temporal.runs.map((r) => ({ run: `${r.workflowId}/${r.runId}`, closedAt: r.closeTime.getTime(), result: `${r.workflowId}/${r.runId}` })),
+    temporal.runs.map((r) => ({
+      run: `${r.workflowId}/${r.runId}`,
+      closedAt: r.closeTime.getTime(),
+      result: `${r.workflowId}/${r.runId}`,
+    })),
   );
   const after = { ...bucket.calls };
   temporal.runs.push(run(4, 1));
@@ -149,5 +160,9 @@ test('the archive reads single-run JSON objects from before bundles beside bundl
   await archiveClosedHistories(temporal.client, bucket.storage, 10_000, new ArchiveMemory());
   const back = await readBack(bucket.storage);
   expect(back.map((r) => r.run).sort()).toEqual(['prediction-1/run-1', 'prediction-2/run-2', 'prediction-2/run-2']);
-  expect(back.find((r) => r.run === 'prediction-1/run-1')).toEqual({ run: 'prediction-1/run-1', closedAt: Math.floor(old.closeTime.getTime() / 1000) * 1000, result: 'prediction-1/run-1' });
+  expect(back.find((r) => r.run === 'prediction-1/run-1')).toEqual({
+    run: 'prediction-1/run-1',
+    closedAt: Math.floor(old.closeTime.getTime() / 1000) * 1000,
+    result: 'prediction-1/run-1',
+  });
 });

@@ -28,7 +28,11 @@ describe('json_schema input', () => {
     const schema = {
       $schema: 'http://json-schema.org/draft-07/schema#',
       type: 'object',
-      properties: { name: { type: 'string', description: 'who' }, nick: { anyOf: [{ type: 'string' }, { type: 'null' }] }, home: { $ref: '#/definitions/place' } },
+      properties: {
+        name: { type: 'string', description: 'who' },
+        nick: { anyOf: [{ type: 'string' }, { type: 'null' }] },
+        home: { $ref: '#/definitions/place' },
+      },
       required: ['name', 'nick', 'home'],
       additionalProperties: false,
       definitions: { place: { type: 'object', properties: { city: { type: 'string' } } } },
@@ -37,7 +41,9 @@ describe('json_schema input', () => {
   });
 
   test('z.toJSONSchema output of zod 4 (ints carry the safe-integer range) is accepted', () => {
-    const schema = z.toJSONSchema(z.object({ name: z.string(), age: z.number().int(), pet: z.enum(['cat', 'dog']), nick: z.string().nullable() }));
+    const schema = z.toJSONSchema(
+      z.object({ name: z.string(), age: z.number().int(), pet: z.enum(['cat', 'dog']), nick: z.string().nullable() }),
+    );
     expect(jsonSchemaDocument.safeParse(schema).error?.issues).toBeUndefined();
     expect(jsonSchemaDocument.safeParse({ type: 'number', maximum: 1e300 }).success).toBe(false);
   });
@@ -54,19 +60,30 @@ describe('the grammar form of a schema', () => {
       toGrammarSchema({
         title: 'T',
         type: 'object',
-        properties: { a: { anyOf: [{ type: 'string' }, { type: 'null' }] }, b: { type: ['integer', 'boolean'] }, c: { $ref: '#/definitions/d' } },
+        properties: {
+          a: { anyOf: [{ type: 'string' }, { type: 'null' }] },
+          b: { type: ['integer', 'boolean'] },
+          c: { $ref: '#/definitions/d' },
+        },
         definitions: { d: { const: 1 } },
       }),
     ).toEqual({
       type: 'object',
-      properties: { a: { oneOf: [{ type: 'string' }, { type: 'null' }] }, b: { oneOf: [{ type: 'integer' }, { type: 'boolean' }] }, c: { $ref: '#/$defs/d' } },
+      properties: {
+        a: { oneOf: [{ type: 'string' }, { type: 'null' }] },
+        b: { oneOf: [{ type: 'integer' }, { type: 'boolean' }] },
+        c: { $ref: '#/$defs/d' },
+      },
       $defs: { d: { const: 1 } },
     });
   });
 
   test('an object with no properties takes any keys (json_object); one with properties only those', () => {
     expect(toGrammarSchema({ type: 'object' })).toEqual({ type: 'object', properties: {}, additionalProperties: true });
-    expect(toGrammarSchema({ type: 'object', properties: { a: { type: 'string' } } })).toEqual({ type: 'object', properties: { a: { type: 'string' } } });
+    expect(toGrammarSchema({ type: 'object', properties: { a: { type: 'string' } } })).toEqual({
+      type: 'object',
+      properties: { a: { type: 'string' } },
+    });
   });
 
   test('the closing reserve covers keys, punctuation and shortest values', () => {

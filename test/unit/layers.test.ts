@@ -3,7 +3,7 @@
  * small house of its own where every forbidden arrow is drawn once.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -18,20 +18,27 @@ type House = Record<string, Array<{ to: string; typeOnly?: boolean }>>;
 async function violations(house: House): Promise<string[]> {
   const dir = await mkdtemp(path.join(tmpdir(), 'kiln-layers-'));
   try {
-    await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', strict: true } }));
+    await writeFile(
+      path.join(dir, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', strict: true } }),
+    );
     const files = new Set([...Object.keys(house), ...Object.values(house).flatMap((deps) => deps.map((d) => d.to))]);
     for (const file of files) {
       const deps = house[file] ?? [];
       const lines = deps.map(({ to, typeOnly }, i) => {
         let spec = path.relative(path.dirname(file), to);
         if (!spec.startsWith('.')) spec = `./${spec}`;
-        return typeOnly ? `import type { T } from '${spec}';\nexport type U${i} = T;` : `import { v } from '${spec}';\nexport const u${i} = v;`;
+        return typeOnly
+          ? `import type { T } from '${spec}';\nexport type U${i} = T;`
+          : `import { v } from '${spec}';\nexport const u${i} = v;`;
       });
       await mkdir(path.join(dir, path.dirname(file)), { recursive: true });
       await writeFile(path.join(dir, `${file}.ts`), [...lines, 'export const v = 1;', 'export type T = number;'].join('\n'));
     }
     const folders = [...new Set([...files].map((f) => f.split('/')[0]))];
-    const { stdout } = await run(depcruise, ['--config', path.join(root, '.dependency-cruiser.cjs'), '--output-type', 'json', ...folders], { cwd: dir }).catch(
+    const { stdout } = await run(depcruise, ['--config', path.join(root, '.dependency-cruiser.cjs'), '--output-type', 'json', ...folders], {
+      cwd: dir,
+    }).catch(
       // depcruise exits non-zero when it finds violations; its report is still on stdout.
       (err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }),
     );

@@ -4,17 +4,28 @@
  * in, and when the engine asks for it.
  */
 import path from 'node:path';
-import { buildDir, cpuBuildPlan, cpuinfoFlags, kilnCache } from '../../lib/llama-cpu-build';
-import { sourceBuildCmakeOptions } from '../../infra/gpu-build-plan';
 import { sourceBuildSetting } from '../../engines/llama/backend';
+import { sourceBuildCmakeOptions } from '../../infra/gpu-build-plan';
+import { buildDir, cpuBuildPlan, cpuinfoFlags, kilnCache } from '../../lib/llama-cpu-build';
 
 // The issue-19 host: AVX-512 with VBMI, VNNI and BF16, and AMX, which must stay off.
-const avx512Host = 'sse4_2 avx avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16'.split(' ');
+const avx512Host =
+  'sse4_2 avx avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16'.split(
+    ' ',
+  );
 
 test('an AVX-512 host: every instruction set it has, named one by one; never native, never AMX', () => {
   const plan = cpuBuildPlan(avx512Host);
   const o = Object.fromEntries(plan.options);
-  expect(o).toMatchObject({ GGML_NATIVE: 'OFF', GGML_SSE42: 'ON', GGML_AVX2: 'ON', GGML_AVX512: 'ON', GGML_AVX512_VBMI: 'ON', GGML_AVX512_VNNI: 'ON', GGML_AVX512_BF16: 'ON' });
+  expect(o).toMatchObject({
+    GGML_NATIVE: 'OFF',
+    GGML_SSE42: 'ON',
+    GGML_AVX2: 'ON',
+    GGML_AVX512: 'ON',
+    GGML_AVX512_VBMI: 'ON',
+    GGML_AVX512_VNNI: 'ON',
+    GGML_AVX512_BF16: 'ON',
+  });
   expect(o).toMatchObject({ GGML_AVX_VNNI: 'OFF', GGML_AMX_TILE: 'OFF', GGML_AMX_INT8: 'OFF', GGML_AMX_BF16: 'OFF' });
   expect(plan.variant).toBe('cpu-sse4_2-avx-avx2-fma-f16c-bmi2-avx512f-avx512vbmi-avx512_vnni-avx512_bf16');
 });
@@ -32,7 +43,7 @@ test('the GPU source build gives its CPU part the same options', () => {
   expect(gpu.CMAKE_CUDA_ARCHITECTURES).toBe('90');
 });
 
-test('/proc/cpuinfo: the first processor\'s flags', () => {
+test("/proc/cpuinfo: the first processor's flags", () => {
   const cpuinfo = 'processor\t: 0\nflags\t\t: fpu sse4_2 avx2\nbugs\t\t: none\n\nprocessor\t: 1\nflags\t\t: fpu sse4_2 avx2\n';
   expect(cpuinfoFlags(cpuinfo)).toEqual(['fpu', 'sse4_2', 'avx2']);
   expect(cpuinfoFlags('no flags here')).toEqual([]);

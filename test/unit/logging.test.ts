@@ -1,10 +1,10 @@
 /** Log lines about a prediction carry its id: Temporal's logs in the workers, requests in the API. */
-import { Writable } from 'node:stream';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import pino from 'pino';
-import { notePrediction, requestLog } from '../../api/request-log';
 import { aboutPrediction, errorHandler } from '../../api/errors';
+import { notePrediction, requestLog } from '../../api/request-log';
 import { isPostgresSocketRace } from '../../lib/postgres-socket-race';
 import { predictionIdOf, subjectOf, temporalLogger } from '../../workers/temporal-logger';
 

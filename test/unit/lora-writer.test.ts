@@ -47,9 +47,16 @@ describe('writeLoraGguf', () => {
     const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, usePrebuiltBinaries: true, progressLogs: false });
     const model = await llama.loadModel({ modelPath: base });
     const complete = async (adapter?: string) => {
-      const context = await model.createContext({ contextSize: 256, threads: 1, lora: adapter ? { adapters: [{ filePath: adapter }] } : undefined });
+      const context = await model.createContext({
+        contextSize: 256,
+        threads: 1,
+        lora: adapter ? { adapters: [{ filePath: adapter }] } : undefined,
+      });
       try {
-        return await new LlamaCompletion({ contextSequence: context.getSequence() }).generateCompletion('The kiln was', { maxTokens: 12, temperature: 0 });
+        return await new LlamaCompletion({ contextSequence: context.getSequence() }).generateCompletion('The kiln was', {
+          maxTokens: 12,
+          temperature: 0,
+        });
       } finally {
         await context.dispose();
       }

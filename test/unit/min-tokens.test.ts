@@ -68,13 +68,7 @@ test('a call that adds nothing is followed by an unbiased top-up; a top-up that 
     { adds: 0, stopReason: 'maxTokens' },
   ]);
   expect(await topUpToMinTokens('eogToken', f.progress, limits, 0, live(), f.more)).toBe('eogToken');
-  expect(f.calls).toEqual([
-    { maxTokens: 18 },
-    { topP: 1, maxTokens: 8 },
-    { maxTokens: 15 },
-    { maxTokens: 14 },
-    { topP: 1, maxTokens: 4 },
-  ]);
+  expect(f.calls).toEqual([{ maxTokens: 18 }, { topP: 1, maxTokens: 8 }, { maxTokens: 15 }, { maxTokens: 14 }, { topP: 1, maxTokens: 4 }]);
   expect(f.progress.outputTokens).toBe(6);
 });
 

@@ -1,5 +1,14 @@
 /** Placement policy: which node serves or loads a version, and when a replica is added. */
-import { coldNodeFor, freeBytes, memoryNeeded, placementCandidates, replicaNodeFor, replicaReason, servingNodes, type NodeCapacity } from '../../domain/node-placement';
+import {
+  coldNodeFor,
+  freeBytes,
+  memoryNeeded,
+  placementCandidates,
+  replicaNodeFor,
+  replicaReason,
+  servingNodes,
+  type NodeCapacity,
+} from '../../domain/node-placement';
 
 const GiB = 2 ** 30;
 const node = (id: string, memoryGiB: number, loaded: Array<[string, number]> = []): NodeCapacity => ({
@@ -9,7 +18,14 @@ const node = (id: string, memoryGiB: number, loaded: Array<[string, number]> = [
 });
 
 test('free memory is what the loaded versions leave', () => {
-  expect(freeBytes(node('a', 16, [['v1', 4], ['v2', 2]]))).toBe(10 * GiB);
+  expect(
+    freeBytes(
+      node('a', 16, [
+        ['v1', 4],
+        ['v2', 2],
+      ]),
+    ),
+  ).toBe(10 * GiB);
 });
 
 test('nodes that failed the prediction are a last resort', () => {
@@ -52,7 +68,11 @@ test('a replica is added below min_instances, or for a backlog between one repli
 
 test('a replica goes to the fullest node with room that does not hold the version yet', () => {
   const live = [node('a', 16), node('b', 16), node('c', 16)];
-  const free = new Map([['a', 10 * GiB], ['b', 3 * GiB], ['c', 1 * GiB]]);
+  const free = new Map([
+    ['a', 10 * GiB],
+    ['b', 3 * GiB],
+    ['c', 1 * GiB],
+  ]);
   expect(replicaNodeFor(live, free, new Set(['b']), 2 * GiB)?.id).toBe('a');
   expect(replicaNodeFor(live, free, new Set(), 2 * GiB)?.id).toBe('b');
   expect(replicaNodeFor(live, free, new Set(), 11 * GiB)).toBeUndefined();

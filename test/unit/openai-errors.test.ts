@@ -1,7 +1,7 @@
 /** Errors on /openai/v1 in OpenAI's shape, with the status, type, param and code clients act on. */
 import type { Response } from 'express';
-import { contextLengthError, errorCode, errorType, openAiErrors } from '../../api/openai/errors';
 import { NotFoundError, TooManyRequestsError, UnauthorizedError, ValidationError, requestError } from '../../api/errors';
+import { contextLengthError, errorCode, errorType, openAiErrors } from '../../api/openai/errors';
 
 function answer(err: unknown) {
   const out: { status?: number; headers: Record<string, string>; body?: unknown; next?: unknown } = { headers: {} };
@@ -26,11 +26,17 @@ function answer(err: unknown) {
 
 test("a field that is wrong is OpenAI's 400, naming the field without Replicate's input. prefix", () => {
   const out = answer(new ValidationError([{ field: 'input.messages', description: 'is too short' }]));
-  expect(out).toEqual({ status: 400, headers: {}, body: { error: { message: 'input.messages: is too short', type: 'invalid_request_error', param: 'messages', code: null } } });
+  expect(out).toEqual({
+    status: 400,
+    headers: {},
+    body: { error: { message: 'input.messages: is too short', type: 'invalid_request_error', param: 'messages', code: null } },
+  });
 });
 
 test('a missing model is a 404 with code model_not_found; another 404 has no code', () => {
-  expect(answer(new NotFoundError("The model 'a/b' does not exist")).body).toMatchObject({ error: { type: 'not_found_error', code: 'model_not_found' } });
+  expect(answer(new NotFoundError("The model 'a/b' does not exist")).body).toMatchObject({
+    error: { type: 'not_found_error', code: 'model_not_found' },
+  });
   expect(answer(new NotFoundError('No route for GET /x')).body).toMatchObject({ error: { type: 'not_found_error', code: null } });
 });
 
@@ -48,14 +54,27 @@ test('a malformed body names the body', () => {
 });
 
 test('a prompt too long for the context is a 400 with context_length_exceeded', () => {
-  const err = contextLengthError({ status: 'failed', error: 'Attempt 1 failed on node n: ContextLengthExceeded: input.prompt: 900 tokens, context 512' });
+  const err = contextLengthError({
+    status: 'failed',
+    error: 'Attempt 1 failed on node n: ContextLengthExceeded: input.prompt: 900 tokens, context 512',
+  });
   expect(answer(err)).toEqual({
     status: 400,
     headers: {},
-    body: { error: { message: "This model's maximum context length was exceeded: 900 tokens, context 512", type: 'invalid_request_error', param: 'prompt', code: 'context_length_exceeded' } },
+    body: {
+      error: {
+        message: "This model's maximum context length was exceeded: 900 tokens, context 512",
+        type: 'invalid_request_error',
+        param: 'prompt',
+        code: 'context_length_exceeded',
+      },
+    },
   });
   // A text to embed: OpenAI calls the field `input`.
-  const text = contextLengthError({ status: 'failed', error: 'Attempt 1 failed on node n: ContextLengthExceeded: input.text: text 2 is 600 tokens, more than 512' });
+  const text = contextLengthError({
+    status: 'failed',
+    error: 'Attempt 1 failed on node n: ContextLengthExceeded: input.text: text 2 is 600 tokens, more than 512',
+  });
   expect(answer(text).body).toMatchObject({ error: { param: 'input', code: 'context_length_exceeded' } });
   expect(contextLengthError({ status: 'failed', error: 'EngineFault: crashed' })).toBeUndefined();
   expect(contextLengthError({ status: 'succeeded', error: null })).toBeUndefined();

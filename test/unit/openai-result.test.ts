@@ -2,15 +2,29 @@
 import { finishReason, limitOf, outputText, responseHead, unixSeconds, usage } from '../../api/openai/result';
 
 const metrics = (input?: number, output?: number, cached?: number) => ({
-  metrics: { ...(input !== undefined ? { input_token_count: input } : {}), ...(output !== undefined ? { output_token_count: output } : {}), ...(cached !== undefined ? { cached_tokens: cached } : {}) },
+  metrics: {
+    ...(input !== undefined ? { input_token_count: input } : {}),
+    ...(output !== undefined ? { output_token_count: output } : {}),
+    ...(cached !== undefined ? { cached_tokens: cached } : {}),
+  },
 });
 
 test('usage adds prompt and completion tokens and reports the cached prompt tokens', () => {
-  expect(usage(metrics(12, 5, 8))).toEqual({ prompt_tokens: 12, completion_tokens: 5, total_tokens: 17, prompt_tokens_details: { cached_tokens: 8 } });
+  expect(usage(metrics(12, 5, 8))).toEqual({
+    prompt_tokens: 12,
+    completion_tokens: 5,
+    total_tokens: 17,
+    prompt_tokens_details: { cached_tokens: 8 },
+  });
 });
 
 test('usage of a prediction without token counts is zeros, never undefined or NaN', () => {
-  expect(usage(metrics())).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, prompt_tokens_details: { cached_tokens: 0 } });
+  expect(usage(metrics())).toEqual({
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    total_tokens: 0,
+    prompt_tokens_details: { cached_tokens: 0 },
+  });
 });
 
 test('finish_reason is length once the output reaches max_tokens, stop below it', () => {
@@ -39,5 +53,9 @@ test('the output text joins the pieces of a text-generation output; anything els
 test('the head names the prediction and counts whole seconds', () => {
   const createdAt = new Date(1_700_000_123_999);
   expect(unixSeconds(createdAt)).toBe(1_700_000_123);
-  expect(responseHead('chatcmpl', { id: 'abc', createdAt }, 'kiln/m')).toEqual({ id: 'chatcmpl-abc', created: 1_700_000_123, model: 'kiln/m' });
+  expect(responseHead('chatcmpl', { id: 'abc', createdAt }, 'kiln/m')).toEqual({
+    id: 'chatcmpl-abc',
+    created: 1_700_000_123,
+    model: 'kiln/m',
+  });
 });

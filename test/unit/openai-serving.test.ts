@@ -1,10 +1,18 @@
 /** OpenAI requests as Kiln task inputs, and a prediction's result as OpenAI's response bodies. */
-import { chatBody, chatCompletionBody, completionBody, embeddingListBody, openAiModelListBody, textCompletionBody, type Tool } from '../../api/openai/protocol';
+import { BadRequestError } from '../../api/errors';
+import {
+  chatBody,
+  chatCompletionBody,
+  completionBody,
+  embeddingListBody,
+  openAiModelListBody,
+  textCompletionBody,
+  type Tool,
+} from '../../api/openai/protocol';
 import { chatCompletion, chatPlan } from '../../api/openai/serving-chat';
 import { completionPlan, textCompletion } from '../../api/openai/serving-completions';
 import { base64Vector, embeddingList, embeddingsInput } from '../../api/openai/serving-embeddings';
 import { modelList } from '../../api/openai/serving-models';
-import { BadRequestError } from '../../api/errors';
 
 const version = (settings: Record<string, unknown> = {}) => ({ version: { settings } }) as never;
 const started = { id: 'p1', createdAt: new Date(1_700_000_000_500) };
@@ -13,16 +21,53 @@ const ask = [{ role: 'user', content: 'hi' }];
 
 describe('chat', () => {
   test('max_completion_tokens wins over max_tokens, and 512 is the default', () => {
-    expect(chatPlan(chatBody.parse({ model: 'a/b', messages: ask, max_tokens: 9, max_completion_tokens: 7 }), version()).input.max_tokens).toBe(7);
+    expect(
+      chatPlan(chatBody.parse({ model: 'a/b', messages: ask, max_tokens: 9, max_completion_tokens: 7 }), version()).input.max_tokens,
+    ).toBe(7);
     expect(chatPlan(chatBody.parse({ model: 'a/b', messages: ask, max_tokens: 9 }), version()).input.max_tokens).toBe(9);
     expect(chatPlan(chatBody.parse({ model: 'a/b', messages: ask }), version()).limit).toEqual({ maxTokens: 512, contextSize: undefined });
   });
 
   test("the input has OpenAI's sampling defaults, and only the optional fields that were sent", () => {
-    const { input } = chatPlan(chatBody.parse({ model: 'a/b', messages: [{ role: 'user', content: [{ type: 'text', text: 'h' }, { type: 'text', text: 'i' }] }] }), version());
+    const { input } = chatPlan(
+      chatBody.parse({
+        model: 'a/b',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'h' },
+              { type: 'text', text: 'i' },
+            ],
+          },
+        ],
+      }),
+      version(),
+    );
     expect(input).toEqual({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 512, temperature: 1, top_p: 1 });
-    const full = chatPlan(chatBody.parse({ model: 'a/b', messages: ask, temperature: 0, top_p: 0.5, stop: 'x', seed: 0, min_tokens: 2, response_format: { type: 'json_object' } }), version());
-    expect(full.input).toEqual({ messages: ask, json_schema: { type: 'object' }, max_tokens: 512, temperature: 0, top_p: 0.5, stop: 'x', seed: 0, min_tokens: 2 });
+    const full = chatPlan(
+      chatBody.parse({
+        model: 'a/b',
+        messages: ask,
+        temperature: 0,
+        top_p: 0.5,
+        stop: 'x',
+        seed: 0,
+        min_tokens: 2,
+        response_format: { type: 'json_object' },
+      }),
+      version(),
+    );
+    expect(full.input).toEqual({
+      messages: ask,
+      json_schema: { type: 'object' },
+      max_tokens: 512,
+      temperature: 0,
+      top_p: 0.5,
+      stop: 'x',
+      seed: 0,
+      min_tokens: 2,
+    });
   });
 
   test('a text answer: the content, finish_reason from the limit, usage', () => {
@@ -30,7 +75,9 @@ describe('chat', () => {
     const body = chatCompletion(plan, started, { output: ['Hi', ' there'], metrics: { input_token_count: 2, output_token_count: 4 } });
     expect(chatCompletionBody.parse(body)).toEqual(body);
     expect(body).toMatchObject({ id: 'chatcmpl-p1', object: 'chat.completion', created: 1_700_000_000, model: 'a/b' });
-    expect(body.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 'Hi there', refusal: null }, finish_reason: 'length', logprobs: null }]);
+    expect(body.choices).toEqual([
+      { index: 0, message: { role: 'assistant', content: 'Hi there', refusal: null }, finish_reason: 'length', logprobs: null },
+    ]);
     expect(body.usage.total_tokens).toBe(6);
   });
 
@@ -76,7 +123,13 @@ describe('completions', () => {
 });
 
 describe('embeddings', () => {
-  const done = { output: [[0.5, -1, 2.25], [1, 2, 3]], metrics: { input_token_count: 4 } };
+  const done = {
+    output: [
+      [0.5, -1, 2.25],
+      [1, 2, 3],
+    ],
+    metrics: { input_token_count: 4 },
+  };
 
   test('the input texts are the task input as they are', () => {
     expect(embeddingsInput({ model: 'a/e', input: ['x', 'y'] })).toEqual({ text: ['x', 'y'] });

@@ -1,13 +1,13 @@
 /** OpenAI's streams: the chunks each event becomes, and the SSE bytes they go out as, `data: [DONE]` last. */
-import { EventEmitter } from 'node:events';
 import type { Response } from 'express';
-import { chatStream, chatPlan } from '../../api/openai/serving-chat';
-import { completionPlan, completionStream } from '../../api/openai/serving-completions';
+import { EventEmitter } from 'node:events';
+import { awaitPrediction } from '../../api/await-prediction';
 import { chatBody, completionBody, type Tool } from '../../api/openai/protocol';
+import { chatPlan, chatStream } from '../../api/openai/serving-chat';
+import { completionPlan, completionStream } from '../../api/openai/serving-completions';
 import { ChunkStream, streamPrediction } from '../../api/openai/stream';
 import { usageChunk, type Chunk } from '../../api/openai/stream-shape';
 import { followPrediction } from '../../api/prediction-stream';
-import { awaitPrediction } from '../../api/await-prediction';
 
 jest.mock('../../api/prediction-stream', () => ({ followPrediction: jest.fn() }));
 jest.mock('../../api/await-prediction', () => ({ awaitPrediction: jest.fn() }));
@@ -16,7 +16,8 @@ const started = { id: 'p1', createdAt: new Date(1_700_000_000_000) };
 const version = { version: { settings: {} } } as never;
 const weather: Tool = { type: 'function', function: { name: 'get_weather' } };
 const ask = [{ role: 'user', content: 'hi' }];
-const chat = (extra: Record<string, unknown> = {}) => chatStream(chatPlan(chatBody.parse({ model: 'a/b', messages: ask, ...extra }), version), started);
+const chat = (extra: Record<string, unknown> = {}) =>
+  chatStream(chatPlan(chatBody.parse({ model: 'a/b', messages: ask, ...extra }), version), started);
 const deltas = (chunks: Chunk[]) => chunks.map((c) => c.choices[0]);
 
 describe('chunks', () => {
@@ -30,13 +31,23 @@ describe('chunks', () => {
       choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }],
     });
     expect(deltas(shape.text('Hel'))).toEqual([{ index: 0, delta: { content: 'Hel' }, finish_reason: null, logprobs: null }]);
-    expect(deltas(shape.end({ metrics: { output_token_count: 3 } }))).toEqual([{ index: 0, delta: {}, finish_reason: 'length', logprobs: null }]);
+    expect(deltas(shape.end({ metrics: { output_token_count: 3 } }))).toEqual([
+      { index: 0, delta: {}, finish_reason: 'length', logprobs: null },
+    ]);
   });
 
   test('a completion stream has no opening chunk, and a text for every choice', () => {
     const shape = completionStream(completionPlan(completionBody.parse({ model: 'a/b', prompt: 'x' }), version), started);
     expect(shape.first).toBeUndefined();
-    expect(shape.text('up')).toEqual([{ id: 'cmpl-p1', object: 'text_completion', created: 1_700_000_000, model: 'a/b', choices: [{ index: 0, text: 'up', finish_reason: null, logprobs: null }] }]);
+    expect(shape.text('up')).toEqual([
+      {
+        id: 'cmpl-p1',
+        object: 'text_completion',
+        created: 1_700_000_000,
+        model: 'a/b',
+        choices: [{ index: 0, text: 'up', finish_reason: null, logprobs: null }],
+      },
+    ]);
     expect(deltas(shape.end({ metrics: {} }))).toEqual([{ index: 0, text: '', finish_reason: 'stop', logprobs: null }]);
   });
 
@@ -46,7 +57,12 @@ describe('chunks', () => {
     expect(shape.text('"arguments":{}}')).toEqual([]);
     const end = shape.end({ metrics: {} });
     expect(deltas(end)).toEqual([
-      { index: 0, delta: { tool_calls: [{ index: 0, id: 'call_p1_0', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] }, finish_reason: null, logprobs: null },
+      {
+        index: 0,
+        delta: { tool_calls: [{ index: 0, id: 'call_p1_0', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] },
+        finish_reason: null,
+        logprobs: null,
+      },
       { index: 0, delta: {}, finish_reason: 'tool_calls', logprobs: null },
     ]);
   });
@@ -70,7 +86,14 @@ describe('chunks', () => {
 
   test('the usage chunk has no choices', () => {
     const usage = { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3, prompt_tokens_details: { cached_tokens: 0 } };
-    expect(usageChunk(chat(), usage)).toEqual({ id: 'chatcmpl-p1', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'a/b', choices: [], usage });
+    expect(usageChunk(chat(), usage)).toEqual({
+      id: 'chatcmpl-p1',
+      object: 'chat.completion.chunk',
+      created: 1_700_000_000,
+      model: 'a/b',
+      choices: [],
+      usage,
+    });
   });
 });
 
@@ -127,7 +150,9 @@ describe('SSE', () => {
     const out = new ChunkStream(express);
     out.error('engine died');
     out.done();
-    expect(res.written).toBe('data: {"error":{"message":"engine died","type":"server_error","param":null,"code":null}}\n\ndata: [DONE]\n\n');
+    expect(res.written).toBe(
+      'data: {"error":{"message":"engine died","type":"server_error","param":null,"code":null}}\n\ndata: [DONE]\n\n',
+    );
   });
 });
 
@@ -146,12 +171,21 @@ describe('relaying a prediction', () => {
     });
   });
   const row = { id: 'p1', createdAt: started.createdAt } as never;
-  const done = (status: string, extra: Record<string, unknown> = {}) => jest.mocked(awaitPrediction).mockResolvedValue({ ...started, status, metrics: { input_token_count: 2, output_token_count: 1 }, ...extra } as never);
+  const done = (status: string, extra: Record<string, unknown> = {}) =>
+    jest
+      .mocked(awaitPrediction)
+      .mockResolvedValue({ ...started, status, metrics: { input_token_count: 2, output_token_count: 1 }, ...extra } as never);
   const lines = (written: string) => written.split('\n\n').filter(Boolean);
 
   test('output, finish, usage, [DONE]', async () => {
     const { res, express } = fakeResponse();
-    streamPrediction({} as never, express, row, completionStream(completionPlan(completionBody.parse({ model: 'a/b', prompt: 'x', max_tokens: 1 }), version), started), true);
+    streamPrediction(
+      {} as never,
+      express,
+      row,
+      completionStream(completionPlan(completionBody.parse({ model: 'a/b', prompt: 'x', max_tokens: 1 }), version), started),
+      true,
+    );
     onEvent({ event: 'output', data: 'up' });
     done('succeeded');
     await onEnd();
@@ -171,7 +205,12 @@ describe('relaying a prediction', () => {
     expect(res.head).toBeUndefined();
     expect(res.statusCode).toBe(400);
     expect(res.json).toEqual({
-      error: { message: "This model's maximum context length was exceeded: 300 tokens do not fit 256", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' },
+      error: {
+        message: "This model's maximum context length was exceeded: 300 tokens do not fit 256",
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
     });
   });
 
@@ -182,7 +221,10 @@ describe('relaying a prediction', () => {
     done('failed', { error: 'out of memory' });
     await onEnd();
     const sent = lines(res.written);
-    expect(sent.slice(1)).toEqual(['data: {"error":{"message":"out of memory","type":"server_error","param":null,"code":null}}', 'data: [DONE]']);
+    expect(sent.slice(1)).toEqual([
+      'data: {"error":{"message":"out of memory","type":"server_error","param":null,"code":null}}',
+      'data: [DONE]',
+    ]);
   });
 
   test('a restarted generation voids the stream: an error, [DONE], and nothing after', async () => {

@@ -1,7 +1,10 @@
 import type { Tool } from '../../api/openai/protocol';
 import { engineChat, mayBeToolCall, parseToolCalls } from '../../api/openai/tools';
 
-const weather: Tool = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+const weather: Tool = {
+  type: 'function',
+  function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+};
 const time: Tool = { type: 'function', function: { name: 'get_time' } };
 const ask = [{ role: 'user' as const, content: 'hi' }];
 
@@ -12,7 +15,10 @@ test('no tools, or tool_choice none: messages as they are, no grammar', () => {
 
 test('response_format becomes json_schema', () => {
   expect(engineChat({ messages: ask, response_format: { type: 'json_object' } }).json_schema).toEqual({ type: 'object' });
-  expect(engineChat({ messages: ask, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string' } } } }).json_schema).toEqual({ type: 'string' });
+  expect(
+    engineChat({ messages: ask, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string' } } } })
+      .json_schema,
+  ).toEqual({ type: 'string' });
 });
 
 test('required: the tools in a system message and a grammar of a call of one of them', () => {
@@ -24,7 +30,12 @@ test('required: the tools in a system message and a grammar of a call of one of 
 });
 
 test('a named function: only it, and parallel calls stay off', () => {
-  const r = engineChat({ messages: ask, tools: [weather, time], tool_choice: { type: 'function', function: { name: 'get_time' } }, parallel_tool_calls: true });
+  const r = engineChat({
+    messages: ask,
+    tools: [weather, time],
+    tool_choice: { type: 'function', function: { name: 'get_time' } },
+    parallel_tool_calls: true,
+  });
   expect(r.json_schema!.properties!.name).toEqual({ const: 'get_time' });
   expect(r.messages[0].content).not.toContain('get_weather');
 });
@@ -33,7 +44,11 @@ test('calls and results in the history are rendered as the model writes them', (
   const r = engineChat({
     messages: [
       ...ask,
-      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+      },
       { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
     ],
   });
@@ -47,7 +62,9 @@ test('parsing calls: known tools with object arguments only', () => {
   expect(parseToolCalls('{"name":"get_weather","arguments":{"city":"Oslo"}}', [weather], 'p')).toEqual([
     { id: 'call_p_0', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
   ]);
-  expect(parseToolCalls('[{"name":"get_time","arguments":{}},{"name":"get_weather","arguments":{}}]', [weather, time], 'p')).toHaveLength(2);
+  expect(parseToolCalls('[{"name":"get_time","arguments":{}},{"name":"get_weather","arguments":{}}]', [weather, time], 'p')).toHaveLength(
+    2,
+  );
   expect(parseToolCalls('{"name":"other","arguments":{}}', [weather], 'p')).toBeUndefined();
   expect(parseToolCalls('{"name":"get_weather","arguments":null}', [weather], 'p')).toBeUndefined();
   expect(parseToolCalls('Hello', [weather], 'p')).toBeUndefined();

@@ -1,11 +1,11 @@
 /** Payloads by reference (lib/payload-refs.ts) and the codec server that resolves them for the Temporal UI (api/codec-server.ts). */
-import type { AddressInfo } from 'node:net';
-import express from 'express';
-import pino from 'pino';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import express from 'express';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
 import { codecServer } from '../../api/codec-server';
 import { errorHandler } from '../../api/errors';
-import { isPayloadRef, PayloadRefCodec, payloadKey, readPayloadRef, type PayloadStore } from '../../lib/payload-refs';
+import { isPayloadRef, payloadKey, PayloadRefCodec, readPayloadRef, type PayloadStore } from '../../lib/payload-refs';
 
 /** A store in memory that counts puts, as the bucket would see them. */
 function memoryStore() {
@@ -40,7 +40,9 @@ test('a payload over the limit becomes a readable reference; decoding gives back
   expect(encoded[0].data!.length).toBeLessThan(LIMIT);
   // Readable without any codec: json/plain that says what it stands for.
   expect(Buffer.from(encoded[0].metadata!.encoding!).toString()).toBe('json/plain');
-  const shown = defaultPayloadConverter.fromPayload<{ kiln_payload_ref: { sha256: string; size: number; encoding: string; preview: string } }>(encoded[0]);
+  const shown = defaultPayloadConverter.fromPayload<{
+    kiln_payload_ref: { sha256: string; size: number; encoding: string; preview: string };
+  }>(encoded[0]);
   expect(shown.kiln_payload_ref).toMatchObject({ size: original[0].data!.length, encoding: 'json/plain' });
   expect(shown.kiln_payload_ref.preview.startsWith('{"input":{"image":"data:image/png;base64,AAAA')).toBe(true);
   expect([...objects.keys()]).toEqual([payloadKey(shown.kiln_payload_ref.sha256)]);
@@ -99,7 +101,11 @@ describe('the codec server', () => {
     data: Buffer.from(p.data!).toString('base64'),
   });
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-namespace': 'kiln-test', origin: UI, ...headers }, body: JSON.stringify(body) });
+    fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-namespace': 'kiln-test', origin: UI, ...headers },
+      body: JSON.stringify(body),
+    });
 
   test('decode needs the operator token, and gives back the original JSON', async () => {
     const anonymous = await post('/codec/decode', { payloads: [wire(ref)] });
@@ -120,7 +126,11 @@ describe('the codec server', () => {
   });
 
   test('encode stores what is over the limit; bad bodies name the field', async () => {
-    const res = await post('/codec/encode', { payloads: [wire(defaultPayloadConverter.toPayload(big))] }, { authorization: `Bearer ${TOKEN}` });
+    const res = await post(
+      '/codec/encode',
+      { payloads: [wire(defaultPayloadConverter.toPayload(big))] },
+      { authorization: `Bearer ${TOKEN}` },
+    );
     const { payloads } = (await res.json()) as { payloads: Array<{ metadata: Record<string, string>; data: string }> };
     expect(JSON.parse(Buffer.from(payloads[0].data, 'base64').toString()).kiln_payload_ref.sha256).toBe(readPayloadRef(ref).sha256);
     const bad = await post('/codec/decode', { payloads: [{ data: 'not base64!' }] }, { authorization: `Bearer ${TOKEN}` });
@@ -131,13 +141,20 @@ describe('the codec server', () => {
   test('preflight from the UI origin is answered; another origin is refused', async () => {
     const ok = await fetch(`${base}/codec/decode`, {
       method: 'OPTIONS',
-      headers: { origin: UI, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-namespace,authorization' },
+      headers: {
+        origin: UI,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type,x-namespace,authorization',
+      },
     });
     expect(ok.status).toBe(204);
     expect(ok.headers.get('access-control-allow-origin')).toBe(UI);
     expect(ok.headers.get('access-control-allow-headers')).toMatch(/X-Namespace/);
     expect(ok.headers.get('access-control-allow-methods')).toMatch(/POST/);
-    const other = await fetch(`${base}/codec/decode`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } });
+    const other = await fetch(`${base}/codec/decode`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+    });
     expect(other.status).toBe(403);
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
   });

@@ -38,6 +38,13 @@ test('a version two accounts pin is charged to the first with room', () => {
     ['mine', { min: 1, max: 1, pinnedBy: ['acc_a'] }],
     ['shared', { min: 1, max: 1, pinnedBy: ['acc_a', 'acc_b'] }],
   ]);
-  const pinned = pinnedVersions({ nodeId: 'n1', nodeMemoryBytes: 12 * GiB, share: 0.5, served, limits, live: [node('n1', ['mine', 'shared'])] });
+  const pinned = pinnedVersions({
+    nodeId: 'n1',
+    nodeMemoryBytes: 12 * GiB,
+    share: 0.5,
+    served,
+    limits,
+    live: [node('n1', ['mine', 'shared'])],
+  });
   expect([...pinned].sort()).toEqual(['mine', 'shared']);
 });

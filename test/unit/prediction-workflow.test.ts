@@ -15,9 +15,16 @@ import { Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import {
+  modelQueue,
+  predictionWorkflowId,
+  type PredictionArgs,
+  type PredictRequest,
+  type PredictResult,
+  type RetryPolicy,
+} from '../../domain/contracts';
 import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
-import { modelQueue, predictionWorkflowId, type PredictionArgs, type PredictRequest, type PredictResult, type RetryPolicy } from '../../domain/contracts';
 
 jest.setTimeout(180_000);
 
@@ -54,7 +61,9 @@ const result = (over: Partial<PredictResult> = {}): PredictResult => ({
 
 /** The engine's start signal, as the real engine sends it when the prediction leaves the queue. */
 async function signalStarted(predictionId: string): Promise<void> {
-  await env.client.workflow.getHandle(predictionWorkflowId(predictionId)).signal('predictionStarted', { startedAt: new Date().toISOString(), nodeId: 'node-a' });
+  await env.client.workflow
+    .getHandle(predictionWorkflowId(predictionId))
+    .signal('predictionStarted', { startedAt: new Date().toISOString(), nodeId: 'node-a' });
 }
 
 /** Heartbeats until canceled (a deadline), then does what `onCancel` says. */
@@ -136,7 +145,11 @@ function run(attempt: Attempt, opts: { deadlineMs?: number; retry?: RetryPolicy 
     priority: { fairnessKey: 'account-a', fairnessWeight: 1, priorityKey: 3 },
     retry: opts.retry,
   };
-  return env.client.workflow.execute('predictionWorkflow', { workflowId: predictionWorkflowId(id), taskQueue: CONTROL_QUEUE, args: [args] });
+  return env.client.workflow.execute('predictionWorkflow', {
+    workflowId: predictionWorkflowId(id),
+    taskQueue: CONTROL_QUEUE,
+    args: [args],
+  });
 }
 
 test('a deadline that passes while the prediction runs cancels it: canceled, with the output it had', async () => {
@@ -182,8 +195,12 @@ test('failed attempts are placed again after the version’s delays (1 s, then 2
   );
   expect(final.status).toBe('succeeded');
   expect(final.output).toEqual(['ok']);
-  expect(final.logs).toContain('Attempt 1 failed on node node-a: EngineInterrupted: attempt 1 lost its node; placing the model again in 1 s');
-  expect(final.logs).toContain('Attempt 2 failed on node node-a: EngineInterrupted: attempt 2 lost its node; placing the model again in 2 s');
+  expect(final.logs).toContain(
+    'Attempt 1 failed on node node-a: EngineInterrupted: attempt 1 lost its node; placing the model again in 1 s',
+  );
+  expect(final.logs).toContain(
+    'Attempt 2 failed on node node-a: EngineInterrupted: attempt 2 lost its node; placing the model again in 2 s',
+  );
   const [a1, a2, a3] = attemptsAt.get(final.id)!;
   expect(a2 - a1).toBeGreaterThanOrEqual(1_000);
   expect(a3 - a2).toBeGreaterThanOrEqual(2_000);

@@ -32,7 +32,9 @@ test('every route the app serves is in /openapi.json, and every operation there 
   const served = servedRoutes(appWithoutServices()).map((r) => key(r.method, r.path));
   const doc = openApiDocument('http://127.0.0.1:8080');
   const documented = Object.entries(doc.paths ?? {}).flatMap(([path, item]) =>
-    Object.keys(item).filter((m) => ['get', 'post', 'put', 'patch', 'delete', 'head'].includes(m)).map((m) => key(m, path)),
+    Object.keys(item)
+      .filter((m) => ['get', 'post', 'put', 'patch', 'delete', 'head'].includes(m))
+      .map((m) => key(m, path)),
   );
   // Sanity: the walk finds the routers mounted under /v1 and /openai/v1.
   expect(served).toEqual(expect.arrayContaining(['GET /v1/predictions/{id}', 'POST /openai/v1/chat/completions', 'GET /healthz']));

@@ -7,7 +7,10 @@ test("the input's sampling in node-llama-cpp's names, no repeat penalty, stoppin
   const tokenBias = () => ({}) as TokenBias;
   const onToken = () => {};
   const onTextChunk = () => {};
-  const options = samplingOptions({ temperature: 0, top_p: 0.9, top_k: 40 }, { maxTokens: 7, seed: 42, signal, tokenBias, onToken, onTextChunk });
+  const options = samplingOptions(
+    { temperature: 0, top_p: 0.9, top_k: 40 },
+    { maxTokens: 7, seed: 42, signal, tokenBias, onToken, onTextChunk },
+  );
   expect(options).toEqual({
     maxTokens: 7,
     temperature: 0,

@@ -2,12 +2,12 @@ import { z } from 'zod';
 import { ValidationError } from '../../api/errors';
 import { preferWaitSeconds } from '../../api/prediction-request';
 import { decodeCursor, encodeCursor } from '../../db/paging';
-import { parseConfig } from '../../lib/config';
-import { idFromKey, newId } from '../../lib/ids';
-import { removeBackgroundInput } from '../../domain/tasks/remove-background';
-import { fetchInput, type FetchInputDeps } from '../../lib/fetch-input';
-import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { withoutNul } from '../../db/sanitize';
+import { removeBackgroundInput } from '../../domain/tasks/remove-background';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
+import { parseConfig } from '../../lib/config';
+import { fetchInput, type FetchInputDeps } from '../../lib/fetch-input';
+import { idFromKey, newId } from '../../lib/ids';
 
 describe('text-generation input', () => {
   test('fills defaults', () => {
@@ -45,10 +45,12 @@ describe('text-generation input', () => {
 });
 
 describe('remove-background input', () => {
-  test.each(['https://example.com/cat.png', 'http://127.0.0.1:9000/b/cat.jpg', 'data:image/png;base64,iVBORw0KGgo=', 'data:image/svg+xml;charset=utf-8;base64,PHN2Zy8+'])(
-    '%s is an image',
-    (image) => expect(removeBackgroundInput.safeParse({ image }).success).toBe(true),
-  );
+  test.each([
+    'https://example.com/cat.png',
+    'http://127.0.0.1:9000/b/cat.jpg',
+    'data:image/png;base64,iVBORw0KGgo=',
+    'data:image/svg+xml;charset=utf-8;base64,PHN2Zy8+',
+  ])('%s is an image', (image) => expect(removeBackgroundInput.safeParse({ image }).success).toBe(true));
 
   test.each(['', 'cat.png', 'ftp://example.com/cat.png', 'data:text/plain;base64,aGk=', 'data:image/png,raw', 'data:image/png;base64,#!'])(
     '%j is refused',
@@ -62,7 +64,10 @@ describe('remove-background input', () => {
   test('a data URI carries its bytes, within the size limit', async () => {
     // The data URI path reads nothing from storage or the network.
     const deps = { storage: undefined, signer: undefined, allowPrivate: false, maxBytes: 8, timeoutMs: 1000 } as unknown as FetchInputDeps;
-    await expect(fetchInput('data:image/png;base64,aGVsbG8=', deps)).resolves.toEqual({ bytes: Buffer.from('hello'), contentType: 'image/png' });
+    await expect(fetchInput('data:image/png;base64,aGVsbG8=', deps)).resolves.toEqual({
+      bytes: Buffer.from('hello'),
+      contentType: 'image/png',
+    });
     await expect(fetchInput(`data:image/png;base64,${Buffer.from('more than eight').toString('base64')}`, deps)).rejects.toThrow(/limit 8/);
   });
 });

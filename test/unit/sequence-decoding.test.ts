@@ -1,8 +1,8 @@
 /** Decoding on a lent sequence: a chat through LlamaChat, a completion through LlamaCompletion topped up to min_tokens. */
 import type { ChatWrapper, LlamaContextSequence, Token } from 'node-llama-cpp';
-import { decode, type Decoding } from '../../engines/llama/sequence-decoding';
 import type { GenerationPrompt } from '../../engines/llama/generation-prompt';
 import type { SamplingOptions } from '../../engines/llama/sampling-options';
+import { decode, type Decoding } from '../../engines/llama/sequence-decoding';
 
 const sequence = {} as LlamaContextSequence;
 const options = { maxTokens: 8, topP: 0.9 } as unknown as SamplingOptions;
@@ -38,7 +38,12 @@ function fakes(stream: { outputTokens: number; text: string }, script: Array<{ a
   return { log, nlc: { LlamaChat, LlamaCompletion } as unknown as Decoding['nlc'] };
 }
 
-function decoding(prompt: GenerationPrompt, stream: { outputTokens: number; text: string }, nlc: Decoding['nlc'], more: Partial<Decoding> = {}) {
+function decoding(
+  prompt: GenerationPrompt,
+  stream: { outputTokens: number; text: string },
+  nlc: Decoding['nlc'],
+  more: Partial<Decoding> = {},
+) {
   const disposals: Array<() => void> = [];
   const d: Decoding = {
     nlc,
@@ -62,7 +67,10 @@ const tokens = (n: number) => Array.from({ length: n }, (_, i) => i as Token);
 test('a completion evaluates its prompt and the continued text, with a context shift that keeps the prompt whole', async () => {
   const stream = { outputTokens: 2, text: 'ab' };
   const { log, nlc } = fakes(stream, [{ adds: 'cde', stopReason: 'maxTokens' }]);
-  const { d, disposals } = decoding({ kind: 'completion', text: 'Once', tokens: tokens(95) }, stream, nlc, { continues: 'ab', continuedTokens: 2 });
+  const { d, disposals } = decoding({ kind: 'completion', text: 'Once', tokens: tokens(95) }, stream, nlc, {
+    continues: 'ab',
+    continuedTokens: 2,
+  });
   expect(await decode(d)).toBe('maxTokens');
   expect(log).toEqual([
     ['completion', { contextSequence: sequence }],
@@ -90,7 +98,10 @@ test('a completion that ends short of min_tokens goes on from the text so far', 
 test('a chat answers its history, or the history with the continued response begun; it is never topped up', async () => {
   const stream = { outputTokens: 0, text: '' };
   const { log, nlc } = fakes(stream, [{ adds: 'a', stopReason: 'eogToken' }]);
-  const history = [{ type: 'user' as const, text: 'hi' }, { type: 'model' as const, response: [] }];
+  const history = [
+    { type: 'user' as const, text: 'hi' },
+    { type: 'model' as const, response: [] },
+  ];
   const wrapper = {} as ChatWrapper;
   const chat: GenerationPrompt = { kind: 'chat', messages: [{ role: 'user', content: 'hi' }], history, wrapper, tokens: tokens(4) };
   const { d, disposals } = decoding(chat, stream, nlc, { limits: { max_tokens: 8, min_tokens: 5 } });

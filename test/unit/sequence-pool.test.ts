@@ -1,7 +1,7 @@
 /** Which idle sequence a generation is lent: prefix reuse, low-id packing, sessions. */
-import { choose, MIN_REUSED_TOKENS } from '../../engines/llama/sequence-pool';
-import { cachedPromptTokens } from '../../engines/llama/prefix-reuse';
 import type { Token } from 'node-llama-cpp';
+import { cachedPromptTokens } from '../../engines/llama/prefix-reuse';
+import { choose, MIN_REUSED_TOKENS } from '../../engines/llama/sequence-pool';
 
 const idle = (...specs: Array<{ id: number; prefix: number; session?: string; releasedAt?: number }>) =>
   specs.map((s) => ({ releasedAt: 0, ...s }));
@@ -13,7 +13,7 @@ test('the longest shared prefix wins; none worth reusing gives the lowest id', (
   expect(pick(idle({ id: 3, prefix: 5 }, { id: 2, prefix: 0 }))).toBe(2);
 });
 
-test("a session gets its own sequence, and others leave it alone while a free one is idle", () => {
+test('a session gets its own sequence, and others leave it alone while a free one is idle', () => {
   const seqs = idle({ id: 0, prefix: 500, session: 'a' }, { id: 1, prefix: 0 }, { id: 2, prefix: 900, session: 'b' });
   expect(pick(seqs, 'b')).toBe(2);
   expect(pick(seqs)).toBe(1);

@@ -1,7 +1,7 @@
 /** Purpose-specific signing keys: what one key signs never passes for another purpose. */
 import { createHmac } from 'node:crypto';
-import { fileRef, renderFileRefs, signedFileUrl, verifyFileUrl } from '../../lib/file-urls';
 import { ConfigError } from '../../lib/config';
+import { fileRef, renderFileRefs, signedFileUrl, verifyFileUrl } from '../../lib/file-urls';
 import { purposeKey, UrlSigner, urlSignerFromConfig } from '../../lib/signing';
 
 const root = 'r'.repeat(64);
@@ -31,12 +31,17 @@ test('a stream signature does not verify as a file signature, nor the other way 
 
 test("an engine's signer (file and ref keys only) works with the API's for files, and signs nothing else", () => {
   const api = new UrlSigner(root);
-  const engine = urlSignerFromConfig({ KILN_FILE_URL_KEY: purposeKey(root, 'file').toString('hex'), KILN_FILE_REF_KEY: purposeKey(root, 'ref').toString('hex') }, ['file', 'ref']);
+  const engine = urlSignerFromConfig(
+    { KILN_FILE_URL_KEY: purposeKey(root, 'file').toString('hex'), KILN_FILE_REF_KEY: purposeKey(root, 'ref').toString('hex') },
+    ['file', 'ref'],
+  );
   const rendered = renderFileRefs({ image: fileRef(engine, id) }, 'http://h', api);
   const url = new URL(rendered.image);
   expect(verifyFileUrl(engine, id, url.searchParams.get('expires'), url.searchParams.get('sig'))).toBe(true);
   expect(verifyFileUrl(api, id, url.searchParams.get('expires'), url.searchParams.get('sig'))).toBe(true);
-  expect(new URL(signedFileUrl('http://h', engine, id)).searchParams.get('sig')).toBe(new URL(signedFileUrl('http://h', api, id)).searchParams.get('sig'));
+  expect(new URL(signedFileUrl('http://h', engine, id)).searchParams.get('sig')).toBe(
+    new URL(signedFileUrl('http://h', api, id)).searchParams.get('sig'),
+  );
   expect(() => engine.sign(`stream:${id}`)).toThrow(/no key for stream/);
   expect(() => engine.sign(`anything:${id}`)).toThrow(/no key for other/);
 });
@@ -50,6 +55,8 @@ test('file references signed with the root before purpose keys still render', ()
 test('a process missing a key it needs stops at start, naming the variable', () => {
   expect(() => urlSignerFromConfig({}, ['file', 'ref'])).toThrow(ConfigError);
   expect(() => urlSignerFromConfig({ KILN_FILE_URL_KEY: 'a'.repeat(64) }, ['file', 'ref'])).toThrow(/KILN_FILE_REF_KEY/);
-  expect(() => urlSignerFromConfig({ KILN_FILE_URL_KEY: 'a'.repeat(64), KILN_FILE_REF_KEY: 'b'.repeat(64) }, ['stream'])).toThrow(/KILN_URL_SIGNING_KEY/);
+  expect(() => urlSignerFromConfig({ KILN_FILE_URL_KEY: 'a'.repeat(64), KILN_FILE_REF_KEY: 'b'.repeat(64) }, ['stream'])).toThrow(
+    /KILN_URL_SIGNING_KEY/,
+  );
   expect(urlSignerFromConfig({ KILN_URL_SIGNING_KEY: root }, ['stream', 'file', 'ref']).has('stream')).toBe(true);
 });

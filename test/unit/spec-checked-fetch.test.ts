@@ -9,7 +9,9 @@ let base: string;
 let answer: { status: number; body: unknown };
 
 beforeAll(async () => {
-  server = http.createServer((_req, res) => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(answer.body)));
+  server = http.createServer((_req, res) =>
+    res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(answer.body)),
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -29,8 +31,12 @@ test('a response of the documented shape passes', async () => {
 });
 
 test('a wrong type, an undeclared field, an undocumented status or path each fail', async () => {
-  expect((await check(200, { key: 42 })).problems).toEqual([expect.stringMatching(/GET \/v1\/webhooks\/default\/secret 200: key: .*expected string/)]);
-  expect((await check(200, { key: 'whsec_abc', extra: true })).problems).toEqual(['GET /v1/webhooks/default/secret 200: undeclared field extra']);
+  expect((await check(200, { key: 42 })).problems).toEqual([
+    expect.stringMatching(/GET \/v1\/webhooks\/default\/secret 200: key: .*expected string/),
+  ]);
+  expect((await check(200, { key: 'whsec_abc', extra: true })).problems).toEqual([
+    'GET /v1/webhooks/default/secret 200: undeclared field extra',
+  ]);
   expect((await check(418, {})).problems).toEqual(["GET /v1/webhooks/default/secret 418: status not among the operation's responses"]);
   expect((await check(200, {}, '/v1/nothing')).problems).toEqual(['GET /v1/nothing 200: no operation in the spec']);
 });

@@ -1,7 +1,7 @@
 /** Which bias each token is drawn with: end tokens held until min_tokens, JSON wrapped up near max_tokens. */
 import type { LlamaModel, TokenBias } from 'node-llama-cpp';
-import { biasStage, tokenBiasPolicy, wrapUpFrom } from '../../engines/llama/token-bias-policy';
 import { closingReserve } from '../../engines/llama/grammar';
+import { biasStage, tokenBiasPolicy, wrapUpFrom } from '../../engines/llama/token-bias-policy';
 
 test('end tokens are held until min_tokens; then no bias', () => {
   expect(biasStage(0, 3, Infinity, false)).toBe('holdEnd');
@@ -43,7 +43,10 @@ const fakeModel = (tokens: { eos?: number; eot?: number }) =>
   }) as unknown as LlamaModel;
 
 test('the policy bans the end tokens the model has, until min_tokens', () => {
-  const policy = tokenBiasPolicy(fakeModel({ eos: 7, eot: undefined }), FakeBias as unknown as typeof TokenBias, undefined, { max_tokens: 20, min_tokens: 2 });
+  const policy = tokenBiasPolicy(fakeModel({ eos: 7, eot: undefined }), FakeBias as unknown as typeof TokenBias, undefined, {
+    max_tokens: 20,
+    min_tokens: 2,
+  });
   const held = policy(0) as unknown as FakeBias;
   expect(held.set_).toEqual([[7, 'never']]);
   expect(policy(1)).toBe(held);

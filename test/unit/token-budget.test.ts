@@ -1,7 +1,7 @@
 /** The token budget: max_tokens and min_tokens against the context, and what is drawn past max_tokens. */
 import type { Token } from 'node-llama-cpp';
-import { contextLimits, contextShiftSize, tokensLeft, withinMaxTokens } from '../../engines/llama/token-budget';
 import { EngineError } from '../../engines/engine-error';
+import { contextLimits, contextShiftSize, tokensLeft, withinMaxTokens } from '../../engines/llama/token-budget';
 
 const prompt = { prompt: 'p', messages: undefined };
 

@@ -1,6 +1,6 @@
 /** Embedding vectors: unit length as OpenAI returns them, cosine similarity, and the benchmark's ROC AUC. */
-import { cosineSimilarity, l2Normalize } from '../../lib/vectors';
 import { rocAuc } from '../../bench/lib';
+import { cosineSimilarity, l2Normalize } from '../../lib/vectors';
 
 test('a vector is scaled to length 1 and keeps its direction', () => {
   expect(l2Normalize([3, 4])).toEqual([0.6, 0.8]);

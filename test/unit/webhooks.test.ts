@@ -1,15 +1,24 @@
 import { retryAfterMs } from '../../activities/webhooks';
-import { parseDurationList } from '../../lib/duration';
 import { parseCancelAfter } from '../../api/prediction-request';
-import { isInternalAddress, resolveWebhookTarget } from '../../lib/webhook-target';
+import { parseDurationList } from '../../lib/duration';
 import { fileRef, renderFileRefs, verifyFileUrl } from '../../lib/file-urls';
 import { UrlSigner } from '../../lib/signing';
+import { isInternalAddress, resolveWebhookTarget } from '../../lib/webhook-target';
 
 describe('webhook targets in production (private addresses refused)', () => {
-  test.each(['127.0.0.1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1'])(
-    '%s is internal',
-    (address) => expect(isInternalAddress(address)).toBe(true),
-  );
+  test.each([
+    '127.0.0.1',
+    '10.1.2.3',
+    '172.20.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '::1',
+    'fe80::1',
+    'fd00::1',
+    '::ffff:127.0.0.1',
+  ])('%s is internal', (address) => expect(isInternalAddress(address)).toBe(true));
 
   test.each(['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '8.8.8.8'])('%s is public', (address) =>
     expect(isInternalAddress(address)).toBe(false),
@@ -39,12 +48,20 @@ describe('webhook targets in production (private addresses refused)', () => {
     ['not-an-address', 'not an address'],
   ])('%s is internal (%s)', (address) => expect(isInternalAddress(address)).toBe(true));
 
-  test.each(['::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1', '2606:4700:4700::1111', '1.1.1.1'])('%s is public', (address) =>
-    expect(isInternalAddress(address)).toBe(false),
+  test.each(['::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1', '2606:4700:4700::1111', '1.1.1.1'])(
+    '%s is public',
+    (address) => expect(isInternalAddress(address)).toBe(false),
   );
 
   test('URLs with IPv6 literals that reach inside are refused', async () => {
-    for (const url of ['http://[64:ff9b::7f00:1]/', 'http://[2002:a9fe:a9fe::1]/', 'http://[::ffff:127.0.0.1]/', 'http://[2001::1]/', 'http://0x7f.1/', 'http://2130706433/']) {
+    for (const url of [
+      'http://[64:ff9b::7f00:1]/',
+      'http://[2002:a9fe:a9fe::1]/',
+      'http://[::ffff:127.0.0.1]/',
+      'http://[2001::1]/',
+      'http://0x7f.1/',
+      'http://2130706433/',
+    ]) {
       await expect(resolveWebhookTarget(url, false)).rejects.toThrow(/private or loopback/);
     }
   });

@@ -14,7 +14,9 @@ import path from 'node:path';
 jest.setTimeout(120_000);
 
 const dir = path.join(__dirname, '..', 'replay', 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
 
 test('the recorded histories cover every workflow type', () => {
   const types = new Set(
@@ -23,14 +25,27 @@ test('the recorded histories cover every workflow type', () => {
       return first.workflowExecutionStartedEventAttributes.workflowType.name as string;
     }),
   );
-  expect([...types].sort()).toEqual(['batchWorkflow', 'predictionWorkflow', 'reconcilerWorkflow', 'replicaScalerWorkflow', 'warmDeploymentWorkflow', 'webhookDeliveryWorkflow']);
+  expect([...types].sort()).toEqual([
+    'batchWorkflow',
+    'predictionWorkflow',
+    'reconcilerWorkflow',
+    'replicaScalerWorkflow',
+    'warmDeploymentWorkflow',
+    'webhookDeliveryWorkflow',
+  ]);
 });
 
 async function replayAll(plugins: WorkerPlugin[] = []) {
-  const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: JSON.parse(readFileSync(path.join(dir, f), 'utf8')) }));
+  const histories = files.map((f) => ({
+    workflowId: f.replace(/\.json$/, ''),
+    history: JSON.parse(readFileSync(path.join(dir, f), 'utf8')),
+  }));
   const failures: string[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowsPath: require.resolve('../../workflows'), replayName: 'kiln-replay', plugins }, histories)) {
+  for await (const result of Worker.runReplayHistories(
+    { workflowsPath: require.resolve('../../workflows'), replayName: 'kiln-replay', plugins },
+    histories,
+  )) {
     replayed += 1;
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
   }
@@ -43,4 +58,9 @@ test('every recorded history replays on the current workflow code', () => replay
 // Workers run the OpenTelemetry interceptors inside workflows where tracing is on (lib/tracing.ts):
 // they must add no command, so histories written with and without them replay either way.
 test('every recorded history replays with the tracing interceptors in the workflow', () =>
-  replayAll([new OpenTelemetryPlugin({ resource: new Resource({ 'service.name': 'kiln-replay' }), spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()) })]));
+  replayAll([
+    new OpenTelemetryPlugin({
+      resource: new Resource({ 'service.name': 'kiln-replay' }),
+      spanProcessor: new SimpleSpanProcessor(new InMemorySpanExporter()),
+    }),
+  ]));

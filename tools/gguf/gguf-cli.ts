@@ -28,8 +28,18 @@ const program = new Command('gguf')
   .option('--lora-for <base.gguf>', 'write a LoRA adapter for this base model instead (its shape comes from the file)')
   .option('--rank <n>', 'LoRA rank (with --lora-for)', int, 8)
   .option('--alpha <n>', 'LoRA alpha (with --lora-for; default: the rank, full strength)', Number)
-  .option('--residual-scale <x>', "what each block adds to the residual stream (under 1: a quantized copy picks the same tokens, e.g. as a draft model)", Number, 1)
-  .option('--bigram <x>', 'how strongly each word points at one fixed next word (0: not at all; about 1 with a small --residual-scale: a draft with fewer --layers and the same --seed picks the same tokens)', Number, 0)
+  .option(
+    '--residual-scale <x>',
+    'what each block adds to the residual stream (under 1: a quantized copy picks the same tokens, e.g. as a draft model)',
+    Number,
+    1,
+  )
+  .option(
+    '--bigram <x>',
+    'how strongly each word points at one fixed next word (0: not at all; about 1 with a small --residual-scale: a draft with fewer --layers and the same --seed picks the same tokens)',
+    Number,
+    0,
+  )
   .action(async (o) => {
     const started = performance.now();
     const report = (written: WrittenModel) =>
@@ -38,7 +48,13 @@ const program = new Command('gguf')
           `(${((performance.now() - started) / 1000).toFixed(2)} s)`,
       );
     if (o.loraFor) {
-      const lora = loraSpecSchema.safeParse({ name: o.name, base: await baseShapeOf(o.loraFor), rank: o.rank, alpha: o.alpha, seed: o.seed });
+      const lora = loraSpecSchema.safeParse({
+        name: o.name,
+        base: await baseShapeOf(o.loraFor),
+        rank: o.rank,
+        alpha: o.alpha,
+        seed: o.seed,
+      });
       if (!lora.success) return program.error(lora.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
       return report(await writeLoraGguf(o.out, lora.data));
     }

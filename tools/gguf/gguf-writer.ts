@@ -129,7 +129,14 @@ export function planTensors(spec: LlamaSpec, vocabSize: number): TensorPlan[] {
   const list: Array<Omit<TensorPlan, 'bytes' | 'offset'>> = [
     { name: 'token_embd.weight', dims: [E, vocabSize], type: spec.type, fill: 'random' },
     { name: 'output_norm.weight', dims: [E], type: 'F32', fill: 'ones' },
-    { name: 'output.weight', dims: [E, vocabSize], type: spec.type, fill: 'random', quietRows: FIRST_WORD_TOKEN, ...bigramRows(spec, vocabSize) },
+    {
+      name: 'output.weight',
+      dims: [E, vocabSize],
+      type: spec.type,
+      fill: 'random',
+      quietRows: FIRST_WORD_TOKEN,
+      ...bigramRows(spec, vocabSize),
+    },
   ];
   for (let l = 0; l < spec.layers; l++) {
     const p = `blk.${l}.`;
@@ -220,12 +227,7 @@ class ByteWriter {
 const GGUF_VALUE = { UINT32: 4, INT32: 5, FLOAT32: 6, STRING: 8, ARRAY: 9 } as const;
 
 export type MetaValue =
-  | { u32: number }
-  | { f32: number }
-  | { str: string }
-  | { strings: string[] }
-  | { f32s: number[] }
-  | { i32s: number[] };
+  { u32: number } | { f32: number } | { str: string } | { strings: string[] } | { f32s: number[] } | { i32s: number[] };
 
 function writeMeta(w: ByteWriter, key: string, value: MetaValue) {
   w.str(key);
@@ -368,7 +370,13 @@ function wholeTensor(t: TensorPlan, seed: number, scale: number): Float32Array {
 function* tensorData(t: TensorPlan, seed: number, scale: number, all: TensorPlan[]): Generator<Buffer> {
   const rowsFrom = t.rowsFrom;
   // The source tensor is regenerated whole (its values are seeded by its name): vocabulary × embedding floats.
-  const source = rowsFrom && wholeTensor(all.find((x) => x.name === rowsFrom.tensor)!, seed, scale);
+  const source =
+    rowsFrom &&
+    wholeTensor(
+      all.find((x) => x.name === rowsFrom.tensor)!,
+      seed,
+      scale,
+    );
   let start = 0;
   for (const values of tensorValues(t, seed, scale)) {
     const n = values.length;
@@ -427,7 +435,13 @@ export async function writeLlamaGguf(path: string, input: LlamaSpecInput): Promi
 }
 
 /** Streams the header, then each tensor's seeded values at its offset; `scale` is the default range of random values. */
-export async function writeGgufFile(path: string, header: Buffer, tensors: TensorPlan[], seed: number, scale: number): Promise<WrittenModel> {
+export async function writeGgufFile(
+  path: string,
+  header: Buffer,
+  tensors: TensorPlan[],
+  seed: number,
+  scale: number,
+): Promise<WrittenModel> {
   const hash = createHash('sha256');
   const file = await open(path, 'w');
   let size = 0;

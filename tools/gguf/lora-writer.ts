@@ -26,7 +26,10 @@ export const loraSpecSchema = z.object({
   rank: z.number().int().positive().default(8),
   /** alpha / rank scales the update; alpha = rank applies it at full strength. */
   alpha: z.number().positive().optional(),
-  targets: z.array(z.enum(LORA_TARGETS)).min(1).default([...LORA_TARGETS]),
+  targets: z
+    .array(z.enum(LORA_TARGETS))
+    .min(1)
+    .default([...LORA_TARGETS]),
   seed: z.number().int().default(7),
 });
 export type LoraSpecInput = z.input<typeof loraSpecSchema>;
