@@ -5,8 +5,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 bash "$KILN_ROOT/infra/install.sh" --with-browser
-log "typecheck and lint"
-(cd "$KILN_ROOT" && tsc --noEmit && eslint . && npm run --silent layers:check) || die "typecheck, lint or layer rules failed"
+log "typecheck, lint, layer rules and formatting"
+(cd "$KILN_ROOT" && tsc --noEmit && eslint . && npm run --silent layers:check && npm run --silent format:check) || die "typecheck, lint, layer rules or formatting failed"
 ours=()
 temporal_svc=temporal; [ "$KILN_TEMPORAL" = server ] && temporal_svc="temporal-server temporal-ui"
 for svc in $temporal_svc minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done
