@@ -6,8 +6,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 bench() { cd "$KILN_ROOT" && node --import tsx bench/index.ts "$@"; }
-# Help, and llama.cpp beside the engine alone, need no stack.
-case " $* " in *" --skip-api "* | *" --help "* | *" -h "* | "  ") bench "$@"; exit ;; esac
+# Help, llama.cpp beside the engine alone, and the chat agreement with llama-server need no stack.
+case " $* " in *" --skip-api "* | *" --help "* | *" -h "* | "  " | " chat-agreement "*) bench "$@"; exit ;; esac
 
 bash "$KILN_ROOT/infra/install.sh"
 bash "$KILN_ROOT/infra/services.sh"

@@ -4,7 +4,7 @@
  * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
 import { open } from 'node:fs/promises';
-import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText } from 'node-llama-cpp';
+import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText, Token } from 'node-llama-cpp';
 import type { TextGenerationInput } from '../../domain/tasks/text-generation';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
 import { EngineError } from '../engine-error';
@@ -313,6 +313,16 @@ export class LlamaEngine {
   /** A prompt's length in tokens for a loaded version's tokenizer, as generate() counts its inputTokens. */
   tokenCount(versionId: string, text: string): number {
     return this.entryOf(versionId).model.tokenizer(text).length;
+  }
+
+  /**
+   * The tokens a request's prompt is evaluated as (a chat rendered with the model's template), as
+   * generate() prepares them and counts them as its inputTokens.
+   */
+  async promptTokens(versionId: string, request: Pick<TextGenerationInput, 'prompt' | 'messages'>): Promise<Token[]> {
+    const entry = this.entryOf(versionId);
+    const nlc = await loadNodeLlamaCpp();
+    return generationPrompt(entry.model, request, (model) => chatWrapperOf(nlc, model)).tokens;
   }
 
   /** A request's text from a loaded version, streamed to `opts.onChunk` as it comes. */
