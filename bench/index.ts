@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { DEFAULT_DRAFT_TOKENS } from '../engines/llama/speculative';
 import { archiveCost } from './archive';
 import { batching, BATCHING_MODELS } from './batching';
+import { chatAgreement } from './chat-agreement';
 import { coldStart } from './cold-start';
 import { embeddingQuality } from './embedding-quality';
 import { fairness } from './fairness';
@@ -179,6 +180,17 @@ program
   .option('--threads <n>', "CPU threads for llama.cpp (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .option('--no-reference', 'skip bench/embedding-reference.py')
   .action((o) => embeddingQuality({ threads: o.threads, reference: o.reference }));
+
+program
+  .command('chat-agreement')
+  .description(
+    "the fixed conversations of bench/chat-agreement/conversations.json through llama.cpp's own llama-server (built once from the shipped source) and Kiln's engine: prompt tokens, greedy replies, known answers (no running stack needed)",
+  )
+  .option('-t, --max-tokens <n>', 'most tokens of each reply', int, 64)
+  .option('--threads <n>', "CPU threads for llama-server and the engine (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .option('--server <path>', 'a llama-server binary (default: infra/llama-server.sh builds one into the per-user cache)')
+  .option('--only <names>', 'only the conversations whose names contain one of these (comma-separated)', (v) => v.split(','))
+  .action((o) => chatAgreement({ maxTokens: o.maxTokens, threads: o.threads, server: o.server, only: o.only }));
 
 program.parseAsync().then(
   () => process.exit(0),

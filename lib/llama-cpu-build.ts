@@ -4,9 +4,10 @@
  * ggml's AMX kernels where the CPU reports AMX, and those die with SIGILL on Q8_0 models on the
  * hosts measured, issue 19), and the per-user cache folder a
  * build lands in, keyed by llama.cpp's tag, node-llama-cpp's version and those options. Shared by
- * infra/llama-batched-bench.sh (llama.cpp's own batched bench, the batching benchmark's floor),
- * infra/llama-addon-build.sh (node-llama-cpp's addon built the same way) and the engine, which
- * loads that addon where asked to (engines/llama/backend.ts); the GPU source build
+ * infra/llama-tool.sh (llama.cpp's own tools: llama-batched-bench, the batching benchmark's
+ * floor, and llama-server, the chat agreement benchmark's), infra/llama-addon-build.sh
+ * (node-llama-cpp's addon built the same way) and the engine, which loads that addon where asked
+ * to (engines/llama/backend.ts); the GPU source build
  * (infra/gpu-build-plan.ts) gives its CPU part the same options.
  *
  *   node --import tsx lib/llama-cpu-build.ts options   the variant, then one -D option a line

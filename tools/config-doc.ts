@@ -266,6 +266,13 @@ export const scriptVariables: ScriptVariable[] = [
     readBy: ['bench/llama-floor.ts'],
   },
   {
+    names: ['KILN_LLAMA_SERVER'],
+    default: 'built into the cache',
+    description:
+      "llama.cpp's own `llama-server`, which the chat agreement benchmark sets Kiln's chats beside; unset, `infra/llama-server.sh` builds it once.",
+    readBy: ['bench/chat-agreement.ts'],
+  },
+  {
     names: ['KILN_STATUS_DATABASE_URL'],
     default: '`postgres://postgres@127.0.0.1:5432/postgres`',
     description: 'Where `npm run status` checks that Postgres answers.',

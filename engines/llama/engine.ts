@@ -3,7 +3,7 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
-import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText } from 'node-llama-cpp';
+import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText, Token } from 'node-llama-cpp';
 import { open } from 'node:fs/promises';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
@@ -324,6 +324,16 @@ export class LlamaEngine {
   /** A prompt's length in tokens for a loaded version's tokenizer, as generate() counts its inputTokens. */
   tokenCount(versionId: string, text: string): number {
     return this.entryOf(versionId).model.tokenizer(text).length;
+  }
+
+  /**
+   * The tokens a request's prompt is evaluated as (a chat rendered with the model's template), as
+   * generate() prepares them and counts them as its inputTokens.
+   */
+  async promptTokens(versionId: string, request: Pick<TextGenerationInput, 'prompt' | 'messages'>): Promise<Token[]> {
+    const entry = this.entryOf(versionId);
+    const nlc = await loadNodeLlamaCpp();
+    return generationPrompt(entry.model, request, (model) => chatWrapperOf(nlc, model)).tokens;
   }
 
   /** A request's text from a loaded version, streamed to `opts.onChunk` as it comes. */
