@@ -43,28 +43,6 @@ async function ensureDatabase(url: string): Promise<void> {
   }
 }
 
-/**
- * The suite starts from a clean database and bucket of its slot (infra/test.sh names them
- * kiln_test…/kiln-test…): no run sees the rows or objects of an earlier one, so a suite run twice
- * on one .data/ runs the same. Refuses any other names, so a development stack is never touched.
- */
-async function resetTestState(url: string, storage: Storage, bucket: string): Promise<void> {
-  const name = new URL(url).pathname.slice(1);
-  if (!name.startsWith('kiln_test') || !bucket.startsWith('kiln-test')) {
-    throw new ConfigError(
-      `KILN_ENV=test resets only the suite's own database and bucket (kiln_test…, kiln-test…), not ${name} and ${bucket}`,
-    );
-  }
-  const sql = postgres(adminUrl(url), { max: 1, onnotice: () => {} });
-  try {
-    await sql.unsafe(`drop database if exists "${name.replace(/"/g, '""')}" with (force)`);
-  } finally {
-    await sql.end();
-  }
-  if (!(await storage.bucketExists())) return;
-  for await (const keys of storage.list('')) await Promise.all(keys.map((key) => storage.delete(key)));
-}
-
 // The full Temporal server serves a new namespace, and the search attributes just added to one,
 // only once its namespace cache has refreshed (every 2 s), so setup waits for both.
 const cacheRefreshDeadlineMs = 30_000;
@@ -143,7 +121,6 @@ async function main() {
   const signingRoot = required(c.KILN_URL_SIGNING_KEY, 'KILN_URL_SIGNING_KEY');
   const enginePassword = required(c.KILN_ENGINE_DB_PASSWORD, 'KILN_ENGINE_DB_PASSWORD');
   const secrets = secretBoxFromConfig(c);
-  if (c.KILN_ENV === 'test') await resetTestState(c.DATABASE_URL, Storage.fromConfig(c), c.S3_BUCKET);
   await ensureDatabase(c.DATABASE_URL);
   const db = createDb(c.DATABASE_URL, { max: 2 });
   try {

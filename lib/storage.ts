@@ -58,13 +58,6 @@ export class Storage {
     return new Storage(client, c.S3_BUCKET);
   }
 
-  async bucketExists(): Promise<boolean> {
-    return this.client.send(new HeadBucketCommand({ Bucket: this.bucket })).then(
-      () => true,
-      () => false,
-    );
-  }
-
   async ensureBucket(): Promise<void> {
     try {
       await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
