@@ -3,27 +3,21 @@
  * with a progress bar), and creates a version. The server works out the version's memory need
  * from the stored weights (api/version-resources.ts), so the CLI sends none of its own.
  */
-import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { SpeculativeSetting } from '../api/draft-model';
 import { byteMeter } from '../lib/byte-meter';
+import { sha256OfFile } from '../lib/file-sha256';
 import { request, type ApiContext } from './client';
 import { byteBar as bar } from './progress-bar';
 
 async function sha256Of(file: string, size: number, quiet: boolean): Promise<string> {
-  const hash = createHash('sha256');
   const progress = bar('hashing', size, quiet);
-  let done = 0;
-  for await (const chunk of createReadStream(file, { highWaterMark: 4 * 2 ** 20 })) {
-    hash.update(chunk as Buffer);
-    done += (chunk as Buffer).length;
-    progress.update(done);
-  }
+  const sha256 = await sha256OfFile(file, (done) => progress.update(done));
   progress.stop();
-  return hash.digest('hex');
+  return sha256;
 }
 
 export async function push(

@@ -4,14 +4,14 @@
  * wheel, or converted from files inside it), pinned by sha256. Setup registers those it finds; a
  * model whose file is missing is skipped with one line.
  */
-import { createHash } from 'node:crypto';
-import { createReadStream, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
 import { addVersion, upsertModel, type ModelVersion } from '../db/models';
 import { estimateLlamaMemoryBytes, type LlamaShape } from '../domain/llama-memory';
+import { sha256OfFile } from '../lib/file-sha256';
 import { kilnCache } from '../lib/llama-cpu-build';
 import { blobKey, type Storage } from '../lib/storage';
 import manifest from './trained-models.json';
@@ -43,12 +43,6 @@ export const trainedModels = (): TrainedModel[] => manifest.models as TrainedMod
 /** Where the fetcher put a model's file. */
 export const trainedModelPath = (m: TrainedModel, cache = kilnCache()): string => path.join(cache, 'models', m.sha256, m.file);
 
-async function sha256Of(file: string): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const block of createReadStream(file)) hash.update(block as Buffer);
-  return hash.digest('hex');
-}
-
 /** The model's description as the registry shows it: what it is, where its weights come from, under which license. */
 export const trainedModelDescription = (m: TrainedModel): string => `${m.title}: ${m.source}. License: ${m.license} (${m.license_url}).`;
 
@@ -57,7 +51,7 @@ export async function seedTrainedModel(db: Db, storage: Storage, owner: Account,
   const file = trainedModelPath(m);
   if (!existsSync(file) || (await stat(file)).size !== m.size) return undefined;
   // The cache is the user's: checked again here, so a file changed since the fetch is never served.
-  if ((await sha256Of(file)) !== m.sha256)
+  if ((await sha256OfFile(file)) !== m.sha256)
     throw new Error(`${file} does not have the pinned sha256 ${m.sha256}: delete it and run npm start again`);
   if ((await storage.size(blobKey(m.sha256))) !== m.size) await storage.putFile(blobKey(m.sha256), file);
   const model = await upsertModel(db, {
