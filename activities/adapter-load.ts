@@ -10,6 +10,7 @@ import { kilnFailure } from '../domain/failures';
 import type { LlamaLoadSettings, ModelFiles, TextEngine } from '../engines';
 import { engineFileIndex } from '../lib/engine-file';
 import { loraScaleOf } from '../lib/lora';
+import { round } from './figures';
 import type { NodeHooks } from './node-hooks';
 
 export async function loadAdapterVersion(
@@ -39,7 +40,6 @@ export async function loadAdapterVersion(
   const loadSeconds = (performance.now() - loadStarted) / 1000;
   await deps.node.serve(version.id, version.memoryBytes, settings.concurrency, settings.idleTtlSeconds, base);
   log.info('LoRA adapter loaded', { versionId: version.id, base, downloadedBytes: cached.downloadedBytes, loadSeconds });
-  const round = (n: number) => Number(n.toFixed(3));
   return {
     nodeId: deps.node.nodeId,
     downloadSeconds: round(baseLoad.downloadSeconds + downloadSeconds),

@@ -17,6 +17,3 @@ export function heartbeatThrottle(): () => boolean {
     return true;
   };
 }
-
-/** Seconds and other figures as the metrics show them. */
-export const round = (n: number, digits = 3) => Number(n.toFixed(digits));

@@ -9,7 +9,8 @@ import { engineFileIndex } from '../lib/engine-file';
 import { loraBaseOf } from '../lib/lora';
 import { loadAdapterVersion } from './adapter-load';
 import type { EngineDeps } from './engine-deps';
-import { heartbeatThrottle, round } from './heartbeat-throttle';
+import { round } from './figures';
+import { heartbeatThrottle } from './heartbeat-throttle';
 
 type Settings = Record<string, unknown> | undefined;
 

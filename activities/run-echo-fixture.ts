@@ -1,7 +1,7 @@
 /** The echo fixture's runs (tests and benchmarks of the orchestration; no inference). */
 import { kilnFailure } from '../domain/failures';
 import type { echoFixtureInput } from '../fixtures/echo-engine';
-import { round } from './heartbeat-throttle';
+import { round } from './figures';
 import type { TaskRunner } from './task-run';
 
 type EchoFixtureInput = import('zod').output<typeof echoFixtureInput>;

@@ -1,6 +1,6 @@
 /** Embeddings: one vector per text, from the version's llama.cpp model. */
 import type { EmbeddingsInput } from '../domain/tasks/embeddings';
-import { round } from './heartbeat-throttle';
+import { round } from './figures';
 import type { TaskRunner } from './task-run';
 
 export const runEmbeddings: TaskRunner<EmbeddingsInput> = async ({ req, input, ctx, startedAt, queueSeconds, deps }) => {

@@ -8,7 +8,7 @@ import { fetchInput, InputFetchError } from '../lib/fetch-input';
 import { fileKey } from '../lib/file-keys';
 import { fileRef } from '../lib/file-urls';
 import { newId } from '../lib/ids';
-import { round } from './heartbeat-throttle';
+import { round } from './figures';
 import type { TaskRunner } from './task-run';
 
 export const runRemoveBackground: TaskRunner<RemoveBackgroundInput> = async ({ req, input, ctx, startedAt, queueSeconds, mode, deps }) => {
