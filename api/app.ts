@@ -139,6 +139,7 @@ export function createApp(deps: AppDeps): express.Express {
   };
   app.use(fileContentRoute(files));
 
+  const resources = deps.resources ?? DEFAULT_RESOURCES;
   const v1 = express.Router();
   // The token first: a client without one cannot make the server parse 10 MB of JSON.
   v1.use(requireAuth(deps.db));
@@ -151,6 +152,7 @@ export function createApp(deps: AppDeps): express.Express {
       hub: deps.hub,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      defaultSequences: resources.defaultSequences,
       urls,
     }),
   );
@@ -162,7 +164,7 @@ export function createApp(deps: AppDeps): express.Express {
       storage: deps.storage,
       baseUrl: (req) => urls(req).baseUrl,
       maxBlobBytes: deps.maxBlobBytes ?? 2 ** 40,
-      resources: deps.resources ?? DEFAULT_RESOURCES,
+      resources,
     }),
   );
   v1.use(
@@ -172,8 +174,9 @@ export function createApp(deps: AppDeps): express.Express {
       hub: deps.hub,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      defaultSequences: resources.defaultSequences,
       urls,
-      pinnedNodeShare: (deps.resources ?? DEFAULT_RESOURCES).pinnedNodeShare,
+      pinnedNodeShare: resources.pinnedNodeShare,
     }),
   );
   v1.use(
@@ -203,6 +206,7 @@ export function createApp(deps: AppDeps): express.Express {
       temporal: deps.temporal,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
+      defaultSequences: resources.defaultSequences,
       hub: deps.hub,
       logger: deps.logger,
     }),

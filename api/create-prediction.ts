@@ -26,8 +26,9 @@ import { workflowExists } from '../lib/temporal-workflows';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
 import type { predictionWorkflow } from '../workflows/prediction';
 import { checkLimits } from './admission-limits';
-import { aboutPrediction, ValidationError } from './errors';
+import { aboutPrediction, ApiError, ValidationError } from './errors';
 import { withLora } from './lora-adapters';
+import { queuePosition } from './queue-position';
 import { parseOr422 } from './validation';
 
 export interface CreateDeps {
@@ -35,6 +36,8 @@ export interface CreateDeps {
   temporal: Client;
   controlQueue: string;
   allowPrivateWebhooks: boolean;
+  /** Sequences a node gives a version whose settings name none (KILN_ENGINE_SEQUENCES): the queue estimate's slots. */
+  defaultSequences: number;
 }
 
 export interface CreateOptions {
@@ -43,6 +46,8 @@ export interface CreateOptions {
   webhook?: string;
   webhookEventsFilter?: WebhookEvent[];
   cancelAfterSeconds?: number;
+  /** max_queue_seconds / Max-Queue-Time: aborted if it has not started by then. */
+  maxQueueSeconds?: number;
   /** x-session-affinity. */
   session?: string;
 }
@@ -73,6 +78,7 @@ export async function createPrediction(
   const existing = opts.idempotencyKey ? await getPrediction(deps.db, account.id, id) : undefined;
   if (existing && (existing.runId !== null || (await workflowExists(deps.temporal, predictionWorkflowId(id))))) return { row: existing };
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
+  if (opts.maxQueueSeconds !== undefined) await refuseIfQueueTooLong(deps, account, resolved.version.id, opts.maxQueueSeconds);
   const now = new Date();
   const args = predictionArgs(account, resolved, id, input, opts, now, existing?.createdAt ?? now);
   const first: PredictionSnapshot = {
@@ -105,7 +111,7 @@ export function predictionArgs(
   resolved: ResolvedVersion,
   id: string,
   input: Record<string, unknown>,
-  opts: Pick<CreateOptions, 'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds' | 'session'>,
+  opts: Pick<CreateOptions, 'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds' | 'maxQueueSeconds' | 'session'>,
   now: Date,
   createdAt = now,
 ): PredictionArgs {
@@ -120,6 +126,7 @@ export function predictionArgs(
     webhook: opts.webhook ?? null,
     webhookEventsFilter: opts.webhook ? (opts.webhookEventsFilter ?? [...webhookEvents]) : null,
     deadline: opts.cancelAfterSeconds ? new Date(now.getTime() + opts.cancelAfterSeconds * 1000).toISOString() : null,
+    ...(opts.maxQueueSeconds !== undefined ? { queueDeadline: new Date(now.getTime() + opts.maxQueueSeconds * 1000).toISOString() } : {}),
     priority: {
       fairnessKey: account.fairnessGroup ?? account.id,
       fairnessWeight: account.fairnessWeight,
@@ -128,6 +135,22 @@ export function predictionArgs(
     retry: resolved.version.retry ?? undefined,
     ...(opts.session !== undefined ? { session: opts.session } : {}),
   };
+}
+
+/**
+ * A create whose wait is already estimated past its limit is refused before anything is written:
+ * 503 with the estimate, and Retry-After for when the queue should have shortened enough.
+ */
+async function refuseIfQueueTooLong(deps: CreateDeps, account: Account, versionId: string, limitSeconds: number): Promise<void> {
+  const queue = await queuePosition(deps, account, versionId);
+  if (queue.eta_seconds === null || queue.eta_seconds <= limitSeconds) return;
+  throw new ApiError(
+    503,
+    'Queue too long',
+    `The wait to start is estimated at ${queue.eta_seconds} s (position ${queue.position}), past max_queue_seconds ${limitSeconds}`,
+    { queue },
+    { 'Retry-After': String(Math.max(1, Math.ceil(queue.eta_seconds - limitSeconds))) },
+  );
 }
 
 export interface StartRun {

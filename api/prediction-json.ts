@@ -4,6 +4,7 @@ import { signUntil, verifyUntil } from '../lib/expiring-signature';
 import { renderFileRefs } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
 import { temporalUiUrl, type TemporalUi } from '../lib/temporal-ui';
+import type { QueueView } from './queue-position';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */
 export interface UrlContext {
@@ -29,7 +30,8 @@ export function verifyStreamUrl(signer: UrlSigner, id: string, expires: unknown,
 
 /** A prediction in Replicate's JSON shape. */
 /** `retries` is the row's (the API counts it); a snapshot from a workflow has none, and the JSON then leaves it out. */
-export function predictionJson(row: Omit<PredictionRow, 'retries'> & { retries?: number }, ctx: UrlContext) {
+/** `queue`: where a waiting prediction stands (api/queue-position.ts), on reads of one prediction. */
+export function predictionJson(row: Omit<PredictionRow, 'retries'> & { retries?: number }, ctx: UrlContext, queue?: QueueView) {
   const self = `${ctx.baseUrl}/v1/predictions/${row.id}`;
   const workflowId = predictionWorkflowId(row.id);
   return {
@@ -52,6 +54,7 @@ export function predictionJson(row: Omit<PredictionRow, 'retries'> & { retries?:
     workflow_id: workflowId,
     ...(row.runId ? { run_id: row.runId } : {}),
     ...(row.retries !== undefined ? { retries: row.retries } : {}),
+    ...(queue ? { queue } : {}),
     urls: {
       get: self,
       cancel: `${self}/cancel`,

@@ -20,6 +20,14 @@ const predictionOptions = {
   webhook_events_filter: z.array(z.enum(webhookEvents)).min(1).optional().describe('Which events call the webhook'),
   /** Accepted for compatibility with Replicate's clients; every prediction can be streamed. */
   stream: z.boolean().optional(),
+  max_queue_seconds: z
+    .number()
+    .min(1)
+    .max(24 * 3600)
+    .optional()
+    .describe(
+      'Give up (status aborted, not charged) if it has not started this many seconds after its create; the Max-Queue-Time header says the same',
+    ),
 };
 
 export const createBody = z.strictObject({
@@ -41,6 +49,21 @@ export function parseCancelAfter(header: string | undefined): number | undefined
   }
   if (seconds === undefined || seconds < 5 || seconds > 24 * 3600) {
     throw new ValidationError([{ field: 'Cancel-After', description: 'must be a duration between 5s and 24h, like 30, 90s or 5m' }]);
+  }
+  return seconds;
+}
+
+/**
+ * The most a prediction may wait to start: the body's `max_queue_seconds`, else the
+ * `Max-Queue-Time` header (seconds or a duration, 1 s to 24 h), which the OpenAI routes read too.
+ */
+export function maxQueueSeconds(body: { max_queue_seconds?: number } | undefined, header: string | undefined): number | undefined {
+  if (body?.max_queue_seconds !== undefined) return body.max_queue_seconds;
+  if (header === undefined) return undefined;
+  const value = header.trim();
+  const seconds = /^\d+(\.\d+)?$/.test(value) ? Number(value) : (parseDurationMs(value) ?? NaN) / 1000;
+  if (!(seconds >= 1 && seconds <= 24 * 3600)) {
+    throw new ValidationError([{ field: 'Max-Queue-Time', description: 'must be a duration between 1s and 24h, like 30, 30s or 2m' }]);
   }
   return seconds;
 }

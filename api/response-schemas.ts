@@ -10,12 +10,28 @@ import { batchStatuses, predictionStatuses, webhookEvents } from '../domain/stat
 const timestamp = z.iso.datetime({ offset: true });
 const nullableTimestamp = timestamp.nullable();
 
+export const queueBody = z
+  .object({
+    position: z
+      .number()
+      .int()
+      .describe("1: the next to start. Every account's predictions ahead of it on the version, in the fair queue's order"),
+    ahead: z.number().int().describe("This account's own predictions ahead of it"),
+    eta_seconds: z
+      .number()
+      .nullable()
+      .describe('Seconds until it should start, from recent service times and the slots serving the version; null until both are known'),
+    since: timestamp.describe('When it began to wait'),
+  })
+  .meta({ id: 'QueuePosition' });
+
 export const errorBody = z
   .object({
     title: z.string(),
     detail: z.string(),
     status: z.number().int(),
     invalid_fields: z.array(z.object({ type: z.string(), field: z.string(), description: z.string() })).optional(),
+    queue: queueBody.optional().describe('A create refused for max_queue_seconds: where it would have stood'),
   })
   .meta({ id: 'Error', description: "Replicate's error shape; invalid_fields names each wrong field" });
 
@@ -49,6 +65,7 @@ export const predictionBody = z
       .int()
       .optional()
       .describe('How many times POST /v1/predictions/{id}/retry ran it again (0: the first run is current; absent in webhooks)'),
+    queue: queueBody.optional().describe('While it waits to start (status starting), on GET /v1/predictions/{id}: where it stands'),
     urls: z.object({
       get: z.string(),
       cancel: z.string(),

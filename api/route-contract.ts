@@ -35,6 +35,7 @@ export const pageOf = (item: z.ZodType) =>
 export const predictionCreateHeaders = z.object({
   prefer: z.string().optional().describe('wait[=N]: hold the response up to N s (60 max)'),
   'cancel-after': z.string().optional().describe('Cancel if not done by then, e.g. 90s or 5m (aborted if never started)'),
+  'max-queue-time': z.string().optional().describe('Abort if not started by then, e.g. 30s (as max_queue_seconds in the body)'),
   'idempotency-key': z.string().optional().describe('A retried create returns the same prediction'),
   'kiln-priority': z.enum(['interactive', 'default', 'batch']).optional(),
   'x-session-affinity': z

@@ -182,6 +182,14 @@ export const predictions = pgTable(
     index('predictions_account_starting_idx')
       .on(t.accountId)
       .where(sql`${t.status} = 'starting'`),
+    // A waiting prediction's queue position reads the version's unfinished rows (db/queue.ts).
+    index('predictions_version_unfinished_idx')
+      .on(t.versionId, t.status)
+      .where(sql`${t.status} in ('starting', 'processing')`),
+    // And the version's recent service times.
+    index('predictions_version_succeeded_idx')
+      .on(t.versionId, t.completedAt.desc())
+      .where(sql`${t.status} = 'succeeded'`),
   ],
 );
 

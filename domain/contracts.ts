@@ -15,6 +15,8 @@ export interface PredictionArgs {
   webhookEventsFilter: WebhookEvent[] | null;
   /** Cancel-After, as an instant. */
   deadline: string | null;
+  /** max_queue_seconds, as an instant: not started by then, the prediction is aborted. */
+  queueDeadline?: string;
   /** Temporal task priority of the predict activity: the fair queue's key, weight and level. */
   priority: PredictionPriority;
   /** The version's retry policy; absent in workflows started before versions had one. */

@@ -97,6 +97,9 @@ export const LEAN_HOT_PATH = 'lean-hot-path';
 /** x-session-affinity: placement keeps a session on one node and its predictions go to that node's session queue. */
 export const SESSION_AFFINITY_PATCH = 'session-affinity';
 
+/** max_queue_seconds: a timer that aborts the prediction if it has not started by then. */
+export const QUEUE_DEADLINE_PATCH = 'queue-deadline';
+
 /**
  * One prediction's run: admission, then attempts (place, warm up, predict) until one succeeds or
  * none is left, then the final state. Each step is a method; the order of their commands is the
@@ -108,6 +111,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   // Goes on beside the first steps: starting the delivery takes a workflow task of its own.
   const startWebhook = run.webhook('start');
   run.armDeadline();
+  run.armQueueDeadline();
   run.choosePath();
   try {
     await run.work.run(() => run.attempts(startWebhook));
@@ -131,6 +135,7 @@ class PredictionRun {
   /** What the last attempt's failure was, and where: the prediction's `error` when it fails. */
   private finalFailure: string | undefined;
   private deadlinePassed = false;
+  private queueDeadlinePassed = false;
   private lean = false;
   private session: { accountId: string; session: string } | undefined;
   /** What the last attempt was sent: with the engine's result, the final row the engine wrote. */
@@ -211,10 +216,28 @@ class PredictionRun {
     }).catch(() => undefined);
   }
 
+  /**
+   * max_queue_seconds: not started by then (still waiting, warming up or in the model's queue),
+   * the work is canceled and the prediction ends `aborted`. Its start comes by signal, which only
+   * the queued path has: a prediction with a queue deadline takes that path.
+   */
+  armQueueDeadline(): void {
+    const queueDeadline = this.args.queueDeadline;
+    if (!queueDeadline || !patched(QUEUE_DEADLINE_PATCH)) return;
+    void CancellationScope.cancellable(async () => {
+      await sleep(Math.max(0, Date.parse(queueDeadline) - Date.now()));
+      // startedAt: an attempt that started and failed counts; its retry is not waiting in a queue.
+      if (!this.started && !this.result && this.state.startedAt === null) {
+        this.queueDeadlinePassed = true;
+        this.work.cancel();
+      }
+    }).catch(() => undefined);
+  }
+
   /** The hot path, and a session's own queue: both patched in, each where it applies. */
   choosePath(): void {
     const { args } = this;
-    this.lean = args.admitted === true && !args.webhook && patched(LEAN_HOT_PATH);
+    this.lean = args.admitted === true && !args.webhook && !args.queueDeadline && patched(LEAN_HOT_PATH);
     this.session =
       args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
   }
@@ -357,8 +380,11 @@ class PredictionRun {
   }
 
   fail(err: unknown): void {
-    const { deadline } = this.args;
-    if (isCancellation(err) && this.deadlinePassed && !this.state.startedAt) {
+    const { deadline, queueDeadline } = this.args;
+    if (isCancellation(err) && this.queueDeadlinePassed && !this.state.startedAt) {
+      this.logLine(`Aborted: not started by ${queueDeadline} (max_queue_seconds)`);
+      this.setStatus('aborted');
+    } else if (isCancellation(err) && this.deadlinePassed && !this.state.startedAt) {
       this.logLine(`Aborted: the deadline ${deadline} passed before the prediction started`);
       this.setStatus('aborted');
     } else if (isCancellation(err)) {

@@ -16,7 +16,7 @@ import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, BadRequestError, NotFoundError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { splitAdapterSuffix, withLora } from '../lora-adapters';
-import { parsePriority, parseSessionAffinity } from '../prediction-request';
+import { maxQueueSeconds, parsePriority, parseSessionAffinity } from '../prediction-request';
 import { contextLengthError } from './errors';
 
 const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;
@@ -46,6 +46,7 @@ export async function startPrediction(
   const { row, rateLimit } = await createPrediction(deps, currentAccount(res), resolved, input, {
     idempotencyKey: req.get('idempotency-key'),
     priority: parsePriority(req.get('kiln-priority')),
+    maxQueueSeconds: maxQueueSeconds(undefined, req.get('max-queue-time')),
     session: parseSessionAffinity(req.get('x-session-affinity')),
   });
   setRateLimitHeaders(res, rateLimit);

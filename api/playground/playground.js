@@ -356,6 +356,8 @@ async function showSetup(p) {
   else if (s.phase === 'download' && s.total)
     line.textContent = `Downloading ${s.file || 'weights'}: ${Math.floor((100 * (s.bytes || 0)) / s.total)}% of ${(s.total / 2 ** 20).toFixed(1)} MiB`;
   else if (s.phase === 'load') line.textContent = 'Loading the model…';
+  else if (p.queue && p.queue.position > 1)
+    line.textContent = `In the queue: position ${p.queue.position}${p.queue.eta_seconds !== null ? `, about ${Math.ceil(p.queue.eta_seconds)} s` : ''}`;
   else line.textContent = 'Waiting for a node…';
 }
 

@@ -32,7 +32,14 @@ import { ApiError, NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import { modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
+import {
+  maxQueueSeconds,
+  modelCreateBody,
+  parseCancelAfter,
+  parsePriority,
+  parseSessionAffinity,
+  preferWaitSeconds,
+} from '../prediction-request';
 import { notePrediction } from '../request-log';
 import { deploymentBody, errorBody, predictionBody } from '../response-schemas';
 import {
@@ -212,6 +219,7 @@ export function deploymentRoutes(
       webhook: body.webhook,
       webhookEventsFilter: body.webhook_events_filter,
       cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
+      maxQueueSeconds: maxQueueSeconds(body, req.get('max-queue-time')),
       session: parseSessionAffinity(req.get('x-session-affinity')),
     });
     setRateLimitHeaders(res, rateLimit);

@@ -18,12 +18,14 @@ import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import {
   createBody,
+  maxQueueSeconds,
   modelCreateBody,
   parseCancelAfter,
   parsePriority,
   parseSessionAffinity,
   preferWaitSeconds,
 } from '../prediction-request';
+import { queuePosition } from '../queue-position';
 import { notePrediction } from '../request-log';
 import { resolveVersionRef } from '../resolve-version';
 import { errorBody, predictionBody, setupProgressBody } from '../response-schemas';
@@ -90,6 +92,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     webhook: body.webhook,
     webhookEventsFilter: body.webhook_events_filter,
     cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
+    maxQueueSeconds: maxQueueSeconds(body, req.get('max-queue-time')),
     session: parseSessionAffinity(req.get('x-session-affinity')),
   });
 
@@ -138,9 +141,11 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   });
 
   router.get('/predictions/:id', async (req, res) => {
-    const row = await getPrediction(db, currentAccount(res).id, req.params.id);
+    const account = currentAccount(res);
+    const row = await getPrediction(db, account.id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
-    res.json(predictionJson(await withOutputSoFar(db, row), deps.urls(req)));
+    const queue = row.status === 'starting' ? await queuePosition(deps, account, row.versionId, row) : undefined;
+    res.json(predictionJson(await withOutputSoFar(db, row), deps.urls(req), queue));
   });
 
   // Warm-up progress of a starting prediction (what `kiln run` draws its progress bar from).

@@ -1,0 +1,2 @@
+CREATE INDEX "predictions_version_unfinished_idx" ON "predictions" USING btree ("version_id","status") WHERE "predictions"."status" in ('starting', 'processing');--> statement-breakpoint
+CREATE INDEX "predictions_version_succeeded_idx" ON "predictions" USING btree ("version_id","completed_at" DESC NULLS LAST) WHERE "predictions"."status" = 'succeeded';

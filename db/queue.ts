@@ -1,0 +1,63 @@
+/** What the fair-queue estimate reads (domain/queue-estimate.ts): who waits on a version, what runs, how long it takes. */
+import { sql } from 'drizzle-orm';
+import type { Db } from './client';
+
+export interface WaitingRow {
+  /** The fairness key: the account's group, or the account. */
+  key: string;
+  weight: number;
+  waiting: number;
+  /** Waiting predictions of this key that arrived before the one asked about (all of them when none is). */
+  earlier: number;
+  /** Of those, the asking account's own. */
+  accountEarlier: number;
+}
+
+export interface QueueReading {
+  waiting: WaitingRow[];
+  running: number;
+  /** Median start-to-end seconds of the version's last 50 successes in the last hour; null when none. */
+  serviceSeconds: number | null;
+}
+
+/**
+ * The version's queue as one statement. `before`: the prediction asked about (it and later
+ * arrivals are not `earlier`); absent, a prediction being created, which comes after all of them.
+ * The partial indexes on unfinished and on succeeded rows keep each part to the few rows it reads.
+ */
+export async function readQueue(
+  db: Db,
+  versionId: string,
+  accountId: string,
+  before?: { id: string; createdAt: Date },
+): Promise<QueueReading> {
+  const isEarlier = before ? sql`(p.created_at, p.id) < (${before.createdAt.toISOString()}::timestamptz, ${before.id})` : sql`true`;
+  const exclude = before ? sql`and p.id <> ${before.id}` : sql``;
+  const [waiting, [counts]] = await Promise.all([
+    db.execute<{ key: string; weight: number; waiting: number; earlier: number; account_earlier: number }>(sql`
+      select coalesce(a.fairness_group, a.id) as key, max(a.fairness_weight)::float8 as weight, count(*)::int as waiting,
+             (count(*) filter (where ${isEarlier}))::int as earlier,
+             (count(*) filter (where ${isEarlier} and p.account_id = ${accountId}))::int as account_earlier
+        from predictions p join accounts a on a.id = p.account_id
+       where p.version_id = ${versionId} and p.status = 'starting' ${exclude}
+       group by 1`),
+    db.execute<{ running: number; service: number | null }>(sql`
+      select (select count(*)::int from predictions where version_id = ${versionId} and status = 'processing') as running,
+             (select percentile_cont(0.5) within group (order by s)
+                from (select (metrics->>'predict_time')::float8 as s from predictions
+                       where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
+                         and metrics ? 'predict_time'
+                       order by completed_at desc limit 50) recent) as service`),
+  ]);
+  return {
+    waiting: waiting.map((w) => ({
+      key: w.key,
+      weight: w.weight,
+      waiting: w.waiting,
+      earlier: w.earlier,
+      accountEarlier: w.account_earlier,
+    })),
+    running: counts.running,
+    serviceSeconds: counts.service,
+  };
+}
