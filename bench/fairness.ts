@@ -35,6 +35,7 @@ const ECHO = '/v1/models/kiln/echo-fixture/predictions';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Done {
+  id: string;
   account: string;
   created: number;
   started: number;
@@ -54,6 +55,7 @@ async function finishAll(db: Db, ids: string[]): Promise<Done[]> {
       const bad = ended.find((r) => r.status !== 'succeeded');
       if (bad) throw new Error(`prediction ${bad.id} ${bad.status}: ${bad.error}`);
       return rows.map((r) => ({
+        id: r.id,
         account: r.accountId,
         created: r.createdAt.getTime(),
         started: r.startedAt!.getTime(),
@@ -92,6 +94,32 @@ async function spaced(token: string, n: number, gapMs: number, sleepMs: number, 
 }
 
 const waits = (d: Done[]) => d.map((x) => x.started - x.created);
+
+/** A waiting prediction's `queue.eta_seconds` as GET answered it, and when. */
+interface EtaSample {
+  id: string;
+  readAt: number;
+  etaSeconds: number;
+}
+
+/** One read of each prediction still waiting: what the API estimated then. */
+async function sampleEtas(token: string, ids: string[]): Promise<EtaSample[]> {
+  const reads = await Promise.all(ids.map(async (id) => ({ id, readAt: Date.now(), body: await call(token, `/v1/predictions/${id}`) })));
+  return reads
+    .filter((r) => r.body.queue?.eta_seconds != null)
+    .map((r) => ({ id: r.id, readAt: r.readAt, etaSeconds: r.body.queue.eta_seconds }));
+}
+
+/** Predicted start (read time + estimate) − actual start, in ms and as a share of the actual wait from the read. */
+function etaErrors(samples: EtaSample[], done: Done[]) {
+  const started = new Map(done.map((d) => [d.id, d.started]));
+  return samples.flatMap((s) => {
+    const actual = started.get(s.id);
+    if (actual === undefined) return [];
+    const error = s.readAt + s.etaSeconds * 1000 - actual;
+    return [{ error, share: error / Math.max(1, actual - s.readAt) }];
+  });
+}
 
 interface Stages {
   /** The first workflow task's time in the control task queue. */
@@ -183,12 +211,19 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       const group = sameGroup ? `bench-fifo-${run}-${newId().slice(0, 4)}` : null;
       const noisy = await account(sameGroup ? 'noisy-fifo' : 'noisy-fair', { fairnessGroup: group });
       const quiet = await account(sameGroup ? 'quiet-fifo' : 'quiet-fair', { fairnessGroup: group });
-      const flood = burst(noisy, opts.flood, opts.sleepMs, opts.jitter);
+      const flood = burst(noisy, opts.flood, opts.sleepMs, opts.jitter).then(async (ids) => ({
+        ids,
+        // Every tenth of the flood, read once as soon as the flood is in: estimates across the whole queue.
+        etas: await sampleEtas(
+          noisy,
+          ids.filter((_, i) => i % 10 === 9),
+        ),
+      }));
       await sleep(500);
       const calls = await spaced(quiet, opts.quiet, gapMs, opts.sleepMs, opts.jitter);
-      const noisyIds = await flood;
+      const { ids: noisyIds, etas } = await flood;
       const q = await finishAll(db, calls.ids);
-      return { done: q, ids: calls.ids, busy: calls.busy, flood: await finishAll(db, noisyIds) };
+      return { done: q, ids: calls.ids, busy: calls.busy, flood: await finishAll(db, noisyIds), etas };
     };
     const fair = await underFlood(false);
     const fifo = await underFlood(true);
@@ -220,6 +255,22 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     const ratio = percentile(waits(fair.done), 99) / percentile(waits(solo.done), 99);
     const ratioOff = percentile(waits(fifo.done), 99) / percentile(waits(solo.done), 99);
     console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
+
+    const etaRow = (name: string, run: { etas: EtaSample[]; flood: Done[] }) => {
+      const errors = etaErrors(run.etas, run.flood);
+      const abs = errors.map((e) => Math.abs(e.error));
+      const shares = errors.map((e) => Math.abs(e.share));
+      return {
+        scenario: name,
+        samples: errors.length,
+        '|error| p50 / p90': `${ms(percentile(abs, 50))} / ${ms(percentile(abs, 90))}`,
+        '|error| ÷ actual wait p50 / p90': `${(percentile(shares, 50) * 100).toFixed(0)}% / ${(percentile(shares, 90) * 100).toFixed(0)}%`,
+        'floor (p50)': '±25%',
+        'mean signed error': ms(errors.reduce((a, e) => a + e.error, 0) / Math.max(1, errors.length)),
+      };
+    };
+    const etaRows = [etaRow('flood, fairness on', fair), etaRow('flood, fairness off', fifo)];
+    table('Queue ETA: predicted start (read + eta_seconds) − actual start, for every tenth flood prediction read once', etaRows);
 
     // Each scenario's histories are read once, for both tables.
     const [soloStages, fairStages, fifoStages] = [
@@ -286,6 +337,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       quiet: quietRows,
       stages: stageRows,
       order: orderRows,
+      eta: etaRows,
       jitter: opts.jitter,
       gapMs,
       p99Ratio: { on: ratio, off: ratioOff },
