@@ -5,6 +5,7 @@ import type { EchoFixtureEngine } from '../fixtures/echo-engine';
 import type { FetchInputDeps } from '../lib/fetch-input';
 import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
+import type { InflightLedger } from './inflight-ledger';
 import type { NodeHooks } from './node-hooks';
 
 export interface EngineDeps {
@@ -22,4 +23,6 @@ export interface EngineDeps {
   onnx?: { engine: ImageEngine; storage: Storage; signer: UrlSigner; fetch: FetchInputDeps };
   /** How long a stream's chunks are gathered into one write (OutputStream's own default if unset). */
   streamBatchMs?: number;
+  /** The predictions running here, for the restarted process to report lost (absent: the heartbeat timeout finds them). */
+  inflight?: InflightLedger;
 }

@@ -49,6 +49,7 @@ export function createEngineActivities(deps: EngineDeps) {
       // Time in the model's fair queue: from this attempt's scheduling to an engine taking it.
       const queueSeconds = Math.max(0, Date.now() - ctx.info.currentAttemptScheduledTimestampMs) / 1000;
       const done = node.begin(req.versionId);
+      const untrack = deps.inflight?.track(ctx.info.taskToken, req.predictionId);
       // The hot path's writes are the workflow run's: after an operator's reset, an old run's lose.
       const writer = req.project ? currentRunWriter(ctx.client) : undefined;
       const announcement = announceStart(deps, ctx, req, startedAt, writer);
@@ -62,6 +63,7 @@ export function createEngineActivities(deps: EngineDeps) {
         return await projectSucceeded(db, req, result, writer);
       } finally {
         announcement.cancel();
+        untrack?.();
         done();
       }
     },

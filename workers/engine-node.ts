@@ -3,10 +3,12 @@
  * `node:<id>`, and polls `model:<versionId>` for each version it holds, so that only nodes with
  * the model ever take its predictions.
  */
+import { AsyncCompletionClient } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import { createEngineActivities } from '../activities/engine';
 import type { EngineDeps } from '../activities/engine-deps';
+import type { InflightLedger } from '../activities/inflight-ledger';
 import type { NodeHooks } from '../activities/node-hooks';
 import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
@@ -86,6 +88,8 @@ export class EngineNode implements NodeHooks {
       storage?: EngineDeps['storage'];
       /** The payload codec (lib/payload-refs.ts) every worker of this node decodes and encodes with. */
       dataConverter?: DataConverter;
+      /** The predictions running here, kept on disk: a restarted process reports them lost at once. */
+      inflight?: InflightLedger;
     },
   ) {
     this.nodeId = opts.nodeId;
@@ -100,7 +104,18 @@ export class EngineNode implements NodeHooks {
       onnx: deps.onnx,
       storage: deps.storage,
       streamBatchMs: opts.streamBatchMs,
+      inflight: deps.inflight,
     });
+  }
+
+  /** What the previous process of this node was running when it died: failed now, so their workflows move on. */
+  private async reportLost(): Promise<void> {
+    const { inflight, connection, dataConverter, logger } = this.deps;
+    if (!inflight) return;
+    const completion = new AsyncCompletionClient({ connection, namespace: this.opts.namespace, dataConverter });
+    const lost = await inflight.reportLost((token, failure) => completion.fail(token, failure));
+    if (lost.length > 0)
+      logger.warn({ predictions: lost.map((l) => l.predictionId) }, 'reported predictions the previous engine process left running');
   }
 
   /** Runs until shutdown() is called. */
@@ -110,6 +125,8 @@ export class EngineNode implements NodeHooks {
     this.memoryBytes = capacity.memoryBytes;
     this.hardware = capacity.sku;
     await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: capacity.memoryBytes, gpu: capacity.gpu });
+    // After the registration, which says nothing is loaded here any more: the lost attempts' retries place anew.
+    await this.reportLost();
     this.deps.logger.info(
       { nodeId: this.nodeId, gpu: capacity.gpu ?? 'cpu', sku: capacity.sku, memoryBytes: capacity.memoryBytes },
       'engine node up',

@@ -1,6 +1,7 @@
 /** Entry point of an engine worker process: one per GPU host (or per GPU). */
 import { NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import path from 'node:path';
+import { InflightLedger } from '../activities/inflight-ledger';
 import { closeDb, createDb } from '../db/client';
 import { LlamaEngine } from '../engines/llama/engine';
 import { llamaLoadMetrics } from '../engines/llama/metrics';
@@ -76,6 +77,7 @@ async function main() {
       // Inputs over the inline limit arrive by reference: the engine's S3 session reads and writes payloads/ only for them.
       dataConverter: kilnDataConverter(storage, c),
       echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined,
+      inflight: new InflightLedger(path.join(c.KILN_DATA_DIR, 'inflight', `${c.KILN_NODE_ID}.json`), c.KILN_NODE_ID),
       onnx: {
         engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),
         storage,

@@ -55,6 +55,7 @@ test.each(['api', 'control-worker', 'engine-worker'])(
     );
     const before = (await stackStatus()).find((c) => c.component === `test:${name}`);
 
+    const killedAt = Date.now();
     const { killed, restarted, downMs } = await killSuiteProcess(name);
     console.log(`${name}: pid ${killed} killed, pid ${restarted} ready ${downMs} ms later`);
 
@@ -64,6 +65,10 @@ test.each(['api', 'control-worker', 'engine-worker'])(
       { timeoutMs: 240_000, intervalMs: 250 },
     );
     expect({ status: done.status, output: done.output, error: done.error }).toEqual({ status: 'succeeded', output: text, error: null });
+    console.log(`${name}: the prediction ended ${Date.parse(done.completed_at) - killedAt} ms after the kill`);
+    // The restarted engine reports the attempt its predecessor lost: no wait for the heartbeat timeout.
+    if (name === 'engine-worker')
+      expect(done.logs).toMatch(/Attempt 1 failed on node .*: EngineInterrupted: .*stopped while it ran \(reported by its restart\)/);
 
     const log = readFileSync(path.join(RUN_DIR, 'logs/supervisor.log'), 'utf8');
     expect(log).toContain(`${name} (pid ${killed}) exited (SIGKILL)`);
