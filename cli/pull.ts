@@ -79,6 +79,7 @@ export async function pull(ctx: ApiContext, source: string, opts: PullOptions, e
   const model = await modelName(ctx, opts.name, defaultModelName(ref));
   const log = (line: string) => !opts.quiet && console.error(line);
   const file = await headHubFile(hubResolveUrl(opts.hub ?? settings.KILN_HUB_URL, ref), settings.HF_TOKEN);
+  if (opts.maxMb !== undefined && !(opts.maxMb >= 0)) throw new CliError('--max-size is a number of MB');
   const maxBytes = (opts.maxMb ?? settings.KILN_HUB_MAX_MB) * 2 ** 20;
   if (file.size > maxBytes) {
     throw new HubError(
