@@ -1,5 +1,5 @@
 /**
- * The kiln CLI's commands beyond push: login, run, predictions, models, tokens, webhooks.
+ * The kiln CLI's commands beyond push: login, run, predictions, models (list, pull), tokens, webhooks.
  * Every command prints for people by default and JSON with --json.
  */
 import type { Command } from 'commander';
