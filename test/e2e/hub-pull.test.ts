@@ -31,6 +31,8 @@ let username: string;
 const hub = new FakeHub();
 let chat: Buffer;
 let embed: Buffer;
+/** The version the first pull made. */
+let chatVersion: string;
 
 beforeAll(async () => {
   db = testDb();
@@ -100,6 +102,7 @@ test('a download cut off part way resumes with a ranged GET; the version generat
   expect(hub.cdnRequests.every((r) => r.authorization === undefined)).toBe(true);
   expect(stderr).toBe('');
   const pulled = JSON.parse(stdout);
+  chatVersion = pulled.version;
   expect(pulled).toMatchObject({
     model: `${username}/tiny-chat`,
     source: `hf://tiny-org/Tiny-Chat-GGUF@${HUB_COMMIT}/tiny-chat.F32.gguf`,
@@ -144,6 +147,23 @@ test('an embedding GGUF (it pools its token states) becomes an embeddings versio
     expect(vector).toHaveLength(64);
     expect(Math.hypot(...vector)).toBeCloseTo(1, 3);
   }
+});
+
+test('a second pull of the file takes it from the cache and gives the same version (versions are named by their content); a model of another task is refused', async () => {
+  const cdnBefore = hub.cdnRequests.length;
+  const { stdout } = await kiln(['--json', 'models', 'pull', 'hf://tiny-org/Tiny-Chat-GGUF/tiny-chat.F32.gguf']);
+  expect(hub.cdnRequests.length).toBe(cdnBefore);
+  const again = JSON.parse(stdout);
+  expect(again.model).toBe(`${username}/tiny-chat`);
+  expect(again.version).toBe(chatVersion);
+  const versions = await api(`/v1/models/${username}/tiny-chat/versions`, { token });
+  expect(versions.body.results.map((v: { id: string }) => v.id)).toEqual([chatVersion]);
+  await expect(
+    kiln(['models', 'pull', 'hf://tiny-org/Tiny-Embed-GGUF/embed.gguf', '--name', `${username}/tiny-chat`]),
+  ).rejects.toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining(`${username}/tiny-chat is a text-generation model, and this GGUF is for embeddings`),
+  });
 });
 
 test('bytes that do not hash to the hub’s sha256 are refused and removed; no model is made', async () => {
