@@ -19,7 +19,10 @@ jest.setTimeout(180_000);
 const exec = promisify(execFile);
 
 const HF_TOKEN = 'hf_test_token';
+/** Words the template alone adds to every chat: a chat that counts more prompt tokens than these was rendered with it (kiln/tiny-llama, the same vocabulary without a template, counts 32 for this test's message). */
+const PREAMBLE_WORDS = 64;
 const CHATML =
+  'kiln '.repeat(PREAMBLE_WORDS) +
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
@@ -76,7 +79,7 @@ const kiln = (args: string[]) =>
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-test('a download cut off part way resumes with a ranged GET; the version generates from its chat template', async () => {
+test('a download cut off part way resumes with a ranged GET; the version chats with the GGUF’s own template', async () => {
   const half = Math.floor(chat.length / 2);
   hub.cutNextAfter = half;
   const cut = await kiln(['models', 'pull', 'hf://tiny-org/Tiny-Chat-GGUF/tiny-chat.F32.gguf']).then(
@@ -127,6 +130,7 @@ test('a download cut off part way resumes with a ranged GET; the version generat
     body: { input: { messages: [{ role: 'user', content: 'Name a river.' }], max_tokens: 6, min_tokens: 6, seed: 1 } },
   });
   expect(p.body).toMatchObject({ status: 'succeeded', metrics: { output_token_count: 6 } });
+  expect(p.body.metrics.input_token_count).toBeGreaterThan(PREAMBLE_WORDS);
   expect(p.body.output.join('').trim().length).toBeGreaterThan(0);
 });
 
