@@ -1,5 +1,5 @@
 /**
- * The kiln CLI's commands beyond push: login, run, predictions, models, tokens, webhooks.
+ * The kiln CLI's commands beyond push: login, run, predictions, models (list, pull), tokens, webhooks.
  * Every command prints for people by default and JSON with --json.
  */
 import type { Command } from 'commander';
@@ -8,6 +8,7 @@ import path from 'node:path';
 import { isTerminalStatus } from '../domain/statuses';
 import { retryBatch } from './batch-retry';
 import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
+import { pull } from './pull';
 import { showWarmUp } from './warm-up';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
@@ -174,14 +175,45 @@ export function registerCommands(program: Command): void {
       out(done, () => console.log(`${done.id} ${done.status}`));
     });
 
-  program
-    .command('models')
-    .description('models you can run')
-    .command('list')
-    .action(async () => {
-      const page = await request<Json>(apiContext(), '/v1/models');
-      out(page.results, () => {
-        for (const m of page.results) console.log(`${`${m.owner}/${m.name}`.padEnd(32)} ${m.task.padEnd(18)} ${m.visibility}`);
+  const models = program.command('models').description('models you can run, and GGUF files pulled from a hub');
+  models.command('list').action(async () => {
+    const page = await request<Json>(apiContext(), '/v1/models');
+    out(page.results, () => {
+      for (const m of page.results) console.log(`${`${m.owner}/${m.name}`.padEnd(32)} ${m.task.padEnd(18)} ${m.visibility}`);
+    });
+  });
+  models
+    .command('pull <source>')
+    .description(
+      'download hf://OWNER/REPO[@REVISION]/FILE.gguf from a Hugging Face-style hub (resumed, sha256-checked) and make it a version: task, context and chat template from its metadata',
+    )
+    .option('--name <owner/name>', 'the Kiln model (default: your account and the repository name)')
+    .option('--hub <url>', 'the hub (default: KILN_HUB_URL, else https://huggingface.co); HF_TOKEN is sent as its bearer token')
+    .option('--max-size <MB>', 'refuse a larger file before downloading it (default: KILN_HUB_MAX_MB, else 65536)', (v) =>
+      Number.parseInt(v, 10),
+    )
+    .option('--max-context <tokens>', 'cap on the trained context the version gets (default: KILN_HUB_MAX_CONTEXT_SIZE, else 8192)', (v) =>
+      Number.parseInt(v, 10),
+    )
+    .option('--visibility <v>', 'public or private, when creating the model', 'private')
+    .action(async (source: string, o: { name?: string; hub?: string; maxSize?: number; maxContext?: number; visibility: string }) => {
+      if (o.visibility !== 'public' && o.visibility !== 'private')
+        throw new CliError(`--visibility is public or private, not ${o.visibility}`);
+      const ctx = apiContext();
+      const pulled = await pull(ctx, source, {
+        name: o.name,
+        hub: o.hub,
+        maxMb: o.maxSize,
+        maxContext: o.maxContext,
+        visibility: o.visibility,
+        quiet: json(),
+      });
+      out(pulled, () => {
+        const { plan } = pulled;
+        const context = plan.contextSize ? `context ${plan.contextSize} (trained ${plan.trainedContext})` : "the server's default context";
+        console.log(`pulled ${pulled.source} as ${pulled.model}:${pulled.version}`);
+        console.log(`${plan.task} (${plan.because}), ${plan.architecture}, ${context}`);
+        console.log(`run it: npm run -s kiln -- run ${pulled.model} -i ${plan.task === 'embeddings' ? 'text=hello' : 'prompt="Hello"'}`);
       });
     });
 

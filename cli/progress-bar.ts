@@ -1,4 +1,4 @@
-/** The CLI's byte progress bars (push, warm-up), on stderr so stdout stays the command's output. */
+/** The CLI's byte progress bars (push, pull, warm-up), on stderr so stdout stays the command's output. */
 import { Presets, SingleBar } from 'cli-progress';
 
 export function byteBar(label: string, total: number, quiet: boolean) {

@@ -1,6 +1,7 @@
 /**
- * `kiln push owner/name file...` (`--lora-for owner/base` for a LoRA adapter): hashes each file, uploads the blobs the server lacks (streamed,
- * with a progress bar), and creates a version. The server works out the version's memory need
+ * `kiln push owner/name file...` (`--lora-for owner/base` for a LoRA adapter): hashes each file
+ * (unless its sha256 is known, as a pull's checked download's is), uploads the blobs the server
+ * lacks (streamed, with a progress bar), and creates a version. The server works out the version's memory need
  * from the stored weights (api/version-resources.ts), so the CLI sends none of its own.
  */
 import { createReadStream } from 'node:fs';
@@ -20,28 +21,36 @@ async function sha256Of(file: string, size: number, quiet: boolean): Promise<str
   return sha256;
 }
 
+/** A file to push: its path, the name the version gives it and, where already checked, its sha256. */
+export interface LocalFile {
+  file: string;
+  name: string;
+  sha256?: string;
+}
+
 export async function push(
   ctx: ApiContext,
   ref: string,
-  files: string[],
+  files: Array<string | LocalFile>,
   opts: {
     quiet: boolean;
-    settings?: { sequences?: number; idleTtlSeconds?: number; speculative?: SpeculativeSetting };
+    settings?: { sequences?: number; idleTtlSeconds?: number; contextSize?: number; speculative?: SpeculativeSetting };
     retry?: { max_attempts: number; initial_interval_s?: number; backoff?: number };
     /** The base version (`owner/name[:version]`) this version is a LoRA adapter of. */
     loraFor?: string;
   },
 ) {
   const manifest = [];
-  for (const file of files) {
+  for (const entry of files) {
+    const { file, name, sha256: known } = typeof entry === 'string' ? { file: entry, name: path.basename(entry) } : entry;
     const { size } = await stat(file);
-    const sha256 = await sha256Of(file, size, opts.quiet);
+    const sha256 = known ?? (await sha256Of(file, size, opts.quiet));
     const exists = await fetch(`${ctx.url}/v1/blobs/sha256/${sha256}`, {
       method: 'HEAD',
       headers: { authorization: `Bearer ${ctx.token}` },
     });
     if (exists.status === 200) {
-      if (!opts.quiet) console.log(`${path.basename(file)}: already stored (sha256 ${sha256.slice(0, 12)}…)`);
+      if (!opts.quiet) console.log(`${name}: already stored (sha256 ${sha256.slice(0, 12)}…)`);
     } else {
       const progress = bar('uploading', size, opts.quiet);
       let sent = 0;
@@ -53,7 +62,7 @@ export async function push(
       await request(ctx, `/v1/blobs/sha256/${sha256}`, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });
       progress.stop();
     }
-    manifest.push({ path: path.basename(file), sha256, size });
+    manifest.push({ path: name, sha256, size });
   }
   return request<{ id: string; memory_bytes: number }>(ctx, `/v1/models/${ref}/versions`, {
     method: 'POST',

@@ -156,8 +156,8 @@ export const scriptVariables: ScriptVariable[] = [
     names: ['KILN_CACHE'],
     default: '`$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`',
     description:
-      'The per-user cache: Go-built binaries (`bin/<name>-<version>/`), the local secrets (`local-secrets.env`) and llama.cpp source builds, where the engine worker looks for its own.',
-    readBy: ['infra/env.sh', 'lib/llama-cpu-build.ts'],
+      "The per-user cache: Go-built binaries (`bin/<name>-<version>/`), the local secrets (`local-secrets.env`), llama.cpp source builds, where the engine worker looks for its own, and `kiln models pull`'s downloads (`hub/`).",
+    readBy: ['infra/env.sh', 'lib/llama-cpu-build.ts', 'cli/pull.ts'],
   },
   {
     names: ['KILN_ENGINE_PER_GPU'],
@@ -283,6 +283,20 @@ export const scriptVariables: ScriptVariable[] = [
     default: "`http://127.0.0.1:8080`; `kiln login`'s, else `.data/api-token`",
     description: "The API and token of the `kiln` CLI and the benchmarks (`kiln login`'s saved URL comes after `KILN_API_URL`).",
     readBy: ['cli/client.ts', 'cli/commands.ts', 'bench/lib.ts'],
+  },
+  {
+    names: ['KILN_HUB_URL', 'HF_TOKEN'],
+    default: '`https://huggingface.co`; unset',
+    description:
+      'The Hugging Face-style hub `kiln models pull hf://…` downloads from (`--hub` overrides it), and the token sent to it as a bearer token (never to the CDN its redirects name), for gated and private repositories.',
+    readBy: ['cli/pull.ts'],
+  },
+  {
+    names: ['KILN_HUB_MAX_MB', 'KILN_HUB_MAX_CONTEXT_SIZE'],
+    default: '`65536`; `8192`',
+    description:
+      "`kiln models pull` refuses a file larger than this many MiB before downloading it (`--max-size`), and gives the version the GGUF's trained context up to this many tokens (`--max-context`).",
+    readBy: ['cli/pull.ts'],
   },
   {
     names: ['KILN_RUN_DIR'],

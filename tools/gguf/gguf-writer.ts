@@ -42,6 +42,10 @@ export const llamaSpecSchema = z
      */
     bigram: z.number().min(0).default(0),
     seed: z.number().int().default(42),
+    /** `tokenizer.chat_template`: a Jinja chat template stored in the file, as trained chat models carry one. */
+    chatTemplate: z.string().min(1).optional(),
+    /** `llama.pooling_type`, llama.cpp's pooling of an embedding model's token states: set, the file reads as an embedding model. */
+    pooling: z.enum(['mean', 'cls', 'last']).optional(),
   })
   .refine((s) => s.embedding % s.heads === 0, { message: 'embedding must be divisible by heads', path: ['heads'] })
   .refine((s) => s.kvHeads === undefined || s.heads % s.kvHeads === 0, {
@@ -258,6 +262,9 @@ function writeMeta(w: ByteWriter, key: string, value: MetaValue) {
   }
 }
 
+/** llama.cpp's `enum llama_pooling_type`. */
+const POOLING_TYPE = { mean: 1, cls: 2, last: 3 } as const;
+
 function buildHeader(spec: LlamaSpec, vocab: Vocabulary, tensors: TensorPlan[]): Buffer {
   return ggufHeader(llamaMetadata(spec, vocab), tensors);
 }
@@ -282,6 +289,8 @@ function llamaMetadata(spec: LlamaSpec, vocab: Vocabulary): Array<[string, MetaV
     ['tokenizer.ggml.unknown_token_id', { u32: 0 }],
     ['tokenizer.ggml.bos_token_id', { u32: 1 }],
     ['tokenizer.ggml.eos_token_id', { u32: 2 }],
+    ...(spec.chatTemplate ? [['tokenizer.chat_template', { str: spec.chatTemplate }] as [string, MetaValue]] : []),
+    ...(spec.pooling ? [['llama.pooling_type', { u32: POOLING_TYPE[spec.pooling] }] as [string, MetaValue]] : []),
   ];
 }
 
