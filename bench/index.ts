@@ -9,6 +9,7 @@ import { embeddingQuality } from './embedding-quality';
 import { fairness } from './fairness';
 import { floorScenario } from './floor';
 import { historySize } from './history-size';
+import { kvSnapshot } from './kv-snapshot';
 import { overhead } from './overhead';
 import { defaultThreads, prefixCache } from './prefix-cache';
 import { speculative } from './speculative';
@@ -171,6 +172,17 @@ program
   .option('-p, --prefix-tokens <n>', 'tokens in the shared prefix', int, 2000)
   .option('--threads <n>', "CPU threads for the direct floor (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .action((o) => prefixCache({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads }));
+
+program
+  .command('kv-snapshot')
+  .description(
+    "what a prefix's KV snapshot costs with llama.cpp's sequence state files: cold prefill, save, bytes per token, restore, and greedy agreement after it (no running stack needed)",
+  )
+  .option('-r, --runs <n>', 'snapshots per prefix length (the table shows medians)', int, 3)
+  .option('-p, --prefix-tokens <list>', 'prefix lengths in tokens', (v) => v.split(',').map(int), [500, 2000])
+  .option('--threads <n>', "CPU threads (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .option('--model <gguf>', 'a GGUF to measure instead of the generated prefix-cache model')
+  .action((o) => kvSnapshot({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads, model: o.model }));
 
 program
   .command('embedding-quality')

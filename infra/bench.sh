@@ -6,9 +6,9 @@
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 bench() { cd "$KILN_ROOT" && node --import tsx bench/index.ts "$@"; }
-# Help, llama.cpp beside the engine alone, the embedding quality and the chat agreement with
-# llama-server (the engine on a cached model) need no stack.
-case " $* " in *" --skip-api "* | *" --help "* | *" -h "* | "  " | " embedding-quality "* | " chat-agreement "*) bench "$@"; exit ;; esac
+# Help, llama.cpp beside the engine alone, the embedding quality, the chat agreement with
+# llama-server (the engine on a cached model) and the KV snapshot costs need no stack.
+case " $* " in *" --skip-api "* | *" --help "* | *" -h "* | "  " | " embedding-quality "* | " chat-agreement "* | " kv-snapshot "*) bench "$@"; exit ;; esac
 
 bash "$KILN_ROOT/infra/install.sh"
 bash "$KILN_ROOT/infra/services.sh"
