@@ -28,6 +28,7 @@ import type { predictionWorkflow } from '../workflows/prediction';
 import { checkLimits } from './admission-limits';
 import { aboutPrediction, ValidationError } from './errors';
 import { withLora } from './lora-adapters';
+import { parseIdempotencyKey } from './prediction-request';
 import { parseOr422 } from './validation';
 
 export interface CreateDeps {
@@ -54,6 +55,8 @@ export async function createPrediction(
   input: Record<string, unknown>,
   opts: CreateOptions = {},
 ): Promise<{ row: PredictionRow; rateLimit?: RateLimitResult }> {
+  // Checked here, so every route that creates (predictions, deployments, OpenAI) checks it alike.
+  parseIdempotencyKey(opts.idempotencyKey);
   parseOr422(taskInputSchema(resolved.version.task), input, 'input');
   // A `lora` input runs that adapter of the version: the adapter's own version, queue and usage.
   resolved = await withLora(deps.db, account, resolved, input.lora);
