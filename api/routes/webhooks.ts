@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { Router } from 'express';
 import type { Db } from '../../db/client';
-import { getPrediction, rowToSnapshot } from '../../db/predictions';
+import { getPrediction, rowToSnapshot, type PredictionRow } from '../../db/predictions';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
 import { redeliveryWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
 import { isTerminalStatus } from '../../domain/statuses';
@@ -77,35 +77,43 @@ export function webhookRoutes(deps: WebhookRoutesDeps): Router {
       'webhook redeliveries',
     );
     setRateLimitHeaders(res, rate);
-    const webhookId = webhookWorkflowId(row.id, 'completed', 1);
-    const delivery: WebhookDelivery = {
-      webhookId,
-      event: 'completed',
-      url: row.webhook,
-      accountId: row.accountId,
-      snapshot: rowToSnapshot(row),
-    };
-    const workflowId = redeliveryWorkflowId(row.id);
-    const started = await deps.temporal.workflow
-      .start('webhookDeliveryWorkflow', {
-        workflowId,
-        taskQueue: deps.controlQueue,
-        args: [delivery],
-        // A closed redelivery may run again; a running one is the one asked for.
-        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        workflowIdConflictPolicy: 'FAIL',
-      })
-      .then(
-        () => true,
-        (err: unknown) => {
-          if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
-          throw err;
-        },
-      );
+    const { webhookId, workflowId, started } = await startRedelivery(deps, { ...row, webhook: row.webhook });
     res.status(202).json({ webhook_id: webhookId, delivery: workflowId, started });
   });
 
   return router;
+}
+
+/**
+ * Starts the prediction's redelivery of its `completed` event, unless one is running: then that
+ * one is the answer (`started: false`). A closed one may run again.
+ */
+async function startRedelivery(
+  deps: Pick<WebhookRoutesDeps, 'temporal' | 'controlQueue'>,
+  row: PredictionRow & { webhook: string },
+): Promise<{ webhookId: string; workflowId: string; started: boolean }> {
+  const webhookId = webhookWorkflowId(row.id, 'completed', 1);
+  const delivery: WebhookDelivery = {
+    webhookId,
+    event: 'completed',
+    url: row.webhook,
+    accountId: row.accountId,
+    snapshot: rowToSnapshot(row),
+  };
+  const workflowId = redeliveryWorkflowId(row.id);
+  try {
+    await deps.temporal.workflow.start('webhookDeliveryWorkflow', {
+      workflowId,
+      taskQueue: deps.controlQueue,
+      args: [delivery],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      workflowIdConflictPolicy: 'FAIL',
+    });
+    return { webhookId, workflowId, started: true };
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return { webhookId, workflowId, started: false };
+    throw err;
+  }
 }
 
 export const webhookContracts: RouteContract[] = [
