@@ -8,7 +8,10 @@ import { and, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import { Webhook } from 'standardwebhooks';
 import { closeDb, type Db } from '../../db/client';
 import { webhookSecrets } from '../../db/schema';
+import { rotateWebhookSecret, signingSecrets } from '../../db/webhooks';
 import { redeliveryWorkflowId, webhookWorkflowId } from '../../domain/contracts';
+import { config } from '../../lib/config';
+import { secretBoxFromConfig } from '../../lib/secret-box';
 import { api, newAccount, poll, TERMINAL, testDb, testTemporal, type ApiResponse } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 
@@ -124,6 +127,16 @@ test('100 rotations leave at most two secrets signing, and rotations past the li
   expect(verifies(current)).toBe(true);
   expect(verifies(keys.at(-2))).toBe(true);
   expect(verifies(first)).toBe(false);
+});
+
+test('the bound holds without the rate limit: 100 rotations leave the last two signing', async () => {
+  const { account } = await newAccount(db, 'rotations-unlimited');
+  const box = secretBoxFromConfig(config());
+  const keys: string[] = [];
+  for (let i = 0; i < 100; i++) keys.push((await rotateWebhookSecret(db, box, account.id)).key);
+  expect(await signingSecrets(db, box, account.id)).toEqual([keys[99], keys[98]]);
+  const stored = await db.select({ id: webhookSecrets.id }).from(webhookSecrets).where(eq(webhookSecrets.accountId, account.id));
+  expect(stored).toHaveLength(2);
 });
 
 test('30 concurrent redeliveries of one prediction send at most one delivery schedule', async () => {
