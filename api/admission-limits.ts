@@ -25,6 +25,22 @@ export function setRateLimitHeaders(res: Response, r: RateLimitResult | undefine
 
 let lastPrune = 0;
 
+/**
+ * Counts one request in the account's one-minute window for `scope` (the same counters as its
+ * prediction rate limits); over `limit`, a 429 naming the limit, e.g. "5 webhook secret rotations".
+ */
+export async function checkRequestRate(db: Db, accountId: string, scope: string, limit: number, what: string): Promise<RateLimitResult> {
+  const { queued: _queued, ...rate } = await hitRateLimit(db, accountId, scope, limit);
+  if (!rate.allowed) {
+    throw new TooManyRequestsError(
+      `Rate limit of ${limit} ${what} per minute reached; try again after ${rate.resetAt.toISOString()}`,
+      (rate.resetAt.getTime() - Date.now()) / 1000,
+      rateLimitHeaders(rate),
+    );
+  }
+  return rate;
+}
+
 export async function checkLimits(db: Db, account: Account, task: string): Promise<RateLimitResult> {
   const limit = rateLimitFor(task, account.rateLimits);
   const { queued, ...rate } = await hitRateLimit(db, account.id, `predictions:${task}`, limit);

@@ -30,7 +30,7 @@ import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
-import { webhookRoutes } from './routes/webhooks';
+import { webhookRoutes, type WebhookRoutesDeps } from './routes/webhooks';
 import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
 import type { ResourceLimits } from './version-resources';
 
@@ -66,9 +66,13 @@ export interface AppDeps {
   batches?: { parallelism: number; chunksPerRun: number; maxInputBytes: number };
   /** Temporal's codec server for the UI and CLI (api/codec-server.ts); absent, not served. */
   codecServer?: CodecServerDeps;
+  /** Rotations and redeliveries an account may ask for per minute. */
+  webhookLimits?: WebhookRoutesDeps['limits'];
   /** Bounds on what versions and deployments may hold of the engine nodes. */
   resources?: ResourceLimits & { pinnedNodeShare: number };
 }
+
+const DEFAULT_WEBHOOK_LIMITS = { rotationsPerMinute: 5, redeliveriesPerMinute: 10 };
 
 const DEFAULT_RESOURCES = { defaultContextSize: 4096, defaultSequences: 4, maxContextSize: 32768, maxSequences: 16, pinnedNodeShare: 0.5 };
 
@@ -196,7 +200,15 @@ export function createApp(deps: AppDeps): express.Express {
       urls,
     }),
   );
-  v1.use(webhookRoutes({ db: deps.db, secrets: deps.secrets, temporal: deps.temporal, controlQueue: deps.controlQueue }));
+  v1.use(
+    webhookRoutes({
+      db: deps.db,
+      secrets: deps.secrets,
+      temporal: deps.temporal,
+      controlQueue: deps.controlQueue,
+      limits: deps.webhookLimits ?? DEFAULT_WEBHOOK_LIMITS,
+    }),
+  );
   app.use('/v1', v1);
 
   app.use(

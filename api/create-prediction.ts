@@ -28,6 +28,7 @@ import type { predictionWorkflow } from '../workflows/prediction';
 import { checkLimits } from './admission-limits';
 import { aboutPrediction, ApiError, ValidationError } from './errors';
 import { withLora } from './lora-adapters';
+import { parseIdempotencyKey } from './prediction-request';
 import { queuePosition } from './queue-position';
 import { parseOr422 } from './validation';
 
@@ -59,6 +60,8 @@ export async function createPrediction(
   input: Record<string, unknown>,
   opts: CreateOptions = {},
 ): Promise<{ row: PredictionRow; rateLimit?: RateLimitResult }> {
+  // Checked here, so every route that creates (predictions, deployments, OpenAI) checks it alike.
+  parseIdempotencyKey(opts.idempotencyKey);
   parseOr422(taskInputSchema(resolved.version.task), input, 'input');
   // A `lora` input runs that adapter of the version: the adapter's own version, queue and usage.
   resolved = await withLora(deps.db, account, resolved, input.lora);

@@ -56,6 +56,10 @@ async function main() {
       chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN,
       maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES,
     },
+    webhookLimits: {
+      rotationsPerMinute: c.KILN_WEBHOOK_ROTATIONS_PER_MINUTE,
+      redeliveriesPerMinute: c.KILN_WEBHOOK_REDELIVERIES_PER_MINUTE,
+    },
     resources: {
       defaultContextSize: c.KILN_ENGINE_CONTEXT_SIZE,
       defaultSequences: c.KILN_ENGINE_SEQUENCES,

@@ -1,12 +1,12 @@
 /**
  * What a request to create a prediction carries, shared by the prediction, deployment and OpenAI
- * routes: the body schemas and the headers (`Cancel-After`, `Kiln-Priority`, `Prefer: wait`).
+ * routes: the body schemas and the headers (`Idempotency-Key`, `Cancel-After`, `Kiln-Priority`, `Prefer: wait`).
  */
 import { z } from 'zod';
 import { PRIORITY_KEYS } from '../domain/contracts';
 import { webhookEvents } from '../domain/statuses';
 import { parseDurationMs } from '../lib/duration';
-import { ValidationError } from './errors';
+import { BadRequestError, ValidationError } from './errors';
 
 const inputSchema = z.record(z.string(), z.unknown());
 
@@ -66,6 +66,14 @@ export function maxQueueSeconds(body: { max_queue_seconds?: number } | undefined
     throw new ValidationError([{ field: 'Max-Queue-Time', description: 'must be a duration between 1s and 24h, like 30, 30s or 2m' }]);
   }
   return seconds;
+}
+
+/** `Idempotency-Key`: 1 to 255 characters; a retried create with the same key returns the same prediction. */
+export function parseIdempotencyKey(header: string | undefined): string | undefined {
+  if (header !== undefined && (header.length === 0 || header.length > 255)) {
+    throw new BadRequestError('Idempotency-Key must be 1 to 255 characters');
+  }
+  return header;
 }
 
 /** `Kiln-Priority`: interactive calls go ahead of the default, batch work after it. */

@@ -272,4 +272,8 @@ export const webhookDeliveriesBody = z.object({
   ),
 });
 
-export const redeliveryBody = z.object({ webhook_id: z.string(), delivery: z.string().describe('The delivery workflow started') });
+export const redeliveryBody = z.object({
+  webhook_id: z.string(),
+  delivery: z.string().describe("The redelivery's workflow: one per prediction at a time"),
+  started: z.boolean().describe('false: a redelivery of this prediction was already in flight, and this call joined it'),
+});

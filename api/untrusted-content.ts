@@ -4,6 +4,7 @@
  * never render there: a download, of a type that cannot run, under a policy that runs nothing.
  */
 import type { Response } from 'express';
+import { cleanFileName } from '../lib/file-name';
 import { UNTRUSTED_CONTENT_CSP } from './security-headers';
 
 /** Types a browser only ever displays, never executes; everything else goes out as bytes. */
@@ -29,8 +30,8 @@ export function servedContentType(declared: string): string {
 
 export function untrustedContentHeaders(res: Response, file: { name: string; contentType: string }): void {
   // res.attachment encodes the name (RFC 6266, with an ASCII fallback) and guesses a type from its
-  // extension, which the type below replaces.
-  res.attachment(file.name);
+  // extension, which the type below replaces. Cleaned here too, for names stored before uploads were.
+  res.attachment(cleanFileName(file.name));
   res.set({
     'Content-Type': servedContentType(file.contentType),
     'X-Content-Type-Options': 'nosniff',

@@ -12,6 +12,8 @@ import { closeDb, createDb } from '../db/client';
 import { shareModel } from '../db/models';
 import { accounts, models } from '../db/schema';
 import { resealWebhookSecrets } from '../db/webhooks';
+import { taskNames, taskType } from '../domain/tasks';
+import { enableFixtureTasks } from '../fixtures/enable';
 import { configSchema } from '../lib/config';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { secretBoxFromConfig } from '../lib/secret-box';
@@ -19,9 +21,11 @@ import { Storage } from '../lib/storage';
 import { rebuildProjections } from './rebuild-projections';
 
 // Only the database and Temporal are needed here, so only their variables are required.
-const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } = configSchema
-  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true })
+const { DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, KILN_ENABLE_FIXTURES } = configSchema
+  .pick({ DATABASE_URL: true, TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true, KILN_ENABLE_FIXTURES: true })
   .parse(process.env);
+// Where the API serves the test task types, their limits can be set too.
+if (KILN_ENABLE_FIXTURES) enableFixtureTasks();
 const db = createDb(DATABASE_URL, { max: 2 });
 
 const positive = (v: string) => {
@@ -34,9 +38,15 @@ const wholeOrZero = (v: string) => {
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number, 0 or more');
   return n;
 };
+/** A limit keyed by anything but a task type would apply to nothing: refused, with the types there are. */
 const rateLimit = (v: string, acc: Record<string, number> = {}) => {
   const m = /^([\w-]+)=(\d+)$/.exec(v);
   if (!m) throw new InvalidArgumentError('expected task=requests-per-minute, e.g. text-generation=600');
+  if (!taskType(m[1])) {
+    throw new InvalidArgumentError(
+      `${m[1]} is not a task type (a limit is per task type, not per model); task types: ${taskNames().join(', ')}`,
+    );
+  }
   return { ...acc, [m[1]]: Number(m[2]) };
 };
 

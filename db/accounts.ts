@@ -50,8 +50,12 @@ export type AccountSettings = Partial<
   >
 >;
 
+/** Changes the settings given; with none, the account as it is (an UPDATE needs something to set). */
 export async function updateAccount(db: Db, accountId: string, settings: AccountSettings): Promise<Account> {
-  const [row] = await db.update(accounts).set(settings).where(eq(accounts.id, accountId)).returning();
+  const given = Object.values(settings).some((v) => v !== undefined);
+  const [row] = given
+    ? await db.update(accounts).set(settings).where(eq(accounts.id, accountId)).returning()
+    : await db.select().from(accounts).where(eq(accounts.id, accountId));
   return row;
 }
 

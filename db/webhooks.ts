@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, isNull, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import { randomBytes } from 'node:crypto';
 import { newId } from '../lib/ids';
 import type { SecretBox } from '../lib/secret-box';
@@ -9,6 +9,9 @@ export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 
 /** How long the previous secret keeps signing after a rotation, so receivers can switch over. */
 export const ROTATION_OVERLAP_MS = 24 * 3600 * 1000;
+
+/** The current secret and the one it replaced. */
+export const MAX_SIGNING_SECRETS = 2;
 
 const newKey = () => `whsec_${randomBytes(32).toString('base64')}`;
 
@@ -29,12 +32,17 @@ export async function currentWebhookSecret(db: Db, box: SecretBox, accountId: st
   });
 }
 
-/** A new current secret; the old one stays valid for the overlap. */
+/**
+ * A new current secret; the one it replaces keeps signing for the overlap. Only that one: a
+ * rotation ends the overlap of any earlier secret and deletes the expired ones, so at most two
+ * secrets sign (each adds a signature to every delivery's header).
+ */
 export async function rotateWebhookSecret(db: Db, box: SecretBox, accountId: string): Promise<{ key: string; previousExpiresAt: Date }> {
   await currentWebhookSecret(db, box, accountId);
   const previousExpiresAt = new Date(Date.now() + ROTATION_OVERLAP_MS);
   return db.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook-secret:${accountId}`}))`);
+    await tx.delete(webhookSecrets).where(and(eq(webhookSecrets.accountId, accountId), isNotNull(webhookSecrets.expiresAt)));
     await tx
       .update(webhookSecrets)
       .set({ expiresAt: previousExpiresAt })
@@ -45,14 +53,18 @@ export async function rotateWebhookSecret(db: Db, box: SecretBox, accountId: str
   });
 }
 
-/** Every secret that signs now: the current one first, then those still in their overlap. */
+/**
+ * Every secret that signs now: the current one first, then the one it replaced while its overlap
+ * lasts. Never more than two, whatever rotations left behind before rotation ended overlaps.
+ */
 export async function signingSecrets(db: Db, box: SecretBox, accountId: string): Promise<string[]> {
   await currentWebhookSecret(db, box, accountId);
   const rows = await db
     .select({ key: webhookSecrets.key })
     .from(webhookSecrets)
     .where(and(eq(webhookSecrets.accountId, accountId), or(isNull(webhookSecrets.expiresAt), gt(webhookSecrets.expiresAt, sql`now()`))))
-    .orderBy(sql`${webhookSecrets.expiresAt} is not null`, desc(webhookSecrets.createdAt));
+    .orderBy(sql`${webhookSecrets.expiresAt} is not null`, desc(webhookSecrets.createdAt))
+    .limit(MAX_SIGNING_SECRETS);
   return rows.map((r) => box.open(r.key));
 }
 

@@ -154,6 +154,9 @@ export type PredictionSnapshotLike = import('./prediction-snapshot').PredictionS
 
 export const webhookWorkflowId = (predictionId: string, event: WebhookEvent, n: number): string => `webhook-${predictionId}-${event}-${n}`;
 
+/** The one redelivery of a prediction's `completed` event that may be in flight (POST …/webhooks/redeliver). */
+export const redeliveryWorkflowId = (predictionId: string): string => `${webhookWorkflowId(predictionId, 'completed', 1)}-redelivery`;
+
 /**
  * An `output` webhook the engine sends: numbered within its attempt, so a later attempt's never
  * takes the id of an earlier one's (receivers would drop it as a duplicate). The first attempt

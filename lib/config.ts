@@ -175,6 +175,24 @@ export const configSchema = z.object({
     .max(50)
     .default(8)
     .describe('Delivery attempts of one webhook event before it is given up (`npm test`: 6).'),
+  /** Each rotation ends the previous overlap, so a burst of rotations cannot lengthen the signature header; this bounds the bursts. */
+  KILN_WEBHOOK_ROTATIONS_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(5)
+    .describe(
+      'Webhook secret rotations an account may make per minute (`POST /v1/webhooks/default/secret/rotate`); more answer 429 with `Retry-After`.',
+    ),
+  /** A redelivery is a delivery workflow with the whole retry schedule: this bounds how many an account starts. */
+  KILN_WEBHOOK_REDELIVERIES_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(10)
+    .describe(
+      'Webhook redeliveries an account may ask for per minute (`POST /v1/predictions/{id}/webhooks/redeliver`), counted in its rate-limit window; more answer 429 with `Retry-After`.',
+    ),
 
   DATABASE_URL: z
     .string()

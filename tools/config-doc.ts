@@ -90,6 +90,8 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   KILN_WEBHOOK_ALLOW_PRIVATE: 'Webhooks',
   KILN_WEBHOOK_RETRY_SCHEDULE: 'Webhooks',
   KILN_WEBHOOK_MAX_ATTEMPTS: 'Webhooks',
+  KILN_WEBHOOK_ROTATIONS_PER_MINUTE: 'Webhooks',
+  KILN_WEBHOOK_REDELIVERIES_PER_MINUTE: 'Webhooks',
 
   KILN_FETCH_ALLOW_PRIVATE: 'Inputs fetched from URLs',
   KILN_FETCH_MAX_BYTES: 'Inputs fetched from URLs',

@@ -12,6 +12,7 @@ import type { Db } from '../../db/client';
 import { deleteFile, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
 import { byteMeter } from '../../lib/byte-meter';
 import { fileKey } from '../../lib/file-keys';
+import { cleanFileName } from '../../lib/file-name';
 import { FILE_URL_TTL_SECONDS, signedFileUrl, verifyFileUrl } from '../../lib/file-urls';
 import { newId } from '../../lib/ids';
 import type { UrlSigner } from '../../lib/signing';
@@ -104,7 +105,7 @@ export function fileRoutes(deps: FileDeps): Router {
         Promise.all([pipeline(stream, meter), storage.putStream(fileKey(id), meter)])
           .then(() =>
             resolve({
-              name: info.filename || 'file',
+              name: cleanFileName(info.filename ?? ''),
               contentType: info.mimeType || 'application/octet-stream',
               size,
               sha256: hash.digest('hex'),

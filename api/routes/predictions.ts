@@ -12,7 +12,7 @@ import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
 import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
-import { BadRequestError, NotFoundError, ValidationError } from '../errors';
+import { NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
@@ -87,7 +87,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   }
 
   const createOptions = (req: Request, body: z.infer<typeof modelCreateBody>) => ({
-    idempotencyKey: idempotencyKey(req),
+    idempotencyKey: req.get('idempotency-key'),
     priority: parsePriority(req.get('kiln-priority')),
     webhook: body.webhook,
     webhookEventsFilter: body.webhook_events_filter,
@@ -95,14 +95,6 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     maxQueueSeconds: maxQueueSeconds(body, req.get('max-queue-time')),
     session: parseSessionAffinity(req.get('x-session-affinity')),
   });
-
-  const idempotencyKey = (req: Request) => {
-    const key = req.get('idempotency-key');
-    if (key !== undefined && (key.length === 0 || key.length > 255)) {
-      throw new BadRequestError('Idempotency-Key must be 1 to 255 characters');
-    }
-    return key;
-  };
 
   router.post('/predictions', async (req, res) => {
     const account = currentAccount(res);

@@ -1,17 +1,27 @@
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { Router } from 'express';
 import type { Db } from '../../db/client';
-import { getPrediction, rowToSnapshot } from '../../db/predictions';
+import { getPrediction, rowToSnapshot, type PredictionRow } from '../../db/predictions';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
-import { webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
+import { redeliveryWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
 import { isTerminalStatus } from '../../domain/statuses';
 import type { SecretBox } from '../../lib/secret-box';
+import { checkRequestRate, setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { ApiError, NotFoundError } from '../errors';
 import { errorBody, redeliveryBody, rotatedSecretBody, webhookDeliveriesBody, webhookSecretBody } from '../response-schemas';
 import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 
-export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Client; controlQueue: string }): Router {
+export interface WebhookRoutesDeps {
+  db: Db;
+  secrets: SecretBox;
+  temporal: Client;
+  controlQueue: string;
+  /** Per account and minute (KILN_WEBHOOK_ROTATIONS_PER_MINUTE, KILN_WEBHOOK_REDELIVERIES_PER_MINUTE). */
+  limits: { rotationsPerMinute: number; redeliveriesPerMinute: number };
+}
+
+export function webhookRoutes(deps: WebhookRoutesDeps): Router {
   const router = Router();
 
   /** Replicate's: the key receivers verify signatures with. */
@@ -19,9 +29,12 @@ export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Clie
     res.json({ key: await currentWebhookSecret(deps.db, deps.secrets, currentAccount(res).id) });
   });
 
-  /** A new key; the previous one keeps signing (both signatures are sent) until it expires. */
+  /** A new key; the one it replaces keeps signing (both signatures are sent) until it expires. */
   router.post('/webhooks/default/secret/rotate', async (_req, res) => {
-    const { key, previousExpiresAt } = await rotateWebhookSecret(deps.db, deps.secrets, currentAccount(res).id);
+    const account = currentAccount(res);
+    const rate = await checkRequestRate(deps.db, account.id, 'webhooks:rotate', deps.limits.rotationsPerMinute, 'webhook secret rotations');
+    setRateLimitHeaders(res, rate);
+    const { key, previousExpiresAt } = await rotateWebhookSecret(deps.db, deps.secrets, account.id);
     res.json({ key, previous_key_expires_at: previousExpiresAt.toISOString() });
   });
 
@@ -45,29 +58,62 @@ export function webhookRoutes(deps: { db: Db; secrets: SecretBox; temporal: Clie
     });
   });
 
-  /** Sends the `completed` event again, with its original webhook-id so receivers can dedupe. */
+  /**
+   * Sends the `completed` event again, with its original webhook-id so receivers can dedupe. One
+   * redelivery per prediction is in flight at a time (its workflow id is fixed): asked again while
+   * it runs, the answer names that one (`started: false`) and nothing more is sent.
+   */
   router.post('/predictions/:id/webhooks/redeliver', async (req, res) => {
-    const row = await getPrediction(deps.db, currentAccount(res).id, req.params.id);
+    const account = currentAccount(res);
+    const row = await getPrediction(deps.db, account.id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
     if (!row.webhook) throw new ApiError(409, 'Conflict', 'This prediction has no webhook');
     if (!isTerminalStatus(row.status)) throw new ApiError(409, 'Conflict', 'The prediction has not finished yet');
-    const webhookId = webhookWorkflowId(row.id, 'completed', 1);
-    const delivery: WebhookDelivery = {
-      webhookId,
-      event: 'completed',
-      url: row.webhook,
-      accountId: row.accountId,
-      snapshot: rowToSnapshot(row),
-    };
-    const handle = await deps.temporal.workflow.start('webhookDeliveryWorkflow', {
-      workflowId: `${webhookId}-redelivery-${Date.now()}`,
-      taskQueue: deps.controlQueue,
-      args: [delivery],
-    });
-    res.status(202).json({ webhook_id: webhookId, delivery: handle.workflowId });
+    const rate = await checkRequestRate(
+      deps.db,
+      account.id,
+      'webhooks:redeliver',
+      deps.limits.redeliveriesPerMinute,
+      'webhook redeliveries',
+    );
+    setRateLimitHeaders(res, rate);
+    const { webhookId, workflowId, started } = await startRedelivery(deps, { ...row, webhook: row.webhook });
+    res.status(202).json({ webhook_id: webhookId, delivery: workflowId, started });
   });
 
   return router;
+}
+
+/**
+ * Starts the prediction's redelivery of its `completed` event, unless one is running: then that
+ * one is the answer (`started: false`). A closed one may run again.
+ */
+async function startRedelivery(
+  deps: Pick<WebhookRoutesDeps, 'temporal' | 'controlQueue'>,
+  row: PredictionRow & { webhook: string },
+): Promise<{ webhookId: string; workflowId: string; started: boolean }> {
+  const webhookId = webhookWorkflowId(row.id, 'completed', 1);
+  const delivery: WebhookDelivery = {
+    webhookId,
+    event: 'completed',
+    url: row.webhook,
+    accountId: row.accountId,
+    snapshot: rowToSnapshot(row),
+  };
+  const workflowId = redeliveryWorkflowId(row.id);
+  try {
+    await deps.temporal.workflow.start('webhookDeliveryWorkflow', {
+      workflowId,
+      taskQueue: deps.controlQueue,
+      args: [delivery],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      workflowIdConflictPolicy: 'FAIL',
+    });
+    return { webhookId, workflowId, started: true };
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return { webhookId, workflowId, started: false };
+    throw err;
+  }
 }
 
 export const webhookContracts: RouteContract[] = [
@@ -80,8 +126,12 @@ export const webhookContracts: RouteContract[] = [
   {
     method: 'post',
     path: '/v1/webhooks/default/secret/rotate',
-    summary: 'A new signing secret; the previous one signs too for a while',
-    responses: { '200': jsonResponse('The new key', rotatedSecretBody), ...errorResponses },
+    summary: 'A new signing secret; the one it replaces signs too for a while (never more than these two)',
+    responses: {
+      '200': jsonResponse('The new key', rotatedSecretBody),
+      ...errorResponses,
+      '429': jsonResponse('Over the rotations allowed per minute (Retry-After)', errorBody),
+    },
   },
   {
     method: 'get',
@@ -93,12 +143,13 @@ export const webhookContracts: RouteContract[] = [
   {
     method: 'post',
     path: '/v1/predictions/{id}/webhooks/redeliver',
-    summary: 'Send the completed event again, with its original webhook-id',
+    summary: 'Send the completed event again, with its original webhook-id; one redelivery per prediction at a time',
     request: { params: pathParams('id') },
     responses: {
-      '202': jsonResponse('Started', redeliveryBody),
+      '202': jsonResponse('Started, or already in flight (started: false)', redeliveryBody),
       '409': jsonResponse('No webhook, or not finished', errorBody),
       ...errorResponses,
+      '429': jsonResponse('Over the redeliveries allowed per minute (Retry-After)', errorBody),
     },
   },
 ];

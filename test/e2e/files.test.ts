@@ -98,3 +98,30 @@ describe('uploaded bytes are never rendered on the API origin', () => {
     expect(owned.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
   });
 });
+
+test('bidi and control characters are cleaned from file names, stored and served', async () => {
+  // U+202E turns "report<RLO>fdp.exe" into "reportexe.pdf" on screen. Raw control characters in a
+  // part's header are refused as malformed; RFC 5987's filename* carries them, so it is used here.
+  const boundary = 'kiln-bidi-boundary';
+  const name = encodeURIComponent('report\u202Efdp.exe\u2066\u200F\u0007\n');
+  const body = [
+    `--${boundary}`,
+    `Content-Disposition: form-data; name="content"; filename*=UTF-8''${name}`,
+    'Content-Type: application/octet-stream',
+    '',
+    'MZ',
+    `--${boundary}--`,
+    '',
+  ].join('\r\n');
+  const res = await fetch(`${API_URL}/v1/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+    body,
+  });
+  expect(res.status).toBe(201);
+  const file = (await res.json()) as { id: string; name: string; urls: { get: string } };
+  expect(file.name).toBe('reportfdp.exe');
+  expect((await api(`/v1/files/${file.id}`, { token })).body.name).toBe('reportfdp.exe');
+  const disposition = (await fetch(file.urls.get)).headers.get('content-disposition')!;
+  expect(disposition).toMatch(/^attachment; filename="?reportfdp\.exe"?$/);
+});
