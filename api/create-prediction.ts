@@ -81,6 +81,8 @@ export async function createPrediction(
   const existing = opts.idempotencyKey ? await getPrediction(deps.db, account.id, id) : undefined;
   if (existing && (existing.runId !== null || (await workflowExists(deps.temporal, predictionWorkflowId(id))))) return { row: existing };
   const rateLimit = await checkLimits(deps.db, account, resolved.version.task);
+  // The request's own limit, else the account's default.
+  opts = { ...opts, maxQueueSeconds: opts.maxQueueSeconds ?? account.maxQueueSeconds ?? undefined };
   if (opts.maxQueueSeconds !== undefined) await refuseIfQueueTooLong(deps, account, resolved.version.id, opts.maxQueueSeconds);
   const now = new Date();
   const args = predictionArgs(account, resolved, id, input, opts, now, existing?.createdAt ?? now);

@@ -207,6 +207,7 @@ export const accountBody = z
       over_cap: z.string(),
       fairness_weight: z.number(),
       max_pinned_replicas: z.number().int(),
+      max_queue_seconds: z.number().nullable().describe('Default max_queue_seconds of its predictions (null: none)'),
       rate_limits_per_minute: z.record(z.string(), z.number()),
     }),
     current: z.object({ admitted: z.number().int(), queued: z.number().int() }),

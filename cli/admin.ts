@@ -61,6 +61,7 @@ function settingsFrom(o: Record<string, unknown>): AccountSettings {
   if (o.rateLimit !== undefined) s.rateLimits = o.rateLimit as Record<string, number>;
   if (o.disabled !== undefined) s.disabled = o.disabled as boolean;
   if (o.maxPinnedReplicas !== undefined) s.maxPinnedReplicas = o.maxPinnedReplicas as number;
+  if (o.maxQueueSeconds !== undefined) s.maxQueueSeconds = (o.maxQueueSeconds as number) || null;
   return s;
 }
 
@@ -76,6 +77,11 @@ function withSettings(cmd: Command): Command {
     .option(
       '--max-pinned-replicas <n>',
       "replicas the account's deployments may keep loaded at all times (sum of min_instances)",
+      wholeOrZero,
+    )
+    .option(
+      '--max-queue-seconds <n>',
+      'default max_queue_seconds of its predictions: not started by then, aborted (0 for no limit)',
       wholeOrZero,
     );
 }
@@ -119,6 +125,7 @@ accountsCmd
         max_queued: a.maxQueued,
         over_cap: a.overCap,
         max_pinned_replicas: a.maxPinnedReplicas,
+        max_queue_seconds: a.maxQueueSeconds ?? '',
         disabled: a.disabled,
       })),
     );

@@ -46,7 +46,16 @@ export async function accountForToken(db: Db, token: string): Promise<Account | 
 export type AccountSettings = Partial<
   Pick<
     Account,
-    'name' | 'fairnessWeight' | 'fairnessGroup' | 'maxRunning' | 'maxQueued' | 'overCap' | 'rateLimits' | 'disabled' | 'maxPinnedReplicas'
+    | 'name'
+    | 'fairnessWeight'
+    | 'fairnessGroup'
+    | 'maxRunning'
+    | 'maxQueued'
+    | 'overCap'
+    | 'rateLimits'
+    | 'disabled'
+    | 'maxPinnedReplicas'
+    | 'maxQueueSeconds'
   >
 >;
 

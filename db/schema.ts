@@ -57,6 +57,8 @@ export const accounts = pgTable('accounts', {
   rateLimits: jsonb('rate_limits').$type<Record<string, number>>().notNull().default({}),
   /** Replicas the account's deployments may keep loaded at all times (the sum of their min_instances). */
   maxPinnedReplicas: integer('max_pinned_replicas').notNull().default(2),
+  /** The account's default max_queue_seconds: a prediction not started by then is aborted. Null: no limit. */
+  maxQueueSeconds: real('max_queue_seconds'),
   createdAt: createdAt(),
 });
 

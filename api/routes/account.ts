@@ -33,6 +33,7 @@ async function accountJson(db: Db, a: Account) {
       over_cap: a.overCap,
       fairness_weight: a.fairnessWeight,
       max_pinned_replicas: a.maxPinnedReplicas,
+      max_queue_seconds: a.maxQueueSeconds,
       rate_limits_per_minute: Object.fromEntries(taskNames().map((t) => [t, rateLimitFor(t, a.rateLimits)])),
     },
     current: { admitted: await heldAdmissions(db, a.id), queued: await queuedPredictions(db, a.id) },

@@ -3,6 +3,7 @@
  * on an echo-fixture version of its own with two slots, flooded by one account while another waits.
  */
 import { eq } from 'drizzle-orm';
+import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, upsertModel } from '../../db/models';
 import { registerNode, removeNode } from '../../db/nodes';
@@ -146,10 +147,24 @@ test('a prediction not started within max_queue_seconds is aborted, and a bad Ma
     expect(done.logs).toMatch(/Aborted: not started by .* \(max_queue_seconds\)/);
     expect(Date.parse(done.completed_at) - Date.parse(done.created_at)).toBeGreaterThanOrEqual(2000);
 
+    // The account's default applies where a request names none.
+    await updateAccount(db, flood.account.id, { maxQueueSeconds: 2 });
+    const account = await api('/v1/account', { token: flood.token });
+    expect(account.body.limits.max_queue_seconds).toBe(2);
+    const byDefault = await api(`/v1/models/${flood.account.username}/never-starts/predictions`, {
+      token: flood.token,
+      body: { input: { prompt: 'never either' } },
+    });
+    expect(byDefault.status).toBe(201);
+    const defaulted = await finished(byDefault.body.id, flood.token);
+    expect({ status: defaulted.status, started_at: defaulted.started_at }).toEqual({ status: 'aborted', started_at: null });
+    expect(defaulted.logs).toMatch(/\(max_queue_seconds\)/);
+
     const bad = await api(path, { token: quiet.token, body: { input: { text: 'q' } }, headers: { 'max-queue-time': 'soon' } });
     expect(bad.status).toBe(422);
     expect(bad.body.invalid_fields[0].field).toBe('Max-Queue-Time');
   } finally {
+    await updateAccount(db, flood.account.id, { maxQueueSeconds: null });
     await removeNode(db, ghost);
     await db.delete(models).where(eq(models.id, model.id));
   }

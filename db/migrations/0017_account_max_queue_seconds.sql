@@ -1,0 +1,1 @@
+ALTER TABLE "accounts" ADD COLUMN "max_queue_seconds" real;
