@@ -389,6 +389,20 @@ export const configSchema = z.object({
     .default(600)
     .describe("Scale to zero: a model version idle this many seconds is unloaded (a version's `--idle-ttl` overrides it)."),
   /** Model files bigger than this come down in parts, several ranged GETs at once. */
+  KILN_KV_SNAPSHOT_DISK_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(2048)
+    .describe(
+      "MiB of KV snapshots an engine node keeps on disk (`<KILN_DATA_DIR>/kv/<KILN_NODE_ID>/`): long prompts' evaluated state, restored instead of evaluated again after a restart or an unload; least recently used out first; 0 keeps none.",
+    ),
+  KILN_KV_SNAPSHOT_MIN_TOKENS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(512)
+    .describe('Tokens a sequence must hold for its KV state to be saved as a snapshot: shorter prompts cost little to evaluate again.'),
   KILN_MODEL_RANGED_MIN_MB: z.coerce
     .number()
     .int()

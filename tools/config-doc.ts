@@ -110,6 +110,8 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   KILN_LLAMA_SOURCE_BUILD: 'Engine nodes',
   KILN_STREAM_BATCH_MS: 'Engine nodes',
   KILN_MODEL_IDLE_TTL_SECONDS: 'Engine nodes',
+  KILN_KV_SNAPSHOT_DISK_MB: 'Engine nodes',
+  KILN_KV_SNAPSHOT_MIN_TOKENS: 'Engine nodes',
   KILN_MODEL_RANGED_MIN_MB: 'Engine nodes',
   KILN_MODEL_DOWNLOAD_STREAMS: 'Engine nodes',
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { InflightLedger } from '../activities/inflight-ledger';
 import { closeDb, createDb } from '../db/client';
 import { LlamaEngine } from '../engines/llama/engine';
+import { KvSnapshotStore } from '../engines/llama/kv-snapshots';
 import { llamaLoadMetrics } from '../engines/llama/metrics';
 import { ModelCache } from '../engines/model-cache';
 import { OnnxEngine } from '../engines/onnx/engine';
@@ -41,6 +42,14 @@ async function main() {
       threads: c.KILN_ENGINE_THREADS,
       fixtures: c.KILN_ENABLE_FIXTURES,
       sourceBuild: c.KILN_LLAMA_SOURCE_BUILD,
+      snapshots:
+        c.KILN_KV_SNAPSHOT_DISK_MB > 0
+          ? new KvSnapshotStore({
+              dir: path.join(c.KILN_DATA_DIR, 'kv', c.KILN_NODE_ID),
+              budgetBytes: c.KILN_KV_SNAPSHOT_DISK_MB * 2 ** 20,
+              minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
+            })
+          : undefined,
       onBackend: ({ binary, fallback, hint, gpu }) =>
         fallback
           ? logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt')

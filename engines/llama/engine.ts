@@ -3,7 +3,16 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
-import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaGrammar, LlamaModel, LlamaText, Token } from 'node-llama-cpp';
+import type {
+  Llama,
+  LlamaContext,
+  LlamaContextSequence,
+  LlamaEmbeddingContext,
+  LlamaGrammar,
+  LlamaModel,
+  LlamaText,
+  Token,
+} from 'node-llama-cpp';
 import { open } from 'node:fs/promises';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
@@ -26,6 +35,7 @@ import {
 } from './generation-result';
 import { GenerationStream } from './generation-stream';
 import { GrammarCache, grammarKey, jsonSchemaGrammar } from './grammar';
+import type { KvSnapshotStore } from './kv-snapshots';
 import { cachedPromptTokens } from './prefix-reuse';
 import { samplingOptions } from './sampling-options';
 import { decode } from './sequence-decoding';
@@ -93,6 +103,8 @@ export async function validateGguf(file: string): Promise<{ architecture: string
 
 interface LoadedModel {
   model: LlamaModel;
+  /** KV snapshots being saved from this context's sequences. */
+  saving: Set<Promise<void>>;
   /** A LoRA adapter version: its context is on this base version's model, which it does not own. */
   base?: string;
   context: LlamaContext;
@@ -126,6 +138,8 @@ export interface LlamaEngineOptions {
   fixtures?: boolean;
   /** KILN_LLAMA_SOURCE_BUILD: when to run the CPU build from source (./llama-backend.ts). */
   sourceBuild?: SourceBuildSetting;
+  /** KV snapshots on disk: long prompts' evaluated state, kept across restarts and unloads (absent: none kept). */
+  snapshots?: KvSnapshotStore;
   /** Told which llama.cpp binary runs, once it is loaded (the engine worker logs it). */
   onBackend?: (backend: { binary: string; fallback?: string; hint?: string; gpu: string | false }) => void;
 }
@@ -304,7 +318,7 @@ export class LlamaEngine {
     const gatherer = new DecodeGatherer(GATHER_WAIT_MS);
     gatherer.install(context);
     const pool = new SequencePool(context, sequences, speculative && (() => speculative.sequenceOptions()));
-    return { model, context, pool, gatherer, speculative };
+    return { model, context, pool, gatherer, speculative, saving: new Set<Promise<void>>() };
   }
 
   async unload(versionId: string): Promise<void> {
@@ -313,6 +327,8 @@ export class LlamaEngine {
     // Disposing a model disposes every context on it: its adapters go first, and cleanly.
     for (const [id, other] of this.loaded) if (other.base === versionId) await this.unload(id);
     this.loaded.delete(versionId);
+    // A snapshot being saved reads the context natively: it must end before the context goes.
+    await Promise.all(entry.saving);
     entry.gatherer.dispose();
     await (await entry.embedding)?.dispose();
     await entry.context.dispose();
@@ -352,26 +368,34 @@ export class LlamaEngine {
     const run =
       tokensLeft(limits, continuedTokens) <= 0
         ? nothingToGenerate(continuedTokens)
-        : await this.generateOnSequence(entry, nlc, { request, grammar, prompt, limits, continues, continuedTokens, seed }, opts);
+        : await this.generateOnSequence(
+            versionId,
+            entry,
+            nlc,
+            { request, grammar, prompt, limits, continues, continuedTokens, seed },
+            opts,
+          );
     return generationResult({ inputTokens, continuedTokens, seed }, run);
   }
 
   /** The generation proper, on a sequence lent for it: what it streamed, and how it ended. */
   private async generateOnSequence(
+    versionId: string,
     entry: LoadedModel,
     nlc: NodeLlamaCpp,
     job: GenerationJob,
     opts: GenerateOptions,
   ): Promise<GenerationRun> {
     const { request, limits, continuedTokens } = job;
-    const {
-      id: sequenceId,
-      sequence,
-      heldTokens,
-    } = await entry.pool.acquire(opts.signal, reuseProbe(entry.model, job.prompt), {
-      session: opts.session,
-      owner: opts.owner,
+    const probe = reuseProbe(entry.model, job.prompt);
+    const lent = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
+    const { id: sequenceId, sequence } = lent;
+    const restored = await this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner).catch((err: unknown) => {
+      entry.pool.release(sequence);
+      throw err;
     });
+    // What the sequence holds before the prompt goes in: restored tokens count as reused ones.
+    const heldTokens = restored ? [...sequence.contextTokens] : lent.heldTokens;
     let cachedTokens: number | undefined;
     const predictionsBefore = entry.speculative && draftCounts(sequence);
     const started = performance.now();
@@ -429,9 +453,49 @@ export class LlamaEngine {
     } finally {
       for (const dispose of disposers) dispose();
       entry.gatherer.leave(sequenceId);
-      entry.pool.release(sequence);
     }
-    return { output: { chunks: stream.chunks, outputTokens: stream.outputTokens, cachedTokens: cachedTokens ?? 0 }, ending };
+    this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
+    const output = { chunks: stream.chunks, outputTokens: stream.outputTokens, cachedTokens: cachedTokens ?? 0 };
+    return { output: restored ? { ...output, restored } : output, ending };
+  }
+
+  /** Where a snapshot on disk holds more of the prompt than the lent sequence does, it is loaded in. */
+  private async restoreSnapshot(
+    versionId: string,
+    entry: LoadedModel,
+    probe: Token[],
+    sequence: LlamaContextSequence,
+    owner: string | undefined,
+  ) {
+    // A draft model's sequence would not follow a restored state; a LoRA context is keyed by its own version.
+    if (!this.opts.snapshots || entry.speculative) return undefined;
+    return this.opts.snapshots.restore(versionId, owner, probe, sequence);
+  }
+
+  /**
+   * The sequence goes back to the pool once its state is saved (if it is worth a snapshot): the
+   * result does not wait for the save. A failed save keeps nothing and costs nothing else.
+   */
+  private snapshotThenRelease(
+    versionId: string,
+    entry: LoadedModel,
+    sequence: LlamaContextSequence,
+    owner: string | undefined,
+    whole: boolean,
+  ): void {
+    const snapshots = this.opts.snapshots;
+    if (!snapshots || entry.speculative || !whole) {
+      entry.pool.release(sequence);
+      return;
+    }
+    const saving = snapshots
+      .save(versionId, owner, sequence)
+      .catch(() => undefined)
+      .finally(() => {
+        entry.saving.delete(saving);
+        entry.pool.release(sequence);
+      });
+    entry.saving.add(saving);
   }
 
   private entryOf(versionId: string): LoadedModel {

@@ -10,6 +10,8 @@ export interface GenerationResult {
   continuedTokens: number;
   /** Prompt tokens whose evaluation the sequence already held (prefix reuse), not evaluated again. */
   cachedTokens: number;
+  /** Of those, the ones restored from a KV snapshot on disk, and how long the restore took. */
+  restored?: { tokens: number; seconds: number };
   aborted: boolean;
   stopReason: string;
   seed: number;
@@ -31,7 +33,7 @@ export interface GenerationEnding {
 
 /** What a generation produced, and how it ended. */
 export interface GenerationRun {
-  output: { chunks: string[]; outputTokens: number; cachedTokens: number };
+  output: { chunks: string[]; outputTokens: number; cachedTokens: number; restored?: { tokens: number; seconds: number } };
   ending: GenerationEnding;
 }
 
@@ -88,6 +90,7 @@ export function generationResult(
     outputTokens: output.outputTokens,
     continuedTokens: counts.continuedTokens,
     cachedTokens: output.cachedTokens,
+    ...(output.restored ? { restored: output.restored } : {}),
     aborted: ending.aborted,
     stopReason: ending.stopReason,
     seed: counts.seed,

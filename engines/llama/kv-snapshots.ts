@@ -1,0 +1,170 @@
+/**
+ * KV snapshots on local disk: a sequence's evaluated tokens and their KV state, saved with
+ * llama.cpp's own sequence state file after a long prompt was evaluated, and restored into a
+ * sequence when a later prompt starts with the same tokens and no live sequence holds them. They
+ * outlive the engine process and the model's unloading (scale to zero), so a long system prompt,
+ * a document or a conversation's earlier turns are evaluated once per node, not once per process.
+ *
+ * A snapshot is content-addressed: its name is the sha256 of (version, owner, tokens), and its
+ * sidecar records the tokens and the state file's sha256. Owners never share snapshots (as they
+ * never share live sequences: reuse would tell one account what another sent). A file whose size
+ * or sha256 does not match its sidecar is discarded and the prompt evaluated afresh, never loaded:
+ * llama.cpp trusts a state file completely. The store keeps to a byte budget, least recently used
+ * first out. `bench/kv-snapshot.ts` measures what a save and a restore cost.
+ */
+import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { sha256OfFile } from '../../lib/file-sha256';
+import { sharedPrefix } from './sequence-pool';
+
+export interface KvSnapshotOptions {
+  dir: string;
+  /** Bytes of snapshot files kept on disk at most. */
+  budgetBytes: number;
+  /** Prompts shorter than this are not worth a file: a prefill of them costs little. */
+  minTokens: number;
+}
+
+interface Snapshot {
+  name: string;
+  versionId: string;
+  owner: string;
+  tokens: Token[];
+  bytes: number;
+  sha256: string;
+  usedAt: number;
+}
+
+/** What a restore gave: the tokens now held, and how long it took. */
+export interface KvRestore {
+  tokens: number;
+  seconds: number;
+}
+
+const OWNERLESS = '';
+
+export class KvSnapshotStore {
+  /** Snapshots written by this process (some may have been evicted since). */
+  written = 0;
+  private snapshots = new Map<string, Snapshot>();
+  private opened?: Promise<void>;
+
+  constructor(private readonly opts: KvSnapshotOptions) {}
+
+  /** Reads the sidecars left by earlier processes; a snapshot without a readable one is removed. */
+  open(): Promise<void> {
+    this.opened ??= (async () => {
+      await mkdir(this.opts.dir, { recursive: true });
+      for (const entry of await readdir(this.opts.dir)) {
+        if (!entry.endsWith('.json')) continue;
+        try {
+          const snapshot = JSON.parse(await readFile(path.join(this.opts.dir, entry), 'utf8')) as Snapshot;
+          this.snapshots.set(snapshot.name, snapshot);
+        } catch {
+          await this.remove(entry.slice(0, -'.json'.length));
+        }
+      }
+    })();
+    return this.opened;
+  }
+
+  get bytes(): number {
+    return [...this.snapshots.values()].reduce((sum, s) => sum + s.bytes, 0);
+  }
+
+  /** The snapshot sharing the longest prefix with `prompt`, when it beats `held` (what a live sequence already has) by enough to be worth a load. */
+  private best(versionId: string, owner: string, prompt: readonly Token[], held: number): Snapshot | undefined {
+    let best: { snapshot: Snapshot; shared: number } | undefined;
+    for (const snapshot of this.snapshots.values()) {
+      if (snapshot.versionId !== versionId || snapshot.owner !== owner) continue;
+      const shared = sharedPrefix(snapshot.tokens, prompt);
+      if (shared > (best?.shared ?? 0)) best = { snapshot, shared };
+    }
+    return best && best.shared >= this.opts.minTokens && best.shared > held + this.opts.minTokens / 2 ? best.snapshot : undefined;
+  }
+
+  /**
+   * Loads into `sequence` the snapshot that holds the most of `prompt`, where one beats what the
+   * sequence holds already. The generation then keeps the shared prefix and evaluates the rest.
+   */
+  async restore(
+    versionId: string,
+    owner: string | undefined,
+    prompt: readonly Token[],
+    sequence: LlamaContextSequence,
+  ): Promise<KvRestore | undefined> {
+    await this.open();
+    const snapshot = this.best(versionId, owner ?? OWNERLESS, prompt, sharedPrefix(sequence.contextTokens, prompt));
+    if (!snapshot) return undefined;
+    const started = performance.now();
+    const file = this.stateFile(snapshot.name);
+    const intact = await stat(file).then(
+      async (s) => s.size === snapshot.bytes && (await sha256OfFile(file)) === snapshot.sha256,
+      () => false,
+    );
+    if (!intact) {
+      await this.remove(snapshot.name);
+      return undefined;
+    }
+    await sequence.loadStateFromFile(file, { acceptRisk: true });
+    snapshot.usedAt = Date.now();
+    return { tokens: sharedPrefix(sequence.contextTokens, prompt), seconds: (performance.now() - started) / 1000 };
+  }
+
+  /**
+   * Saves what `sequence` holds (the prompt and what was generated after it: a conversation's next
+   * turn starts with both), unless it is short or a snapshot already holds it. Snapshots it
+   * extends are removed: it answers every prompt they would.
+   */
+  async save(versionId: string, owner: string | undefined, sequence: LlamaContextSequence): Promise<void> {
+    await this.open();
+    const tokens = [...sequence.contextTokens];
+    if (tokens.length < this.opts.minTokens) return;
+    const key = owner ?? OWNERLESS;
+    const mine = [...this.snapshots.values()].filter((s) => s.versionId === versionId && s.owner === key);
+    if (mine.some((s) => sharedPrefix(s.tokens, tokens) === tokens.length)) return;
+    const name = createHash('sha256')
+      .update(JSON.stringify([versionId, key, tokens]))
+      .digest('hex');
+    const file = this.stateFile(name);
+    const { fileSize } = await sequence.saveStateToFile(`${file}.tmp`);
+    await rename(`${file}.tmp`, file);
+    const snapshot: Snapshot = {
+      name,
+      versionId,
+      owner: key,
+      tokens,
+      bytes: fileSize,
+      sha256: await sha256OfFile(file),
+      usedAt: Date.now(),
+    };
+    await writeFile(path.join(this.opts.dir, `${name}.json`), JSON.stringify(snapshot));
+    this.snapshots.set(name, snapshot);
+    this.written += 1;
+    for (const older of mine) if (sharedPrefix(older.tokens, tokens) === older.tokens.length) await this.remove(older.name);
+    await this.evict();
+  }
+
+  /** Least recently used first, until the files fit the budget. */
+  private async evict(): Promise<void> {
+    const byAge = [...this.snapshots.values()].sort((a, b) => a.usedAt - b.usedAt);
+    let total = this.bytes;
+    for (const snapshot of byAge) {
+      if (total <= this.opts.budgetBytes) break;
+      total -= snapshot.bytes;
+      await this.remove(snapshot.name);
+    }
+  }
+
+  private stateFile(name: string): string {
+    return path.join(this.opts.dir, `${name}.kvstate`);
+  }
+
+  private async remove(name: string): Promise<void> {
+    this.snapshots.delete(name);
+    await rm(this.stateFile(name), { force: true });
+    await rm(path.join(this.opts.dir, `${name}.json`), { force: true });
+  }
+}

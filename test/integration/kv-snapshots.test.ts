@@ -1,0 +1,113 @@
+/**
+ * KV snapshots on disk (engines/llama/kv-snapshots.ts) with the real llama.cpp engine on a
+ * generated model: a prompt evaluated by one engine is restored by a later one (a restarted
+ * process) instead of evaluated again, with the same output; a damaged file is never loaded;
+ * owners never share; the byte budget holds.
+ */
+import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
+import { LlamaEngine } from '../../engines/llama/engine';
+import { KvSnapshotStore } from '../../engines/llama/kv-snapshots';
+import { TINY_LLAMA } from '../../infra/seed';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
+import { poll } from '../helpers';
+
+jest.setTimeout(180_000);
+
+let dir: string;
+let file: string;
+let expected: string;
+const system = 'You are the kiln keeper, and the kiln burns all night. '.repeat(30);
+const chat = (user: string) =>
+  textGenerationInput.parse({
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    max_tokens: 16,
+    min_tokens: 16,
+    temperature: 0,
+  });
+const QUESTION = chat('How hot is it?');
+
+/** An engine as the engine worker makes it, on a store over `snapshots` (none: no store). */
+async function engineWith(snapshots?: string, budgetBytes = 2 ** 30) {
+  const store = snapshots ? new KvSnapshotStore({ dir: snapshots, budgetBytes, minTokens: 128 }) : undefined;
+  const engine = new LlamaEngine({ gpu: 'false', contextSize: 2048, sequences: 2, threads: 1, snapshots: store });
+  await engine.load('v1', file);
+  return { engine, store };
+}
+
+/** The first engine's snapshot of the system prompt and its first turn, saved once its generation ended. */
+async function snapshotOfFirstTurn(snapshots: string, owner = 'alice', budgetBytes?: number) {
+  const { engine, store } = await engineWith(snapshots, budgetBytes);
+  await engine.generate('v1', chat('Light it.'), { owner });
+  // The save runs after the result, while the sequence is still out of the pool.
+  await poll(
+    async () => store!.written,
+    (n) => n > 0,
+    { timeoutMs: 30_000 },
+  );
+  await engine.dispose();
+  return store!;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kiln-kv-'));
+  file = path.join(dir, 'tiny.gguf');
+  await writeLlamaGguf(file, TINY_LLAMA);
+  const { engine } = await engineWith();
+  const cold = await engine.generate('v1', QUESTION);
+  expect(cold.cachedTokens).toBe(0);
+  expected = cold.chunks.join('');
+  await engine.dispose();
+});
+
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+test('a restarted engine restores the prompt from disk instead of evaluating it, and answers as a cold run does', async () => {
+  const snapshots = path.join(dir, 'restart');
+  await snapshotOfFirstTurn(snapshots);
+  const { engine } = await engineWith(snapshots);
+  const second = await engine.generate('v1', QUESTION, { owner: 'alice' });
+  await engine.dispose();
+  expect(second.restored?.tokens).toBeGreaterThan(200);
+  expect(second.cachedTokens).toBeGreaterThanOrEqual(second.restored!.tokens - 1);
+  expect(second.cachedTokens).toBeLessThan(second.inputTokens);
+  expect(second.chunks.join('')).toBe(expected);
+});
+
+test('a damaged snapshot is discarded, never loaded: the prompt is evaluated afresh', async () => {
+  const snapshots = path.join(dir, 'damaged');
+  await snapshotOfFirstTurn(snapshots);
+  const state = (await readdir(snapshots)).find((f) => f.endsWith('.kvstate'))!;
+  const handle = await open(path.join(snapshots, state), 'r+');
+  await handle.write(Buffer.from('not the state llama.cpp wrote'), 0, undefined, 4096);
+  await handle.close();
+
+  const { engine } = await engineWith(snapshots);
+  const result = await engine.generate('v1', QUESTION, { owner: 'alice' });
+  await engine.dispose();
+  expect(result.restored).toBeUndefined();
+  expect(result.chunks.join('')).toBe(expected);
+  expect(await readdir(snapshots)).not.toContain(state);
+});
+
+test("one owner's snapshot is never restored for another", async () => {
+  const snapshots = path.join(dir, 'owners');
+  await snapshotOfFirstTurn(snapshots, 'alice');
+  const { engine } = await engineWith(snapshots);
+  const bob = await engine.generate('v1', QUESTION, { owner: 'bob' });
+  await engine.dispose();
+  expect(bob.restored).toBeUndefined();
+  expect(bob.cachedTokens).toBe(0);
+});
+
+test('the store keeps to its byte budget', async () => {
+  const snapshots = path.join(dir, 'budget');
+  const store = await snapshotOfFirstTurn(snapshots, 'alice', 1024);
+  expect(store.bytes).toBe(0);
+  expect((await readdir(snapshots)).filter((f) => f.endsWith('.kvstate'))).toEqual([]);
+});
