@@ -109,7 +109,8 @@ export async function writePredictionSnapshot(
     const [before] = await tx
       .select({
         logs: predictions.logs,
-        status: predictions.status,
+        // Only where it is used: the engine's role may not read the status.
+        status: opts.replacesEnd ? predictions.status : sql<null>`null`,
         revision: predictions.revision,
         runId: predictions.runId,
         // Read with the row, not after it: one round trip fewer for the final write.
@@ -154,7 +155,7 @@ export async function writePredictionSnapshot(
     const events: Array<{ event: StreamEvent; data: string }> = [];
     // An end the history overturned (a run terminated after its engine wrote `succeeded`) goes
     // as an old run's does: the row's outcome is the history's, and so is the stream's.
-    const restartStream = otherRun || (opts.replacesEnd === true && before !== undefined && isTerminalStatus(before.status));
+    const restartStream = otherRun || (opts.replacesEnd === true && before?.status != null && isTerminalStatus(before.status));
     if (restartStream) {
       // The new run starts the stream again: the old run's end goes (followers would stop
       // there), and a reset tells clients to drop the old run's output. Sent ahead of the events.
