@@ -93,7 +93,7 @@ const ACTIONS = {
   terminate: (id: string) => temporalCli('workflow', 'terminate', '-w', `prediction-${id}`, '--reason', 'operator says stop'),
   reset: (id: string) =>
     temporalCli('workflow', 'reset', '-w', `prediction-${id}`, '--type', 'LastWorkflowTask', '--reason', 'operator runs it again'),
-  cancel: (id: string) => temporalCli('workflow', 'cancel', '-w', `prediction-${id}`, '--reason', 'operator cancels'),
+  cancel: (id: string) => temporalCli('workflow', 'cancel', '-w', `prediction-${id}`),
 };
 
 /** The workflow's latest run once it has closed: how, when, and the status the API must show for it. */
