@@ -59,6 +59,9 @@ export function createEngineActivities(deps: EngineDeps) {
         const result = await runPrediction(deps, req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
         announcement.cancel();
         if (!req.project || result.aborted) return result;
+        // The workflow was canceled, terminated or reset while the engine ran (its heartbeat
+        // said so): the final row is the workflow's, or the reconciler's, to write.
+        if (ctx.cancellationSignal.aborted) return result;
         await announcement.written();
         return await projectSucceeded(db, req, result, writer);
       } finally {

@@ -5,6 +5,8 @@
  * Here they are finished from history: the closed run's own state (its query, answered by
  * replaying the history), the status and error its close event says, the slot released, usage
  * recorded once, the stream closed and the completed webhook sent if one was asked for.
+ * A run that closed early after its engine wrote the final row (a terminate racing the end) is
+ * followed too: the row takes the history's outcome, read from recent closes.
  * Every write is idempotent (revisions, `on conflict do nothing`, webhook ids that may run once),
  * so a tick that dies half-way is finished by the next.
  */
@@ -15,11 +17,13 @@ import { release } from '../db/admissions';
 import { writeBatchSnapshot, type BatchRow } from '../db/batches';
 import type { Db } from '../db/client';
 import { rowToSnapshot, writePredictionSnapshot } from '../db/predictions';
-import { heldSlots, openBatches, openPredictions, versionTask } from '../db/reconcile';
+import { heldSlots, openBatches, openPredictions, predictionRows, versionTask } from '../db/reconcile';
 import { recordUsage, usageOf } from '../db/usage';
 import { batchWorkflowId, type BatchSnapshot } from '../domain/batch-contracts';
 import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
+import { ENGINE_REVISIONS } from '../domain/engine-projection';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
+import { isTerminalStatus } from '../domain/statuses';
 import type { Storage } from '../lib/storage';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
 import { runWriterOf } from './run-writer';
@@ -54,6 +58,26 @@ export async function withClosedRuns(client: Client, workflowIds: string[]): Pro
   }
   return closed;
 }
+
+/** How far back the first look after a start reads closes: older ones are the open rows' pass's. */
+const FIRST_LOOK_BACK_MS = 60 * 60_000;
+/** Visibility records a close a moment after it: each look reads from a little before the last. */
+const VISIBILITY_LAG_MS = 60_000;
+
+/**
+ * Prediction workflows that closed since `since` otherwise than by completing: terminated,
+ * canceled, timed out or failed, whatever their row says. One visibility query.
+ */
+export async function predictionsClosedEarlySince(client: Client, since: Date): Promise<string[]> {
+  const ids = new Set<string>();
+  const query =
+    "WorkflowType = 'predictionWorkflow' AND ExecutionStatus IN ('Terminated', 'Canceled', 'TimedOut', 'Failed') " +
+    `AND CloseTime > '${since.toISOString()}'`;
+  for await (const wf of client.workflow.list({ query })) ids.add(wf.workflowId);
+  return [...ids];
+}
+
+const PREDICTION_WORKFLOW_PREFIX = predictionWorkflowId('');
 
 /** How a workflow ended, from its close event. */
 export interface ClosedRun {
@@ -118,6 +142,9 @@ const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.p
 
 export function createReconcilerActivities({ db, temporal, controlQueue, minAgeMs = 5_000, pageSize = 100, storage }: ReconcilerDeps) {
   const archiveMemory = new ArchiveMemory();
+  /** The copy of closed histories under way, and how many the copies since the last look made. */
+  let archiving: Promise<void> | undefined;
+  let lastArchived = 0;
   /** The closed run's state, replayed from its history by a query; undefined when it cannot be read. */
   async function stateOf<T>(workflowId: string, runId: string, query: string): Promise<T | undefined> {
     try {
@@ -169,15 +196,16 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         logs: `${state.logs}${outcome.logLine}\n`,
         metrics,
         completedAt,
-        // After everything the run wrote, and after whatever the row holds.
-        revision: Math.max(state.revision, row.revision) + 1,
+        // After everything the run wrote, the engine's writes for the attempt it was waiting on
+        // included (a late final write of that attempt loses), and after whatever the row holds.
+        revision: Math.max(state.revision + ENGINE_REVISIONS, row.revision) + 1,
       };
     }
     // Usage and the slot first, the row last: whoever sees the row finished sees them done too
     // (and a look cut short before the row is written does it all again, changing nothing twice).
     await recordUsage(db, usageOf(final, await versionTask(db, final.versionId), final.startedAt ? 'unknown' : 'none'));
     await release(db, row.id);
-    const written = await writePredictionSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
+    const written = await writePredictionSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId), { replacesEnd: true });
     if (run.status !== 'COMPLETED') await sendCompletedWebhook(final);
     log.info('finished a prediction whose workflow closed early', { predictionId: row.id, close: run.status, status: final.status });
     return written;
@@ -216,6 +244,33 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
     return written;
   }
 
+  /** When the last look that read recent closes began; none yet in this process. */
+  let lastLookAt: number | undefined;
+
+  /**
+   * Rows whose workflow closed early since the last look and that say otherwise: a terminate
+   * that landed after the engine's final write, which wrote `succeeded`, or a row still open
+   * (younger than the open rows' pass looks at). A row another run wrote is that run's.
+   */
+  async function followEarlyCloses(latest: (workflowId: string) => Promise<WorkflowState>): Promise<number> {
+    const lookAt = Date.now();
+    const since = new Date((lastLookAt ?? lookAt - FIRST_LOOK_BACK_MS) - VISIBILITY_LAG_MS);
+    const ids = (await predictionsClosedEarlySince(temporal, since)).map((w) => w.slice(PREDICTION_WORKFLOW_PREFIX.length));
+    let finished = 0;
+    for (let i = 0; i < ids.length; i += pageSize) {
+      for (const row of await predictionRows(db, ids.slice(i, i + pageSize))) {
+        const run = await latest(predictionWorkflowId(row.id));
+        if (typeof run === 'string' || run.status === 'COMPLETED' || run.status === 'CONTINUED_AS_NEW') continue;
+        if (row.status === outcomeOf(run).status) continue;
+        const byThisRun = row.runId === run.runId || (row.runId === null && !isTerminalStatus(row.status));
+        if (!byThisRun) continue;
+        if (await finishPrediction(row, run)) finished += 1;
+      }
+    }
+    lastLookAt = lookAt;
+    return finished;
+  }
+
   return {
     /**
      * One look at everything open: rows not in a terminal status and slots still held, each
@@ -226,6 +281,13 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
       const olderThan = new Date(Date.now() - minAgeMs);
       const done = { predictions: 0, batches: 0, slots: 0, archived: 0 };
       const seen = new Map<string, Promise<WorkflowState>>();
+      const latest = (workflowId: string): Promise<WorkflowState> => {
+        let state = seen.get(workflowId);
+        if (!state) seen.set(workflowId, (state = latestRun(temporal, workflowId)));
+        return state;
+      };
+      // First: what it finishes is no longer open for the pass below.
+      done.predictions += await followEarlyCloses(latest);
       /** Of a page's workflows, the closed ones: one visibility query, then the latest run of each it names. */
       async function closedAmong<R>(rows: R[], workflowIdOf: (r: R) => string): Promise<Array<{ row: R; run: ClosedRun }>> {
         const closed = await withClosedRuns(temporal, rows.map(workflowIdOf));
@@ -234,9 +296,7 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
           const workflowId = workflowIdOf(row);
           if (!closed.has(workflowId)) continue;
           // Visibility lists every run: an old run of a reset workflow is closed while its new run goes on.
-          let state = seen.get(workflowId);
-          if (!state) seen.set(workflowId, (state = latestRun(temporal, workflowId)));
-          const run = await state;
+          const run = await latest(workflowId);
           if (typeof run !== 'string') found.push({ row, run });
         }
         return found;
@@ -264,12 +324,17 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         }
       }
       if (storage) {
-        // Copying histories never holds up the finishing above: a failed copy is the next look's.
-        try {
-          done.archived = (await archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS, archiveMemory)).archived;
-        } catch (err) {
-          log.warn('archiving closed histories failed', { error: (err as Error).message });
-        }
+        // Copying goes on beside the looks, one copy at a time: a burst of closed histories
+        // (up to ARCHIVE_BUDGET_MS of copying) never holds up the next look's finishing, which
+        // must follow an operator's terminate within seconds. A failed copy is the next one's.
+        done.archived = lastArchived;
+        lastArchived = 0;
+        archiving ??= archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS, archiveMemory)
+          .then(
+            (r) => void (lastArchived += r.archived),
+            (err: Error) => log.warn('archiving closed histories failed', { error: err.message }),
+          )
+          .finally(() => (archiving = undefined));
       }
       return done;
     },

@@ -11,6 +11,9 @@ import { newId } from '../lib/ids';
 import { round } from './figures';
 import type { TaskRunner } from './task-run';
 
+/** Half the engine worker's heartbeat throttle (500 ms): every heartbeat it may send goes. */
+const INFERENCE_HEARTBEAT_MS = 250;
+
 export const runRemoveBackground: TaskRunner<RemoveBackgroundInput> = async ({ req, input, ctx, startedAt, queueSeconds, mode, deps }) => {
   const onnx = deps.onnx;
   if (!onnx) throw kilnFailure('InvalidInput', 'ONNX Runtime is not available on this node');
@@ -24,7 +27,15 @@ export const runRemoveBackground: TaskRunner<RemoveBackgroundInput> = async ({ r
   }
   const fetchSeconds = (performance.now() - t0) / 1000;
   mode.heartbeat({ phase: 'inference' });
-  const out = await onnx.engine.removeBackground(req.versionId, image.bytes, ctx.cancellationSignal);
+  // The run takes seconds on its own thread: heartbeats go on meanwhile, so a cancel, a
+  // terminate or a reset reaches it (Temporal answers the next heartbeat) before its end.
+  const beat = setInterval(() => mode.heartbeat({ phase: 'inference' }), INFERENCE_HEARTBEAT_MS);
+  let out;
+  try {
+    out = await onnx.engine.removeBackground(req.versionId, image.bytes, ctx.cancellationSignal);
+  } finally {
+    clearInterval(beat);
+  }
   // Named by prediction and attempt: the prediction's finish removes what failed attempts stored.
   const id = req.attempt === undefined ? newId() : outputFileId(req.predictionId, req.attempt);
   await onnx.storage.putStream(fileKey(id), Readable.from([out.png]));

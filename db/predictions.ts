@@ -95,18 +95,22 @@ function transitionOf(s: PredictionSnapshot) {
  * `existing`: the row is there already (the API writes it before the workflow starts), so only the
  * transition's columns are updated: what the engine, whose role may not insert rows, writes.
  * `also` runs in the same transaction when the snapshot was applied (the engine's last writes).
+ * `replacesEnd`: the snapshot may overturn a finished row (the reconciler, following a history
+ * that ended otherwise); the stream then starts again, as after a reset.
  */
 export async function writePredictionSnapshot(
   db: Db,
   snapshot: PredictionSnapshot,
   writer?: RunWriter,
-  opts: { existing?: boolean; also?: (tx: Tx) => Promise<unknown> } = {},
+  opts: { existing?: boolean; also?: (tx: Tx) => Promise<unknown>; replacesEnd?: boolean } = {},
 ): Promise<boolean> {
   const s = withoutNul(snapshot);
   return db.transaction(async (tx) => {
     const [before] = await tx
       .select({
         logs: predictions.logs,
+        // Only where it is used: the engine's role may not read the status.
+        status: opts.replacesEnd ? predictions.status : sql<null>`null`,
         revision: predictions.revision,
         runId: predictions.runId,
         // Read with the row, not after it: one round trip fewer for the final write.
@@ -149,7 +153,10 @@ export async function writePredictionSnapshot(
       return true;
     }
     const events: Array<{ event: StreamEvent; data: string }> = [];
-    if (otherRun) {
+    // An end the history overturned (a run terminated after its engine wrote `succeeded`) goes
+    // as an old run's does: the row's outcome is the history's, and so is the stream's.
+    const restartStream = otherRun || (opts.replacesEnd === true && before?.status != null && isTerminalStatus(before.status));
+    if (restartStream) {
       // The new run starts the stream again: the old run's end goes (followers would stop
       // there), and a reset tells clients to drop the old run's output. Sent ahead of the events.
       writes.push(
@@ -164,7 +171,7 @@ export async function writePredictionSnapshot(
     const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
     if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
     if (isTerminalStatus(s.status)) {
-      const hasOutput = otherRun || (before ? before.hasOutput : await hasEvent(tx, s.id, 'output'));
+      const hasOutput = restartStream || (before ? before.hasOutput : await hasEvent(tx, s.id, 'output'));
       if (s.status === 'succeeded' && s.output != null && !hasOutput) {
         events.push({ event: 'output', data: outputEventData(s.output) });
       }

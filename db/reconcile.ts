@@ -31,6 +31,12 @@ export async function openPredictions(db: Db, olderThan: Date, limit: number, cu
   return pageOf(rows, limit);
 }
 
+/** The rows of these predictions, whatever their status (ids with no row are left out). */
+export async function predictionRows(db: Db, ids: string[]): Promise<PredictionRow[]> {
+  if (ids.length === 0) return [];
+  return db.select().from(predictions).where(inArray(predictions.id, ids));
+}
+
 export async function openBatches(db: Db, olderThan: Date, limit: number, cursor?: PageCursor): Promise<Page<typeof batches.$inferSelect>> {
   const rows = await db
     .select()

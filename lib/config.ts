@@ -446,7 +446,7 @@ export const configSchema = z.object({
     .number()
     .int()
     .min(200)
-    .default(5_000)
+    .default(2_000)
     .describe(
       'How often the reconciler looks for rows and admission slots whose workflow closed without its last step, and archives closed histories, in ms.',
     ),

@@ -26,6 +26,9 @@
  *   for about 25% slower runs (measured ~2.4 s), with a similar peak.
  * - Runs on one session are serialised: a run already uses intraOpNumThreads cores and a few
  *   hundred MiB of activations, so two at once would only compete for both.
+ * - Each session lives on a worker thread of its own (session-thread.ts): onnxruntime-node runs
+ *   a session synchronously, and a run of seconds on the engine's thread stalled its timers,
+ *   heartbeats and cancellation. Decoding and resizing are sharp's, on libuv's thread pool.
  */
 import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -34,17 +37,12 @@ import path from 'node:path';
 import type { InferenceSession } from 'onnxruntime-node';
 import type { Sharp } from 'sharp';
 import { EngineError } from '../engine-error';
+import { OnnxSessionThread, type SessionSignature } from './session-thread';
 
-type Ort = typeof import('onnxruntime-node');
 type SharpFactory = typeof import('sharp');
 
-// Both load native libraries: only a process that runs an ONNX model should pay for them.
-let ortModule: Promise<Ort> | undefined;
+// It loads native libraries: only a process that runs an ONNX model should pay for them.
 let sharpModule: Promise<SharpFactory> | undefined;
-function loadOrt(): Promise<Ort> {
-  ortModule ??= import('onnxruntime-node').then((m) => ((m as { default?: Ort }).default ?? m) as Ort);
-  return ortModule;
-}
 export function loadSharp(): Promise<SharpFactory> {
   sharpModule ??= import('sharp').then((m) => ((m as { default?: SharpFactory }).default ?? m) as SharpFactory);
   return sharpModule;
@@ -88,7 +86,7 @@ export interface RemoveBackgroundResult {
 }
 
 interface LoadedSession {
-  session: InferenceSession;
+  thread: OnnxSessionThread;
   providers: string[];
   /** The tail of the runs on this session, which go one at a time. */
   queue: Promise<unknown>;
@@ -131,7 +129,6 @@ export class OnnxEngine {
     if (info.size < MIN_MODEL_BYTES) {
       throw new EngineError('ModelLoadFailed', `the model file has ${info.size} bytes: too small to be an ONNX model`);
     }
-    const ort = await loadOrt();
     const base: InferenceSession.SessionOptions = {
       intraOpNumThreads: this.threads,
       interOpNumThreads: 1,
@@ -148,21 +145,21 @@ export class OnnxEngine {
     else attempts.push(['cpu']);
     let lastError: unknown;
     for (const providers of attempts) {
-      let session: InferenceSession;
+      let made: Awaited<ReturnType<typeof OnnxSessionThread.create>>;
       try {
-        session = await ort.InferenceSession.create(modelPath, { ...base, executionProviders: providers });
+        made = await OnnxSessionThread.create(modelPath, { ...base, executionProviders: providers });
       } catch (err) {
         lastError = err;
         continue;
       }
       // CUDA failed where the CPU did not: the fault is CUDA's, so later loads skip it.
       if (lastError !== undefined) this.cudaFailed = true;
-      const problem = checkSignature(session);
+      const problem = checkSignature(made.signature);
       if (problem) {
-        await session.release();
+        await made.thread.close();
         throw new EngineError('ModelLoadFailed', `not an ISNet background-removal model: ${problem}`);
       }
-      return { session, providers, queue: Promise.resolve() };
+      return { thread: made.thread, providers, queue: Promise.resolve() };
     }
     throw new EngineError('ModelLoadFailed', `ONNX Runtime could not load the model: ${(lastError as Error).message}`, {
       cause: lastError,
@@ -175,7 +172,7 @@ export class OnnxEngine {
     if (!entry) return;
     this.loaded.delete(versionId);
     await entry.queue.catch(() => undefined);
-    await entry.session.release();
+    await entry.thread.close();
   }
 
   async removeBackground(versionId: string, imageBytes: Buffer, signal?: AbortSignal): Promise<RemoveBackgroundResult> {
@@ -185,21 +182,15 @@ export class OnnxEngine {
     const started = performance.now();
     const sharp = await loadSharp();
     const image = await decodeRgb(sharp, imageBytes);
-    const input = await toIsnetInput(sharp, image.pixels, image.width, image.height);
+    const square = await toIsnetSquare(sharp, image.pixels, image.width, image.height);
     signal?.throwIfAborted();
-    const mask = await this.serially(entry, async () => {
-      signal?.throwIfAborted();
-      const ort = await loadOrt();
-      const feeds = { [INPUT]: new ort.Tensor('float32', input, [1, 3, ISNET_SIZE, ISNET_SIZE]) };
-      const results = await entry.session.run(feeds, [OUTPUT]);
-      const output = results[OUTPUT];
-      try {
-        return toAlpha(output.data as Float32Array);
-      } finally {
-        output.dispose();
-      }
-    });
-    signal?.throwIfAborted();
+    const mask = await untilAborted(
+      this.serially(entry, () => {
+        signal?.throwIfAborted();
+        return entry.thread.mask(square, ISNET_SIZE, INPUT, OUTPUT);
+      }),
+      signal,
+    );
     const alpha = await sharp(mask, { raw: { width: ISNET_SIZE, height: ISNET_SIZE, channels: 1 } })
       .resize(image.width, image.height, { fit: 'fill', kernel: 'lanczos3' })
       // Without it sharp writes a one-band raw image out as three bands.
@@ -225,8 +216,26 @@ export class OnnxEngine {
   }
 }
 
+/**
+ * The promise's value, or the signal's abort, whichever comes first: a canceled prediction ends
+ * at once, while the run it was waiting for finishes on its thread (the next run queues behind it).
+ */
+function untilAborted<T>(work: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) {
+      work.catch(() => undefined);
+      reject(signal.reason as Error);
+      return;
+    }
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 /** Why the session cannot be ISNet, or undefined when its input and output fit. */
-function checkSignature(session: InferenceSession): string | undefined {
+function checkSignature(session: SessionSignature): string | undefined {
   if (!session.inputNames.includes(INPUT)) return `it has no input named ${INPUT} (has ${session.inputNames.join(', ')})`;
   if (!session.outputNames.includes(OUTPUT)) return `it has no output named ${OUTPUT}`;
   const input = session.inputMetadata.find((m) => m.name === INPUT);
@@ -251,28 +260,10 @@ async function decodeRgb(sharp: SharpFactory, bytes: Buffer): Promise<{ pixels: 
   return { pixels: decoded.data, width, height };
 }
 
-/** 1024x1024 (stretched), planar RGB, (v - 128) / 256. */
-async function toIsnetInput(sharp: SharpFactory, rgb: Buffer, width: number, height: number): Promise<Float32Array> {
-  const square = await sharp(rgb, { raw: { width, height, channels: 3 } })
+/** The image stretched to ISNet's 1024×1024 square, interleaved RGB (the session's thread makes it ISNet's input). */
+async function toIsnetSquare(sharp: SharpFactory, rgb: Buffer, width: number, height: number): Promise<Buffer> {
+  return sharp(rgb, { raw: { width, height, channels: 3 } })
     .resize(ISNET_SIZE, ISNET_SIZE, { fit: 'fill', kernel: 'lanczos3' })
     .raw()
     .toBuffer();
-  const plane = ISNET_SIZE * ISNET_SIZE;
-  const input = new Float32Array(3 * plane);
-  for (let i = 0, p = 0; i < plane; i += 1, p += 3) {
-    input[i] = (square[p] - 128) / 256;
-    input[plane + i] = (square[p + 1] - 128) / 256;
-    input[2 * plane + i] = (square[p + 2] - 128) / 256;
-  }
-  return input;
-}
-
-/** The mask's 0..1 floats as 8-bit alpha. */
-function toAlpha(mask: Float32Array): Buffer {
-  const alpha = Buffer.alloc(mask.length);
-  for (let i = 0; i < mask.length; i += 1) {
-    const v = mask[i];
-    alpha[i] = v >= 1 ? 255 : v > 0 ? Math.round(v * 255) : 0;
-  }
-  return alpha;
 }

@@ -7,8 +7,6 @@
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { eq } from 'drizzle-orm';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { usageRecords } from '../../db/schema';
@@ -18,6 +16,7 @@ import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 import { readSse } from '../sse';
+import { temporalCli } from '../temporal-cli';
 
 jest.setTimeout(240_000);
 
@@ -88,16 +87,6 @@ async function expectSlotFree(token: string) {
   const next = await api(PACED, { token, body: { input: { prompt: 'next', max_tokens: 3 } } });
   expect(next.status).toBe(201);
   expect((await ended(token, next.body.id)).status).toBe('succeeded');
-}
-
-/** The Temporal CLI, as an operator runs it, against the suite's server and namespace. */
-async function temporalCli(...args: string[]): Promise<string> {
-  const { stdout } = await promisify(execFile)(
-    process.env.TEMPORAL_BIN ?? 'temporal',
-    [...args, '--address', process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233', '--namespace', process.env.TEMPORAL_NAMESPACE ?? 'kiln-test'],
-    { maxBuffer: 16 * 2 ** 20 },
-  );
-  return stdout;
 }
 
 const runIdOf = async (id: string) => (await handle(id).describe()).runId;

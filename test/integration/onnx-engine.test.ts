@@ -116,6 +116,52 @@ test('an aborted call does not run', async () => {
   await expect(engine.removeBackground('v1', await redCircle(), AbortSignal.abort())).rejects.toThrow(/abort/i);
 });
 
+/** The longest gap between ticks of a 10 ms timer while `work` runs: how long the event loop was held. */
+async function longestStall<T>(work: () => Promise<T>): Promise<{ value: T; stallMs: number; ticks: number }> {
+  let last = performance.now();
+  let stallMs = 0;
+  let ticks = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    stallMs = Math.max(stallMs, now - last);
+    last = now;
+    ticks += 1;
+  }, 10);
+  try {
+    const value = await work();
+    stallMs = Math.max(stallMs, performance.now() - last);
+    return { value, stallMs, ticks };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+test('inference runs off the event loop: timers keep firing while a run takes its seconds', async () => {
+  const image = await redCircle();
+  const { value, stallMs, ticks } = await longestStall(() => engine.removeBackground('v1', image));
+  const runMs = value.seconds * 1000;
+  console.log(`run ${runMs.toFixed(0)} ms, longest event-loop stall ${stallMs.toFixed(0)} ms, ${ticks} ticks`);
+  // On the engine's thread the run held the loop for nearly all of its time (ISNet alone is most of it).
+  expect(stallMs).toBeLessThan(runMs / 3);
+  expect(ticks).toBeGreaterThan(runMs / 10 / 4);
+});
+
+test('an abort during the run ends the call at once; the session serves the next run', async () => {
+  const image = await redCircle();
+  const controller = new AbortController();
+  const started = performance.now();
+  const call = engine.removeBackground('v1', image, controller.signal);
+  setTimeout(() => controller.abort(new Error('canceled by the client')), 300);
+  await expect(call).rejects.toThrow(/canceled by the client/);
+  const abortedAfterMs = performance.now() - started;
+  const next = await engine.removeBackground('v1', image);
+  console.log(`aborted after ${abortedAfterMs.toFixed(0)} ms; the next run took ${(next.seconds * 1000).toFixed(0)} ms`);
+  // The abort did not wait for the run it cut short: the next call's run (its own run, after
+  // what was left of the aborted one) takes longer than the aborted call did.
+  expect(abortedAfterMs).toBeLessThan(next.seconds * 1000);
+  expect(next.width).toBe(W);
+});
+
 test('a version that is not loaded is an error, not a crash', async () => {
   await expect(engine.removeBackground('nope', await redCircle())).rejects.toThrow(/not loaded/);
 });

@@ -63,6 +63,25 @@ test('a failed prediction streams its error, then done with the reason', async (
   ]);
 });
 
+test('a finished row the history overturns (replacesEnd): its done goes, a reset, then the new end; without it, nothing changes the stream', async () => {
+  const s = snapshot({});
+  await writePredictionSnapshot(db, { ...s, status: 'succeeded', output: ['late'], revision: 3 });
+  const failed = { ...s, status: 'failed' as const, error: 'terminated by an operator: stop', revision: 4 };
+  expect(await writePredictionSnapshot(db, failed, undefined, { replacesEnd: true })).toBe(true);
+  expect((await getPrediction(db, accountId, s.id))!).toMatchObject({ status: 'failed', output: null });
+  expect((await eventsAfter(db, s.id, 0)).map((e) => [e.event, e.data])).toEqual([
+    ['output', '["late"]'],
+    ['reset', '{}'],
+    ['error', 'terminated by an operator: stop'],
+    ['done', '{"reason":"failed"}'],
+  ]);
+  // An open row's end is its first: no reset, with or without the option.
+  const open = snapshot({ status: 'processing', revision: 2 });
+  await writePredictionSnapshot(db, open);
+  await writePredictionSnapshot(db, { ...open, status: 'failed', error: 'x', revision: 3 }, undefined, { replacesEnd: true });
+  expect((await eventsAfter(db, open.id, 0)).map((e) => e.event)).toEqual(['error', 'done']);
+});
+
 test('output holding U+0000 (a byte token) is stored, not retried forever', async () => {
   const s = snapshot({ status: 'succeeded', output: ['a\u0000b'], logs: 'x\u0000\n', revision: 2 });
   await expect(writePredictionSnapshot(db, s)).resolves.toBe(true);
