@@ -16,6 +16,7 @@ import { codecServer, type CodecServerDeps } from './codec-server';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import { rejectNulOutsideInput } from './nul-guard';
+import { OpenConnections, type ConnectionLimits } from './open-connections';
 import { openaiRoutes } from './openai/router';
 import { openApiDocument } from './openapi';
 import { rejectMalformedPath } from './path-guard';
@@ -68,8 +69,11 @@ export interface AppDeps {
   codecServer?: CodecServerDeps;
   /** Bounds on what versions and deployments may hold of the engine nodes. */
   resources?: ResourceLimits & { pinnedNodeShare: number };
+  /** Each account's caps on open streams and waiting requests, and how often their tokens are checked. */
+  connectionLimits?: ConnectionLimits;
 }
 
+const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { maxOpenStreams: 32, maxWaitingRequests: 64, recheckMs: 2_000 };
 const DEFAULT_RESOURCES = { defaultContextSize: 4096, defaultSequences: 4, maxContextSize: 32768, maxSequences: 16, pinnedNodeShare: 0.5 };
 
 export function createApp(deps: AppDeps): express.Express {
@@ -79,6 +83,7 @@ export function createApp(deps: AppDeps): express.Express {
   const baseUrl = deps.publicUrl.replace(/\/$/, '');
   const urls = (_req: Request): UrlContext => ({ baseUrl, signer: deps.signer, temporalUi: deps.temporalUi });
   const docsCsp = inlinePageCsp(REFERENCE_HTML);
+  const connections = new OpenConnections(deps.db, deps.connectionLimits ?? DEFAULT_CONNECTION_LIMITS, deps.logger);
 
   app.use(securityHeaders({ https: baseUrl.startsWith('https:') }));
   app.use(requestLog(deps.logger));
@@ -129,7 +134,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.codecServer) app.use(codecServer(deps.codecServer));
 
   // Streams authenticate by their signed URL, so they sit outside the token check.
-  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, baseUrl: (req) => urls(req).baseUrl }));
+  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, connections, baseUrl: (req) => urls(req).baseUrl }));
   const files = {
     db: deps.db,
     storage: deps.storage,
@@ -149,6 +154,7 @@ export function createApp(deps: AppDeps): express.Express {
       db: deps.db,
       temporal: deps.temporal,
       hub: deps.hub,
+      connections,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       urls,
@@ -170,6 +176,7 @@ export function createApp(deps: AppDeps): express.Express {
       db: deps.db,
       temporal: deps.temporal,
       hub: deps.hub,
+      connections,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       urls,
@@ -204,6 +211,7 @@ export function createApp(deps: AppDeps): express.Express {
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       hub: deps.hub,
+      connections,
       logger: deps.logger,
     }),
   );

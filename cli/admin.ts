@@ -51,6 +51,8 @@ function settingsFrom(o: Record<string, unknown>): AccountSettings {
   if (o.rateLimit !== undefined) s.rateLimits = o.rateLimit as Record<string, number>;
   if (o.disabled !== undefined) s.disabled = o.disabled as boolean;
   if (o.maxPinnedReplicas !== undefined) s.maxPinnedReplicas = o.maxPinnedReplicas as number;
+  if (o.maxOpenStreams !== undefined) s.maxOpenStreams = (o.maxOpenStreams as number) || null;
+  if (o.maxWaitingRequests !== undefined) s.maxWaitingRequests = (o.maxWaitingRequests as number) || null;
   return s;
 }
 
@@ -66,6 +68,12 @@ function withSettings(cmd: Command): Command {
     .option(
       '--max-pinned-replicas <n>',
       "replicas the account's deployments may keep loaded at all times (sum of min_instances)",
+      wholeOrZero,
+    )
+    .option('--max-open-streams <n>', 'SSE streams open at once on one API process (0: KILN_MAX_OPEN_STREAMS)', wholeOrZero)
+    .option(
+      '--max-waiting-requests <n>',
+      'requests held for their prediction at once on one API process (Prefer: wait, OpenAI without stream; 0: KILN_MAX_WAITING_REQUESTS)',
       wholeOrZero,
     );
 }
@@ -109,6 +117,8 @@ accountsCmd
         max_queued: a.maxQueued,
         over_cap: a.overCap,
         max_pinned_replicas: a.maxPinnedReplicas,
+        max_open_streams: a.maxOpenStreams ?? 'default',
+        max_waiting_requests: a.maxWaitingRequests ?? 'default',
         disabled: a.disabled,
       })),
     );
