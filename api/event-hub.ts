@@ -30,6 +30,8 @@ export class EventHub {
   private heardAt = performance.now();
   private prober?: NodeJS.Timeout;
   private probing = false;
+  /** Whether a LISTEN has begun before: any later one follows a lost connection. */
+  private listenedBefore = false;
 
   /** `sql`: the pool, for the hub's probes; `listenClient`: makes a client of its own for LISTEN. */
   constructor(
@@ -45,19 +47,19 @@ export class EventHub {
   }
 
   private async listen(): Promise<void> {
-    let first = true;
     // Not awaited: ending a lost connection may hang; its LISTEN is dropped with it.
     void this.listening?.end({ timeout: 0 }).catch(() => undefined);
     const client = (this.listening = this.listenClient());
+    // Its callback comes at each LISTEN, postgres.js's own again after a lost connection too (even
+    // one this call saw fail): every LISTEN but the hub's first may have missed notifications.
     await client.listen(
       EVENTS_CHANNEL,
       (payload) => this.heard(payload),
       () => {
         this.heardAt = performance.now();
         this.logger.debug('listening for prediction events');
-        // The first LISTEN of this call begins with nothing missed; a later one follows a lost connection.
-        if (!first) this.resync();
-        first = false;
+        if (this.listenedBefore) this.resync();
+        this.listenedBefore = true;
       },
     );
   }
@@ -82,7 +84,6 @@ export class EventHub {
       if (performance.now() - this.heardAt > 2 * PROBE_MS + 1_000) {
         this.logger.warn('heard nothing on the events channel, not even its own probe: listening anew');
         await this.listen();
-        this.resync();
         return;
       }
       await this.sql`select pg_notify(${EVENTS_CHANNEL}, ${PROBE})`;
