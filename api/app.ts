@@ -160,7 +160,7 @@ export function createApp(deps: AppDeps): express.Express {
       urls,
     }),
   );
-  v1.use(accountRoutes({ db: deps.db }));
+  v1.use(accountRoutes({ db: deps.db, connections }));
   v1.use(fileRoutes(files));
   v1.use(
     modelRoutes({

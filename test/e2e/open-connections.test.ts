@@ -3,6 +3,7 @@
  * account, and ends when its token is revoked or its account disabled; signed links answer to the
  * account's state; stream event ids are the prediction's own.
  */
+import { percentile } from '../../bench/lib';
 import { updateAccount, type Account } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { pacedLlama } from '../fixtures/models';
@@ -63,6 +64,11 @@ describe('caps on what one account holds open', () => {
   beforeAll(async () => {
     me = await newAccount(db, 'open-cap');
     await updateAccount(db, me.account.id, { maxOpenStreams: 2, maxWaitingRequests: 1 });
+  });
+
+  test('the account reads its caps', async () => {
+    const { limits } = (await api('/v1/account', { token: me.token })).body;
+    expect(limits).toMatchObject({ max_open_streams: 2, max_waiting_requests: 1 });
   });
 
   test('a stream past max_open_streams is a 429 naming the cap; closing one makes room', async () => {
@@ -244,4 +250,46 @@ test('stream event ids are the prediction’s own: 1, 2, 3… whatever else runs
   const middle = Math.floor(first.events.length / 2);
   const rest = await readSse(first.p.urls.stream, { headers: { 'last-event-id': String(middle) } });
   expect(rest.events).toEqual(first.events.slice(middle));
+});
+
+test('another account’s reads beside one account at its stream cap (figures printed; the cap is what is checked)', async () => {
+  const cap = 32;
+  const noisy = await newAccount(db, 'open-noisy');
+  await updateAccount(db, noisy.account.id, { maxOpenStreams: cap });
+  const quiet = await newAccount(db, 'open-quiet');
+  const mine = (
+    await api('/v1/models/kiln/tiny-llama/predictions', { token: quiet.token, body: { input: { prompt: 'q', max_tokens: 2 } } })
+  ).body;
+  await finished(quiet.token, mine.id);
+  const p90 = async () => {
+    const times: number[] = [];
+    for (let i = 0; i < 150; i++) {
+      const t0 = performance.now();
+      expect((await api(`/v1/predictions/${mine.id}`, { token: quiet.token })).status).toBe(200);
+      times.push(performance.now() - t0);
+    }
+    return percentile(times, 90);
+  };
+  const alone = await p90();
+
+  const p = (await api(PACED, { token: noisy.token, body: { input: LONG } })).body;
+  const streams = Array.from({ length: cap }, () => openStream(p.urls.stream));
+  try {
+    await poll(
+      async () => streams.filter((s) => outputs(s.events) > 0).length,
+      (n) => n === cap,
+      { timeoutMs: 60_000 },
+    );
+    expect((await fetch(p.urls.stream)).status).toBe(429);
+    const beside = await p90();
+    const again = await p90();
+    console.log(
+      `another account's GET p90: alone ${alone.toFixed(1)} ms; beside ${cap} open streams of a generating prediction ` +
+        `${beside.toFixed(1)} ms, then ${again.toFixed(1)} ms (${(Math.max(beside, again) / alone).toFixed(2)}x at most)`,
+    );
+  } finally {
+    for (const s of streams) s.close();
+    await Promise.all(streams.map((s) => s.read));
+    await cancel(noisy.token, p.id);
+  }
 });
