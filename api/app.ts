@@ -16,6 +16,7 @@ import { codecServer, type CodecServerDeps } from './codec-server';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import { rejectNulOutsideInput } from './nul-guard';
+import { OpenConnections, type ConnectionLimits } from './open-connections';
 import { openaiRoutes } from './openai/router';
 import { openApiDocument } from './openapi';
 import { rejectMalformedPath } from './path-guard';
@@ -70,9 +71,12 @@ export interface AppDeps {
   webhookLimits?: WebhookRoutesDeps['limits'];
   /** Bounds on what versions and deployments may hold of the engine nodes. */
   resources?: ResourceLimits & { pinnedNodeShare: number };
+  /** Each account's caps on open streams and waiting requests, and how often their tokens are checked. */
+  connectionLimits?: ConnectionLimits;
 }
 
 const DEFAULT_WEBHOOK_LIMITS = { rotationsPerMinute: 5, redeliveriesPerMinute: 10 };
+const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { maxOpenStreams: 32, maxWaitingRequests: 64, recheckMs: 2_000 };
 
 const DEFAULT_RESOURCES = { defaultContextSize: 4096, defaultSequences: 4, maxContextSize: 32768, maxSequences: 16, pinnedNodeShare: 0.5 };
 
@@ -83,6 +87,7 @@ export function createApp(deps: AppDeps): express.Express {
   const baseUrl = deps.publicUrl.replace(/\/$/, '');
   const urls = (_req: Request): UrlContext => ({ baseUrl, signer: deps.signer, temporalUi: deps.temporalUi });
   const docsCsp = inlinePageCsp(REFERENCE_HTML);
+  const connections = new OpenConnections(deps.db, deps.connectionLimits ?? DEFAULT_CONNECTION_LIMITS, deps.logger);
 
   app.use(securityHeaders({ https: baseUrl.startsWith('https:') }));
   app.use(requestLog(deps.logger));
@@ -133,7 +138,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.codecServer) app.use(codecServer(deps.codecServer));
 
   // Streams authenticate by their signed URL, so they sit outside the token check.
-  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, baseUrl: (req) => urls(req).baseUrl }));
+  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, connections, baseUrl: (req) => urls(req).baseUrl }));
   const files = {
     db: deps.db,
     storage: deps.storage,
@@ -154,13 +159,14 @@ export function createApp(deps: AppDeps): express.Express {
       db: deps.db,
       temporal: deps.temporal,
       hub: deps.hub,
+      connections,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       defaultSequences: resources.defaultSequences,
       urls,
     }),
   );
-  v1.use(accountRoutes({ db: deps.db }));
+  v1.use(accountRoutes({ db: deps.db, connections }));
   v1.use(fileRoutes(files));
   v1.use(
     modelRoutes({
@@ -176,6 +182,7 @@ export function createApp(deps: AppDeps): express.Express {
       db: deps.db,
       temporal: deps.temporal,
       hub: deps.hub,
+      connections,
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       defaultSequences: resources.defaultSequences,
@@ -220,6 +227,7 @@ export function createApp(deps: AppDeps): express.Express {
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       defaultSequences: resources.defaultSequences,
       hub: deps.hub,
+      connections,
       logger: deps.logger,
     }),
   );

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { accountForToken, touchApiToken, type Account } from '../db/accounts';
 import type { Db } from '../db/client';
+import { sha256Hex } from '../lib/ids';
 import { ApiError, NotFoundError, UnauthorizedError } from './errors';
 
 // last_used_at is kept to the minute: a token this process marked used within the minute
@@ -28,6 +29,7 @@ export function requireAuth(db: Db): RequestHandler {
     const account = await optionalAccount(db, req);
     if (!account) throw new UnauthorizedError();
     res.locals.account = account;
+    res.locals.tokenHash = sha256Hex(token);
     if (!touched.has(token)) {
       touched.set(token, true);
       void touchApiToken(db, token).catch(() => undefined);
@@ -38,6 +40,11 @@ export function requireAuth(db: Db): RequestHandler {
 
 export function currentAccount(res: Response): Account {
   return res.locals.account as Account;
+}
+
+/** The sha256 of the request's token (as stored): what open connections check for revocation. */
+export function currentTokenHash(res: Response): string {
+  return res.locals.tokenHash as string;
 }
 
 /**

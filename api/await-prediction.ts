@@ -3,8 +3,11 @@ import { getPrediction, type PredictionRow } from '../db/predictions';
 import { isTerminalStatus } from '../domain/statuses';
 import type { EventHub } from './event-hub';
 
-/** A look at the row even without a notification: one may be lost while LISTEN reconnects. */
-const RECHECK_MS = 1_000;
+/**
+ * A look at the row even without a notification. The hub wakes every wait after a lost LISTEN,
+ * so this is a last guard, slow enough that waiting requests cost the database nothing to speak of.
+ */
+const RECHECK_MS = 30_000;
 
 /**
  * The prediction once it has finished, or as it stands when `timeoutMs` runs out or the client

@@ -1,6 +1,6 @@
 /** Entry point of an API process. Stateless: run as many as you like behind a balancer. */
 import { Client, Connection } from '@temporalio/client';
-import { closeDb, createDb } from '../db/client';
+import { closeDb, createDb, listenClient } from '../db/client';
 import { enableFixtureTasks } from '../fixtures/enable';
 import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
@@ -33,7 +33,7 @@ async function main() {
     dataConverter: { payloadCodecs: [codec] },
     plugins: tracing ? [tracing.plugin] : [],
   });
-  const hub = new EventHub(db.$client, logger);
+  const hub = new EventHub(db.$client, logger, () => listenClient(c.DATABASE_URL));
   await hub.start();
   const app = createApp({
     db,
@@ -59,6 +59,11 @@ async function main() {
     webhookLimits: {
       rotationsPerMinute: c.KILN_WEBHOOK_ROTATIONS_PER_MINUTE,
       redeliveriesPerMinute: c.KILN_WEBHOOK_REDELIVERIES_PER_MINUTE,
+    },
+    connectionLimits: {
+      maxOpenStreams: c.KILN_MAX_OPEN_STREAMS,
+      maxWaitingRequests: c.KILN_MAX_WAITING_REQUESTS,
+      recheckMs: c.KILN_OPEN_CONNECTION_RECHECK_MS,
     },
     resources: {
       defaultContextSize: c.KILN_ENGINE_CONTEXT_SIZE,

@@ -1,29 +1,54 @@
 /**
- * Follows one prediction's stream: replays the events after a given id, then every new one as
+ * Follows one prediction's stream: replays the events after a given one, then every new one as
  * the hub says it arrived, until `done`. Late joiners get everything produced so far; a
  * reconnect with Last-Event-ID resumes with no gap and no duplicate. The replay leaves out the
  * output of engine attempts that failed (the output before the last `reset`): the reset still
  * goes out, for a client that had some of that output before it reconnected. An `attempt` event
  * (a new attempt continues the output so far) changes nothing for a reader and is not passed on.
+ *
+ * Clients see and resume from each event's `seq`, its number in the prediction's stream; the
+ * follower reads by the serial id, which orders the table.
  */
 import { eq } from 'drizzle-orm';
 import type { Db } from '../db/client';
-import { eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/events';
+import { eventIdAtSeq, eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/events';
 import { predictions } from '../db/schema';
 import { isTerminalStatus } from '../domain/statuses';
 import type { EventHub } from './event-hub';
 
-/** A missed notification (a reconnect of the LISTEN connection) costs at most this long. */
-const FALLBACK_POLL_MS = 1_000;
+/**
+ * The hub wakes a stream for each batch of new events and after a lost LISTEN; this look without
+ * a notification is a last guard, slow enough that open streams cost the database nothing to speak of.
+ */
+const SAFETY_RECHECK_MS = 30_000;
+const PAGE = 1000;
+
+/**
+ * Reads in flight by prediction and position. The streams of one prediction that have caught up
+ * wait at the same event, and a notification wakes them all at once: they share one read.
+ */
+const reads = new Map<string, Promise<PredictionEventRow[]>>();
+
+function sharedEventsAfter(db: Db, predictionId: string, afterId: number): Promise<PredictionEventRow[]> {
+  const key = `${predictionId} ${afterId}`;
+  let read = reads.get(key);
+  if (!read) {
+    read = eventsAfter(db, predictionId, afterId, PAGE).finally(() => reads.delete(key));
+    reads.set(key, read);
+  }
+  return read;
+}
 
 export function followPrediction(
   deps: { db: Db; hub: EventHub },
   predictionId: string,
-  afterId: number,
+  afterSeq: number,
   onEvent: (e: PredictionEventRow) => void,
   onEnd: () => void,
 ): () => void {
-  let last = afterId;
+  /** The serial id of the last event read (undefined until the resume point is found). */
+  let last: number | undefined;
+  let lastSeq = afterSeq;
   /** Output events below this id belong to a failed attempt: not replayed. */
   let replayFrom: number | undefined;
   let closed = false;
@@ -31,8 +56,8 @@ export function followPrediction(
   let again = false;
   /**
    * Whether the next pump also asks if the prediction ended without a `done` event: the first
-   * pump and the fallback poll do; a notification means an event came, so it need not (two
-   * queries less for every batch of tokens).
+   * pump, a resync and the safety look do; a notification means an event came, so it need not
+   * (two queries less for every batch of tokens).
    */
   let checkEnd = true;
 
@@ -40,12 +65,12 @@ export function followPrediction(
     if (closed) return;
     closed = true;
     unsubscribe();
-    clearInterval(poller);
+    clearInterval(safety);
     onEnd();
   };
 
-  const pump = async (poll = false) => {
-    if (poll) checkEnd = true;
+  const pump = async (lookAtEnd = false) => {
+    if (lookAtEnd) checkEnd = true;
     if (closed) return;
     if (running) {
       again = true;
@@ -55,17 +80,19 @@ export function followPrediction(
     try {
       do {
         again = false;
-        replayFrom ??= await lastResetAfter(deps.db, predictionId, afterId);
+        last ??= afterSeq > 0 ? await eventIdAtSeq(deps.db, predictionId, afterSeq) : 0;
+        replayFrom ??= await lastResetAfter(deps.db, predictionId, last);
         for (;;) {
-          const rows = await eventsAfter(deps.db, predictionId, last);
+          const rows = await sharedEventsAfter(deps.db, predictionId, last);
           for (const row of rows) {
             if (closed) return;
             last = row.id;
+            lastSeq = row.seq;
             if ((row.event === 'output' && row.id < replayFrom) || row.event === 'attempt') continue;
             onEvent(row);
             if (row.event === 'done') return finish();
           }
-          if (rows.length < 1000) break;
+          if (rows.length < PAGE) break;
         }
       } while (again && !closed);
       if (!checkEnd) return;
@@ -74,18 +101,18 @@ export function followPrediction(
       const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
       if (row && isTerminalStatus(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
         const data = row.status === 'succeeded' ? '{}' : JSON.stringify({ reason: row.status });
-        onEvent({ id: last + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });
+        onEvent({ id: last + 1, seq: lastSeq + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });
         finish();
       }
     } catch {
-      // The next notification or poll tries again.
+      // The next notification or look tries again.
     } finally {
       running = false;
     }
   };
 
-  const unsubscribe = deps.hub.subscribe(predictionId, () => void pump());
-  const poller = setInterval(() => void pump(true), FALLBACK_POLL_MS);
+  const unsubscribe = deps.hub.subscribe(predictionId, (_outputOnly, resync) => void pump(resync));
+  const safety = setInterval(() => void pump(true), SAFETY_RECHECK_MS);
   void pump(true);
   return finish;
 }

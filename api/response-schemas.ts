@@ -208,6 +208,11 @@ export const accountBody = z
       fairness_weight: z.number(),
       max_pinned_replicas: z.number().int(),
       max_queue_seconds: z.number().nullable().describe('Default max_queue_seconds of its predictions (null: none)'),
+      max_open_streams: z.number().int().describe('SSE streams the account may hold open at once on one API process'),
+      max_waiting_requests: z
+        .number()
+        .int()
+        .describe("Requests held for their prediction's end (Prefer: wait, OpenAI without stream) at once on one API process"),
       rate_limits_per_minute: z.record(z.string(), z.number()),
     }),
     current: z.object({ admitted: z.number().int(), queued: z.number().int() }),

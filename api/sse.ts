@@ -17,6 +17,7 @@ export class SseWriter {
   }
 
   send(event: { event?: string; data: string; id?: string | number }): void {
+    if (this.res.writableEnded) return;
     let frame = '';
     if (event.id !== undefined) frame += `id: ${event.id}\n`;
     if (event.event) frame += `event: ${event.event}\n`;
@@ -28,6 +29,7 @@ export class SseWriter {
 
   /** A bare `data:` line, as OpenAI's streams use. */
   data(data: string): void {
+    if (this.res.writableEnded) return;
     this.res.write(`data: ${data}\n\n`);
   }
 

@@ -62,6 +62,8 @@ function settingsFrom(o: Record<string, unknown>): AccountSettings {
   if (o.disabled !== undefined) s.disabled = o.disabled as boolean;
   if (o.maxPinnedReplicas !== undefined) s.maxPinnedReplicas = o.maxPinnedReplicas as number;
   if (o.maxQueueSeconds !== undefined) s.maxQueueSeconds = (o.maxQueueSeconds as number) || null;
+  if (o.maxOpenStreams !== undefined) s.maxOpenStreams = (o.maxOpenStreams as number) || null;
+  if (o.maxWaitingRequests !== undefined) s.maxWaitingRequests = (o.maxWaitingRequests as number) || null;
   return s;
 }
 
@@ -82,6 +84,12 @@ function withSettings(cmd: Command): Command {
     .option(
       '--max-queue-seconds <n>',
       'default max_queue_seconds of its predictions: not started by then, aborted (0 for no limit)',
+      wholeOrZero,
+    )
+    .option('--max-open-streams <n>', 'SSE streams open at once on one API process (0: KILN_MAX_OPEN_STREAMS)', wholeOrZero)
+    .option(
+      '--max-waiting-requests <n>',
+      'requests held for their prediction at once on one API process (Prefer: wait, OpenAI without stream; 0: KILN_MAX_WAITING_REQUESTS)',
       wholeOrZero,
     );
 }
@@ -126,6 +134,8 @@ accountsCmd
         over_cap: a.overCap,
         max_pinned_replicas: a.maxPinnedReplicas,
         max_queue_seconds: a.maxQueueSeconds ?? '',
+        max_open_streams: a.maxOpenStreams ?? 'default',
+        max_waiting_requests: a.maxWaitingRequests ?? 'default',
         disabled: a.disabled,
       })),
     );

@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { randomBytes } from 'node:crypto';
 import { newId, sha256Hex } from '../lib/ids';
 import { builtOnce, type Db } from './client';
@@ -43,6 +43,42 @@ export async function accountForToken(db: Db, token: string): Promise<Account | 
   return rows[0]?.account;
 }
 
+/** The account, if it exists and is not disabled: what a signed link checks on each use. */
+export async function activeAccount(db: Db, accountId: string): Promise<Account | undefined> {
+  const [row] = await db
+    .select()
+    .from(accounts)
+    .where(and(eq(accounts.id, accountId), eq(accounts.disabled, false)));
+  return row;
+}
+
+/**
+ * Of the given token hashes and account ids, those still in force: tokens not revoked (of an
+ * account not disabled) and accounts not disabled. One look for every connection an API process holds open.
+ */
+export async function stillInForce(
+  db: Db,
+  tokenHashes: string[],
+  accountIds: string[],
+): Promise<{ tokens: Set<string>; accounts: Set<string> }> {
+  const [tokenRows, accountRows] = await Promise.all([
+    tokenHashes.length === 0
+      ? []
+      : db
+          .select({ hash: apiTokens.tokenHash })
+          .from(apiTokens)
+          .innerJoin(accounts, eq(accounts.id, apiTokens.accountId))
+          .where(and(inArray(apiTokens.tokenHash, tokenHashes), isNull(apiTokens.revokedAt), eq(accounts.disabled, false))),
+    accountIds.length === 0
+      ? []
+      : db
+          .select({ id: accounts.id })
+          .from(accounts)
+          .where(and(inArray(accounts.id, accountIds), eq(accounts.disabled, false))),
+  ]);
+  return { tokens: new Set(tokenRows.map((r) => r.hash)), accounts: new Set(accountRows.map((r) => r.id)) };
+}
+
 export type AccountSettings = Partial<
   Pick<
     Account,
@@ -56,6 +92,8 @@ export type AccountSettings = Partial<
     | 'disabled'
     | 'maxPinnedReplicas'
     | 'maxQueueSeconds'
+    | 'maxOpenStreams'
+    | 'maxWaitingRequests'
   >
 >;
 

@@ -11,6 +11,11 @@ export function createDb(url: string, options: { max?: number } = {}): Db {
   return drizzle(preparedQueries(sql), { schema }) as Db;
 }
 
+/** A client of its own for LISTEN (api/event-hub.ts): ended and made anew when its connection is lost. */
+export function listenClient(url: string): postgres.Sql {
+  return postgres(url, { max: 1, onnotice: () => {} });
+}
+
 /**
  * Drizzle sends every query unprepared, and postgres.js then asks the server for an unprepared
  * query's parameter types before it sends the values: two round trips for each query, and a parse

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, lt, lte, sql } from 'drizzle-orm';
 import { type StreamEvent } from '../domain/statuses';
 import { KilnError } from '../lib/kiln-error';
 import { builtOnce, type Db } from './client';
@@ -217,6 +217,21 @@ export async function lastResetAfter(db: Db, predictionId: string, afterId: numb
     .from(predictionEvents)
     .where(and(eq(predictionEvents.predictionId, predictionId), eq(predictionEvents.event, 'reset'), gt(predictionEvents.id, afterId)))
     .orderBy(desc(predictionEvents.id))
+    .limit(1);
+  return row?.id ?? 0;
+}
+
+/**
+ * Where a client that saw event `seq` of the prediction's stream goes on: the serial id of that
+ * event, or of the last one before it where that one is gone (a new run drops the old run's
+ * `done`); 0 where there is none.
+ */
+export async function eventIdAtSeq(db: Db, predictionId: string, seq: number): Promise<number> {
+  const [row] = await db
+    .select({ id: predictionEvents.id })
+    .from(predictionEvents)
+    .where(and(eq(predictionEvents.predictionId, predictionId), lte(predictionEvents.seq, seq)))
+    .orderBy(desc(predictionEvents.seq))
     .limit(1);
   return row?.id ?? 0;
 }

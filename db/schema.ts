@@ -59,6 +59,10 @@ export const accounts = pgTable('accounts', {
   maxPinnedReplicas: integer('max_pinned_replicas').notNull().default(2),
   /** The account's default max_queue_seconds: a prediction not started by then is aborted. Null: no limit. */
   maxQueueSeconds: real('max_queue_seconds'),
+  /** SSE streams open at once on one API process (Replicate's and OpenAI's); null: KILN_MAX_OPEN_STREAMS. */
+  maxOpenStreams: integer('max_open_streams'),
+  /** Requests held for their prediction's end at once on one API process (`Prefer: wait`, OpenAI without `stream`); null: KILN_MAX_WAITING_REQUESTS. */
+  maxWaitingRequests: integer('max_waiting_requests'),
   createdAt: createdAt(),
 });
 
@@ -197,7 +201,8 @@ export const predictions = pgTable(
 
 /**
  * What a prediction's SSE stream replays: output chunks from the engine, log lines and the final
- * done/error from the projection. The serial id is the SSE event id a client resumes from.
+ * done/error from the projection. The serial id orders events across writers; `seq` is the SSE
+ * event id a client sees and resumes from.
  */
 export const predictionEvents = pgTable(
   'prediction_events',
@@ -213,10 +218,26 @@ export const predictionEvents = pgTable(
      * that continues the text knows its length in tokens (re-tokenizing the text need not give it).
      */
     tokens: integer('tokens'),
+    /**
+     * The event's number in its prediction's stream (1, 2, …), given by a trigger from
+     * `prediction_event_counters` (migration 0016): the serial id is one sequence for every
+     * account, so a client that saw it would read the platform's volume. Never reused, not even
+     * after a new run drops the old run's `done`.
+     */
+    seq: integer('seq').notNull().default(0),
     createdAt: createdAt(),
   },
-  (t) => [index('prediction_events_prediction_idx').on(t.predictionId, t.id)],
+  (t) => [
+    index('prediction_events_prediction_idx').on(t.predictionId, t.id),
+    uniqueIndex('prediction_events_prediction_seq_idx').on(t.predictionId, t.seq),
+  ],
 );
+
+/** The last `seq` given in each prediction's stream (written only by migration 0016's trigger). */
+export const predictionEventCounters = pgTable('prediction_event_counters', {
+  predictionId: text('prediction_id').primaryKey(),
+  lastSeq: integer('last_seq').notNull(),
+});
 
 /** Per-account signing secrets; during a rotation the previous one stays valid until it expires. */
 export const webhookSecrets = pgTable(

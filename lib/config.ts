@@ -336,6 +336,36 @@ export const configSchema = z.object({
     .describe(
       "A stream's first chunk is written at once; later ones are gathered this many ms into one write (and one SSE event), and the last goes when the generation ends.",
     ),
+  /**
+   * Each open stream costs the API a read per batch of tokens and a socket: without a bound one
+   * account (or anyone holding its signed stream URLs) could open them until others slow down.
+   */
+  KILN_MAX_OPEN_STREAMS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(32)
+    .describe(
+      "SSE streams (`urls.stream`, OpenAI's `stream: true`) one account may hold open at once on one API process; more are answered 429 naming the cap. An account's `max_open_streams` (`npm run admin -- accounts update <user> --max-open-streams N`) overrides it.",
+    ),
+  KILN_MAX_WAITING_REQUESTS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(64)
+    .describe(
+      "Requests one account may have held open for their prediction's end at once on one API process (`Prefer: wait`, OpenAI calls without `stream`); more are answered 429 naming the cap, before any prediction starts. An account's `max_waiting_requests` (`--max-waiting-requests N`) overrides it.",
+    ),
+  /** Revocation reaches open connections at this pace: one query per API process, whatever number is open. */
+  KILN_OPEN_CONNECTION_RECHECK_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(5000)
+    .default(2000)
+    .describe(
+      'How often the API checks the tokens and accounts of its open streams and waiting requests (one query for all of them): one whose token was revoked or whose account was disabled ends within this long (plus the query).',
+    ),
   /** The most a version's settings may ask for: each multiplies the memory a loaded copy holds. */
   KILN_MAX_CONTEXT_SIZE: z.coerce
     .number()

@@ -12,8 +12,10 @@ import { Storage } from '../lib/storage';
 
 export const API_URL = process.env.KILN_API_URL ?? 'http://127.0.0.1:8081';
 
+export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln_test';
+
 export function testDb(): Db {
-  return createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln_test', { max: 2 });
+  return createDb(TEST_DATABASE_URL, { max: 2 });
 }
 
 /** The codec Kiln's own clients and workers use (payloads by reference), against the suite's bucket. */

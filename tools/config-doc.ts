@@ -51,6 +51,9 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   HOST: 'API',
   PORT: 'API',
   KILN_PUBLIC_URL: 'API',
+  KILN_MAX_OPEN_STREAMS: 'API',
+  KILN_MAX_WAITING_REQUESTS: 'API',
+  KILN_OPEN_CONNECTION_RECHECK_MS: 'API',
 
   DATABASE_URL: 'Postgres',
 

@@ -16,6 +16,7 @@ import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, BadRequestError, NotFoundError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { splitAdapterSuffix, withLora } from '../lora-adapters';
+import type { OpenConnection } from '../open-connections';
 import { maxQueueSeconds, parsePriority, parseSessionAffinity } from '../prediction-request';
 import { contextLengthError } from './errors';
 
@@ -54,11 +55,20 @@ export async function startPrediction(
   return row;
 }
 
-/** The prediction once it succeeded (waiting no longer than the client does), or the error to answer. */
-export async function finishedPrediction(deps: { db: Db; hub: EventHub }, req: Request, row: PredictionRow): Promise<PredictionRow> {
+/**
+ * The prediction once it succeeded (waiting no longer than the client does, nor past the
+ * withdrawal of its token or account: a 401), or the error to answer.
+ */
+export async function finishedPrediction(
+  deps: { db: Db; hub: EventHub },
+  req: Request,
+  row: PredictionRow,
+  held: OpenConnection,
+): Promise<PredictionRow> {
   const aborted = new AbortController();
   req.on('close', () => aborted.abort());
-  const done = await awaitPrediction(deps, row, { signal: aborted.signal });
+  const done = await awaitPrediction(deps, row, { signal: AbortSignal.any([aborted.signal, held.signal]) });
+  held.throwIfWithdrawn();
   const tooLong = contextLengthError(done);
   if (tooLong) throw tooLong;
   if (done.status !== 'succeeded') {

@@ -8,9 +8,10 @@ import type { PredictionRow } from '../../db/predictions';
 import { awaitPrediction } from '../await-prediction';
 import { contextLengthFailure } from '../context-length';
 import type { EventHub } from '../event-hub';
+import type { OpenConnection } from '../open-connections';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
-import { codedErrorBody, contextLengthError, openAiError } from './errors';
+import { codedErrorBody, contextLengthError, errorType, openAiError } from './errors';
 import { usage } from './result';
 import { usageChunk, type Chunk, type StreamShape } from './stream-shape';
 
@@ -35,8 +36,8 @@ export class ChunkStream {
     for (const c of chunks) this.sse?.data(JSON.stringify(c));
   }
 
-  error(message: string): void {
-    this.open().data(JSON.stringify(openAiError(message, 'server_error', null, null)));
+  error(message: string, type = 'server_error'): void {
+    this.open().data(JSON.stringify(openAiError(message, type, null, null)));
   }
 
   done(): void {
@@ -63,17 +64,26 @@ type StreamDeps = { db: Db; hub: EventHub };
  * The event stream opens with the first output (or the end): a prompt too long for the
  * context is then still an HTTP 400, as OpenAI answers it, not an error inside a 200 stream.
  */
-export function streamPrediction(deps: StreamDeps, res: Response, row: PredictionRow, shape: StreamShape, includeUsage: boolean): void {
+export function streamPrediction(
+  deps: StreamDeps,
+  res: Response,
+  row: PredictionRow,
+  shape: StreamShape,
+  includeUsage: boolean,
+  held: OpenConnection,
+): void {
   const out = new ChunkStream(res, shape.first);
   let closed = false;
   /** The text sent cannot be taken back: a generation that starts over ends this stream. */
   let restarted = false;
+  /** The token or the account no longer holds: the stream ends with an error, whatever the prediction does. */
+  let withdrawn = false;
   const stop = followPrediction(
     deps,
     row.id,
     0,
     (e) => {
-      if (restarted) return;
+      if (restarted || withdrawn) return;
       if (e.event === 'output') out.send(shape.text(e.data));
       if (e.event === 'error' && !contextLengthFailure({ status: 'failed', error: e.data })) out.error(e.data);
       if (e.event === 'reset') {
@@ -84,11 +94,20 @@ export function streamPrediction(deps: StreamDeps, res: Response, row: Predictio
       }
     },
     async () => {
-      if (closed) return;
+      if (closed || withdrawn) return;
       if (restarted) return out.done();
       await endStream(deps, res, row, out, shape, includeUsage);
     },
   );
+  held.signal.addEventListener('abort', () => {
+    withdrawn = true;
+    stop();
+    const message = (held.signal.reason as Error).message;
+    if (closed) return;
+    if (!out.opened) return void res.status(401).json(openAiError(message, errorType(401), null, null));
+    out.error(message, errorType(401));
+    out.done();
+  });
   res.on('close', () => {
     closed = true;
     stop();

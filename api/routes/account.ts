@@ -7,6 +7,7 @@ import { usageByDayAndModel } from '../../db/usage';
 import { rateLimitFor, taskNames } from '../../domain/tasks';
 import { currentAccount } from '../auth';
 import { NotFoundError } from '../errors';
+import type { OpenConnections } from '../open-connections';
 import { accountBody, newTokenBody, revokedTokenBody, tokenListBody, usageBody } from '../response-schemas';
 import { errorResponses, jsonContent, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 import { parseOr422 } from '../validation';
@@ -21,7 +22,7 @@ const usageQuery = z.object({
 const DAY = 86_400_000;
 
 /** Replicate's `GET /v1/account`, with the account's limits and current load. */
-async function accountJson(db: Db, a: Account) {
+async function accountJson(db: Db, connections: OpenConnections, a: Account) {
   return {
     type: a.type,
     username: a.username,
@@ -34,18 +35,20 @@ async function accountJson(db: Db, a: Account) {
       fairness_weight: a.fairnessWeight,
       max_pinned_replicas: a.maxPinnedReplicas,
       max_queue_seconds: a.maxQueueSeconds,
+      max_open_streams: connections.capOf('stream', a),
+      max_waiting_requests: connections.capOf('wait', a),
       rate_limits_per_minute: Object.fromEntries(taskNames().map((t) => [t, rateLimitFor(t, a.rateLimits)])),
     },
     current: { admitted: await heldAdmissions(db, a.id), queued: await queuedPredictions(db, a.id) },
   };
 }
 
-export function accountRoutes(deps: { db: Db }): Router {
+export function accountRoutes(deps: { db: Db; connections: OpenConnections }): Router {
   const router = Router();
   const { db } = deps;
 
   router.get('/account', async (_req, res) => {
-    res.json(await accountJson(db, currentAccount(res)));
+    res.json(await accountJson(db, deps.connections, currentAccount(res)));
   });
 
   /** The token in clear is in this answer and nowhere else, ever: only its hash is kept. */

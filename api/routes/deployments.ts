@@ -25,21 +25,15 @@ import { liveNodes } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { awaitPrediction } from '../await-prediction';
 import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
+import type { OpenConnections } from '../open-connections';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import {
-  maxQueueSeconds,
-  modelCreateBody,
-  parseCancelAfter,
-  parsePriority,
-  parseSessionAffinity,
-  preferWaitSeconds,
-} from '../prediction-request';
+import { maxQueueSeconds, modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity } from '../prediction-request';
+import { holdPreferWait, waitAsAsked } from '../prefer-wait';
 import { notePrediction } from '../request-log';
 import { deploymentBody, errorBody, predictionBody } from '../response-schemas';
 import {
@@ -77,7 +71,13 @@ export const updateDeploymentBody = z.strictObject({
 });
 
 export function deploymentRoutes(
-  deps: CreateDeps & { temporal: Client; hub: EventHub; urls: (req: Request) => UrlContext; pinnedNodeShare: number },
+  deps: CreateDeps & {
+    temporal: Client;
+    hub: EventHub;
+    connections: OpenConnections;
+    urls: (req: Request) => UrlContext;
+    pinnedNodeShare: number;
+  },
 ): Router {
   const router = Router();
   const { db } = deps;
@@ -213,6 +213,7 @@ export function deploymentRoutes(
       ? await resolveModelVersion(db, account.id, { owner: model.owner, name: model.name, versionId: d.versionId })
       : undefined;
     if (!resolved) throw new NotFoundError(`The deployment's model version is gone`);
+    const wait = holdPreferWait(deps.connections, req, res);
     const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, {
       idempotencyKey: req.get('idempotency-key'),
       priority: parsePriority(req.get('kiln-priority')),
@@ -223,8 +224,7 @@ export function deploymentRoutes(
       session: parseSessionAffinity(req.get('x-session-affinity')),
     });
     setRateLimitHeaders(res, rateLimit);
-    const seconds = preferWaitSeconds(req.get('prefer'));
-    const final = await withOutputSoFar(db, seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row);
+    const final = await withOutputSoFar(db, await waitAsAsked(deps, req, row, wait));
     notePrediction(res, final.id);
     throwIfContextLengthExceeded(final);
     res.status(201).json(predictionJson(final, deps.urls(req)));

@@ -8,6 +8,7 @@ import { Router, type Request } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import { activeAccount } from '../../db/accounts';
 import type { Db } from '../../db/client';
 import { deleteFile, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
 import { byteMeter } from '../../lib/byte-meter';
@@ -51,12 +52,17 @@ export function fileContentRoute(deps: FileDeps): Router {
   const router = Router();
   router.get('/v1/files/:id/content', async (req, res) => {
     const file = await getFile(deps.db, req.params.id);
-    if (!verifyFileUrl(deps.signer, req.params.id, req.query.expires, req.query.sig)) {
+    const signed = verifyFileUrl(deps.signer, req.params.id, req.query.expires, req.query.sig);
+    if (!signed) {
       const account = await optionalAccount(deps.db, req);
       if (!account) throw new UnauthorizedError('The link has expired or is not signed: ask the API for a fresh one');
       if (!file || file.accountId !== account.id) throw new NotFoundError(`File ${req.params.id} not found`);
     }
     if (!file) throw new NotFoundError(`File ${req.params.id} not found`);
+    // A signed URL answers to its account's state at each use: a disabled account's links stop working.
+    if (signed && !(await activeAccount(deps.db, file.accountId))) {
+      throw new UnauthorizedError('The account this file belongs to is disabled');
+    }
     const content = await deps.storage.read(fileKey(file.id));
     untrustedContentHeaders(res, file);
     res.set({
@@ -190,7 +196,7 @@ export const fileContracts: RouteContract[] = [
     request: { params: pathParams('id'), query: signedUrlQuery },
     responses: {
       '200': { description: 'The bytes', content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary' }) } } },
-      '401': jsonResponse('Expired or unsigned, and no token', errorBody),
+      '401': jsonResponse('Expired or unsigned, and no token; or the account is disabled', errorBody),
       '404': errorResponses['404'],
     },
   },

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Account } from '../../db/accounts';
 import { resolveModelVersion } from '../../db/models';
@@ -9,22 +9,15 @@ import { predictionWorkflowId } from '../../domain/contracts';
 import { isTerminalStatus } from '../../domain/statuses';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { awaitPrediction } from '../await-prediction';
 import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
+import type { OpenConnection, OpenConnections } from '../open-connections';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import {
-  createBody,
-  maxQueueSeconds,
-  modelCreateBody,
-  parseCancelAfter,
-  parsePriority,
-  parseSessionAffinity,
-  preferWaitSeconds,
-} from '../prediction-request';
+import { createBody, maxQueueSeconds, modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity } from '../prediction-request';
+import { holdPreferWait, waitAsAsked } from '../prefer-wait';
 import { queuePosition } from '../queue-position';
 import { notePrediction } from '../request-log';
 import { resolveVersionRef } from '../resolve-version';
@@ -61,6 +54,8 @@ export interface PredictionRoutesDeps extends CreateDeps {
   urls: (req: Request) => UrlContext;
   /** `Prefer: wait` hears of the final projection through it (see awaitPrediction). */
   hub: EventHub;
+  /** Bounds the requests an account holds waiting, and ends them when their token or account is withdrawn. */
+  connections: OpenConnections;
 }
 
 export function predictionRoutes(deps: PredictionRoutesDeps): Router {
@@ -69,15 +64,9 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
 
   const resolveVersionField = (account: Account, version: string) => resolveVersionRef(db, account.id, version);
 
-  /** Holds the answer until the prediction finishes or `Prefer: wait` runs out. */
-  async function waitFor(row: PredictionRow, req: Request, readAt?: number): Promise<PredictionRow> {
-    const seconds = preferWaitSeconds(req.get('prefer'));
-    return seconds === 0 ? row : awaitPrediction(deps, row, { timeoutMs: seconds * 1000, readAt });
-  }
-
   /** `readAt`: when the create began (performance.now()); the row it gave is no older. */
-  async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow, readAt?: number) {
-    const final = await withOutputSoFar(db, await waitFor(row, req, readAt));
+  async function respondCreated(req: Request, res: Response, row: PredictionRow, wait: OpenConnection | undefined, readAt?: number) {
+    const final = await withOutputSoFar(db, await waitAsAsked(deps, req, row, wait, readAt));
     notePrediction(res, final.id);
     throwIfContextLengthExceeded(final);
     res
@@ -100,10 +89,11 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const account = currentAccount(res);
     const body = parseOr422(createBody, req.body ?? {});
     const resolved = await resolveVersionField(account, body.version);
+    const wait = holdPreferWait(deps.connections, req, res);
     const readAt = performance.now();
     const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
     setRateLimitHeaders(res, rateLimit);
-    await respondCreated(req, res, row, readAt);
+    await respondCreated(req, res, row, wait, readAt);
   });
 
   router.post('/models/:owner/:name/predictions', async (req, res) => {
@@ -111,10 +101,11 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const body = parseOr422(modelCreateBody, req.body ?? {});
     const resolved = await resolveModelVersion(db, account.id, { owner: req.params.owner, name: req.params.name });
     if (!resolved) throw new NotFoundError(`Model ${req.params.owner}/${req.params.name} not found`);
+    const wait = holdPreferWait(deps.connections, req, res);
     const readAt = performance.now();
     const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
     setRateLimitHeaders(res, rateLimit);
-    await respondCreated(req, res, row, readAt);
+    await respondCreated(req, res, row, wait, readAt);
   });
 
   router.get('/predictions', async (req, res) => {
@@ -173,12 +164,13 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const row = await getPrediction(db, account.id, req.params.id);
     if (!row) throw new NotFoundError(`Prediction ${req.params.id} not found`);
     const resolved = await resolveVersionField(account, body.version ?? row.versionId);
+    const wait = holdPreferWait(deps.connections, req, res);
     const retried = await retryPrediction(deps, account, row, resolved, {
       priority: parsePriority(req.get('kiln-priority')),
       cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
     });
     setRateLimitHeaders(res, retried.rateLimit);
-    await respondCreated(req, res, retried.row);
+    await respondCreated(req, res, retried.row, wait);
   });
 
   return router;

@@ -1,13 +1,16 @@
 import { eq } from 'drizzle-orm';
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { activeAccount, type Account } from '../../db/accounts';
 import type { Db } from '../../db/client';
 import { predictions } from '../../db/schema';
 import { renderFileRefs } from '../../lib/file-urls';
+import { sha256Hex } from '../../lib/ids';
 import type { UrlSigner } from '../../lib/signing';
 import { bearerToken, optionalAccount } from '../auth';
 import { NotFoundError, UnauthorizedError } from '../errors';
 import type { EventHub } from '../event-hub';
+import type { OpenConnections } from '../open-connections';
 import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
 import { errorBody } from '../response-schemas';
@@ -18,24 +21,38 @@ import { SseWriter } from '../sse';
  * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
  * capability (signed, expiring), so clients need no token; a bearer token of the owner works as well.
  */
-export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; baseUrl: (req: Request) => string }): Router {
+export function streamRoutes(deps: {
+  db: Db;
+  hub: EventHub;
+  signer: UrlSigner;
+  connections: OpenConnections;
+  baseUrl: (req: Request) => string;
+}): Router {
   const baseUrl = deps.baseUrl;
   const router = Router();
 
   router.get('/v1/predictions/:id/stream', async (req, res) => {
     const id = req.params.id;
     const [row] = await deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id));
+    let owner: Account | undefined;
+    let tokenHash: string | undefined;
     if (!verifyStreamUrl(deps.signer, id, req.query.expires, req.query.sig)) {
-      if (!bearerToken(req)) {
+      const token = bearerToken(req);
+      if (!token) {
         throw new UnauthorizedError(
           'The stream URL has expired or is not signed: read the prediction again for a fresh urls.stream, or pass a bearer token',
         );
       }
-      const account = await optionalAccount(deps.db, req);
-      if (!account) throw new UnauthorizedError();
-      if (!row || row.accountId !== account.id) throw new NotFoundError(`Prediction ${id} not found`);
+      owner = await optionalAccount(deps.db, req);
+      if (!owner) throw new UnauthorizedError();
+      if (!row || row.accountId !== owner.id) throw new NotFoundError(`Prediction ${id} not found`);
+      tokenHash = sha256Hex(token);
     }
     if (!row) throw new NotFoundError(`Prediction ${id} not found`);
+    // A signed URL answers to its account's state at each use: a disabled account's links stop working.
+    owner ??= await activeAccount(deps.db, row.accountId);
+    if (!owner) throw new UnauthorizedError('The account this stream URL belongs to is disabled');
+    const connection = deps.connections.hold('stream', owner, res, tokenHash);
 
     const lastEventId = Number(req.get('last-event-id') ?? 0);
     const sse = new SseWriter(res);
@@ -44,9 +61,14 @@ export function streamRoutes(deps: { db: Db; hub: EventHub; signer: UrlSigner; b
       id,
       Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0,
       (e) =>
-        sse.send({ id: e.id, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
+        sse.send({ id: e.seq, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
       () => sse.end(),
     );
+    // Said, not dropped: a client that reconnected at once would only get a 401.
+    connection.signal.addEventListener('abort', () => {
+      sse.send({ event: 'error', data: (connection.signal.reason as Error).message });
+      stop();
+    });
     sse.onClose(stop);
   });
 
@@ -65,8 +87,9 @@ export const streamContracts: RouteContract[] = [
         description: 'text/event-stream: output, logs, error, done, reset',
         content: { 'text/event-stream': { schema: z.string() } },
       },
-      '401': jsonResponse('Expired or unsigned, and no token', errorBody),
+      '401': jsonResponse('Expired or unsigned, and no token; or the account is disabled', errorBody),
       '404': errorResponses['404'],
+      '429': jsonResponse('The account holds as many open streams as it may (max_open_streams)', errorBody),
     },
   },
 ];

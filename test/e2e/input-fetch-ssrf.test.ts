@@ -11,14 +11,14 @@ import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import { EventHub } from '../../api/event-hub';
-import { closeDb, type Db } from '../../db/client';
+import { closeDb, listenClient, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { createLogger } from '../../lib/logger';
 import { secretBoxFromConfig } from '../../lib/secret-box';
 import { UrlSigner } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import type { HostLookup } from '../../lib/webhook-target';
-import { api, newAccount, poll, testDataConverter, testDb } from '../helpers';
+import { api, newAccount, poll, TEST_DATABASE_URL, testDataConverter, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 
@@ -72,7 +72,7 @@ beforeAll(async () => {
 
   connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
   const logger = createLogger('test-api', 'silent');
-  hub = new EventHub(db.$client, logger);
+  hub = new EventHub(db.$client, logger, () => listenClient(TEST_DATABASE_URL));
   await hub.start();
   const app = createApp({
     db,

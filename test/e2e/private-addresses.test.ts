@@ -15,7 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import { EventHub } from '../../api/event-hub';
-import { closeDb, type Db } from '../../db/client';
+import { closeDb, listenClient, type Db } from '../../db/client';
 import { addVersion, resolveModelVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { config } from '../../lib/config';
@@ -25,7 +25,7 @@ import { publicBaseUrl } from '../../lib/public-url';
 import { secretBoxFromConfig } from '../../lib/secret-box';
 import { urlSignerFromConfig } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
-import { api, newAccount, poll, TERMINAL, testDataConverter, testDb } from '../helpers';
+import { api, newAccount, poll, TERMINAL, TEST_DATABASE_URL, testDataConverter, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { startReceiver, type Receiver } from '../receiver';
 
@@ -71,7 +71,7 @@ describe('the API refuses private webhook and input URLs', () => {
   beforeAll(async () => {
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
     const logger = createLogger('test-api', 'silent');
-    hub = new EventHub(db.$client, logger);
+    hub = new EventHub(db.$client, logger, () => listenClient(TEST_DATABASE_URL));
     await hub.start();
     const c = config();
     const app = createApp({

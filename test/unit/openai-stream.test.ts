@@ -116,6 +116,9 @@ class FakeResponse extends EventEmitter {
   end() {
     this.ended = true;
   }
+  get writableEnded() {
+    return this.ended;
+  }
   status(s: number) {
     this.statusCode = s;
     return this;
@@ -176,6 +179,11 @@ describe('relaying a prediction', () => {
       .mocked(awaitPrediction)
       .mockResolvedValue({ ...started, status, metrics: { input_token_count: 2, output_token_count: 1 }, ...extra } as never);
   const lines = (written: string) => written.split('\n\n').filter(Boolean);
+  /** A hold on the connection, withdrawn when its controller aborts. */
+  const held = (control = new AbortController()) => ({
+    signal: control.signal,
+    throwIfWithdrawn: () => control.signal.throwIfAborted(),
+  });
 
   test('output, finish, usage, [DONE]', async () => {
     const { res, express } = fakeResponse();
@@ -185,6 +193,7 @@ describe('relaying a prediction', () => {
       row,
       completionStream(completionPlan(completionBody.parse({ model: 'a/b', prompt: 'x', max_tokens: 1 }), version), started),
       true,
+      held(),
     );
     onEvent({ event: 'output', data: 'up' });
     done('succeeded');
@@ -199,7 +208,7 @@ describe('relaying a prediction', () => {
 
   test('a prompt too long for the context, before any output, is an HTTP 400 and no stream', async () => {
     const { res, express } = fakeResponse();
-    streamPrediction({} as never, express, row, chat(), false);
+    streamPrediction({} as never, express, row, chat(), false, held());
     done('failed', { error: 'Attempt 1 failed on node n: ContextLengthExceeded: input.messages: 300 tokens do not fit 256' });
     await onEnd();
     expect(res.head).toBeUndefined();
@@ -216,7 +225,7 @@ describe('relaying a prediction', () => {
 
   test('a failed prediction ends the stream with its error and [DONE], no finish chunk', async () => {
     const { res, express } = fakeResponse();
-    streamPrediction({} as never, express, row, chat(), true);
+    streamPrediction({} as never, express, row, chat(), true, held());
     onEvent({ event: 'error', data: 'out of memory' });
     done('failed', { error: 'out of memory' });
     await onEnd();
@@ -229,7 +238,7 @@ describe('relaying a prediction', () => {
 
   test('a restarted generation voids the stream: an error, [DONE], and nothing after', async () => {
     const { res, express } = fakeResponse();
-    streamPrediction({} as never, express, row, chat(), false);
+    streamPrediction({} as never, express, row, chat(), false, held());
     onEvent({ event: 'output', data: 'a' });
     onEvent({ event: 'reset', data: '' });
     onEvent({ event: 'output', data: 'b' });
@@ -242,9 +251,39 @@ describe('relaying a prediction', () => {
     expect(awaitPrediction).not.toHaveBeenCalled();
   });
 
+  test('a revoked token ends the stream with an authentication error and [DONE], and nothing after', async () => {
+    const { res, express } = fakeResponse();
+    const control = new AbortController();
+    streamPrediction({} as never, express, row, chat(), false, held(control));
+    onEvent({ event: 'output', data: 'a' });
+    control.abort(new Error('The token this connection was opened with has been revoked'));
+    expect(stop).toHaveBeenCalled();
+    onEvent({ event: 'output', data: 'b' });
+    await onEnd();
+    const sent = lines(res.written);
+    expect(sent.slice(2)).toEqual([
+      'data: {"error":{"message":"The token this connection was opened with has been revoked","type":"authentication_error","param":null,"code":null}}',
+      'data: [DONE]',
+    ]);
+    expect(awaitPrediction).not.toHaveBeenCalled();
+  });
+
+  test('withdrawn before the first chunk, the answer is an HTTP 401 in OpenAI’s shape', async () => {
+    const { res, express } = fakeResponse();
+    const control = new AbortController();
+    streamPrediction({} as never, express, row, chat(), false, held(control));
+    control.abort(new Error('The account this connection belongs to has been disabled'));
+    await onEnd();
+    expect(res.head).toBeUndefined();
+    expect(res.statusCode).toBe(401);
+    expect(res.json).toEqual({
+      error: { message: 'The account this connection belongs to has been disabled', type: 'authentication_error', param: null, code: null },
+    });
+  });
+
   test('a client that left gets nothing more', async () => {
     const { res, express } = fakeResponse();
-    streamPrediction({} as never, express, row, chat(), false);
+    streamPrediction({} as never, express, row, chat(), false, held());
     res.emit('close');
     expect(stop).toHaveBeenCalled();
     await onEnd();
