@@ -82,6 +82,7 @@ export function generationResult(
   const tokensPerSecond = generated / Math.max(g.predictSeconds, 1e-6);
   const logs = [`Using seed: ${g.seed}`];
   if (continues) logs.push(`Continued the output of the failed attempt (${g.continuedTokens} tokens)`);
+  if (g.restored) logs.push(`Restored ${g.restored.tokens} prompt tokens from a KV snapshot on disk in ${g.restored.seconds.toFixed(3)} s`);
   logs.push(
     g.aborted
       ? `Canceled after ${g.outputTokens} tokens`
@@ -97,6 +98,8 @@ export function generationResult(
   };
   if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
   if (g.draft) Object.assign(metrics, draftMetrics(g.draft));
+  // Of cached_tokens, those a snapshot on disk gave (the rest a live sequence held).
+  if (g.restored) Object.assign(metrics, { restored_tokens: g.restored.tokens, restore_time: round(g.restored.seconds) });
   const text = continues ? [continues, ...g.chunks] : g.chunks;
   return { output: text, logs, metrics, startedAt: run.startedAt, aborted: g.aborted, hardware: run.deps.node.hardware };
 }

@@ -1,0 +1,72 @@
+/**
+ * A long prompt's evaluation outlives the engine process: sent again after a kill -9 and restart
+ * of the suite's engine worker, its shared prefix is restored from the KV snapshot on disk, not
+ * evaluated again (at 4daa25f: 0 cached tokens after a restart).
+ */
+import { eq } from 'drizzle-orm';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { closeDb, type Db } from '../../db/client';
+import type { ModelVersion } from '../../db/models';
+import { models } from '../../db/schema';
+import { TINY_LLAMA } from '../../infra/seed';
+import { killSuiteProcess } from '../chaos';
+import { ensureTestModel } from '../fixtures/models';
+import { api, newAccount, poll, testDb } from '../helpers';
+
+jest.setTimeout(240_000);
+
+const SNAPSHOTS = path.join(process.env.KILN_DATA_DIR ?? path.resolve('.data/test'), 'kv', process.env.KILN_NODE_ID ?? 'test-node-1');
+const document = 'The kiln holds the heat of the night, and the potter waits for the dawn. '.repeat(12);
+
+let db: Db;
+let token: string;
+let version: ModelVersion;
+let modelPath: string;
+
+beforeAll(async () => {
+  db = testDb();
+  token = (await newAccount(db, 'kv-restart')).token;
+  version = await ensureTestModel(db, `kv-restart-${Date.now()}`, TINY_LLAMA);
+  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
+  modelPath = `${model!.owner}/${model!.name}`;
+});
+afterAll(() => closeDb(db));
+
+const ask = async (question: string) => {
+  const r = await api(`/v1/models/${modelPath}/predictions`, {
+    token,
+    body: { input: { prompt: `${document}\nQ: ${question}\nA:`, max_tokens: 4, min_tokens: 4, temperature: 0 } },
+    headers: { prefer: 'wait=60' },
+  });
+  expect({ status: r.body.status, detail: r.body.detail, fields: r.body.invalid_fields }).toEqual({
+    status: 'succeeded',
+    detail: undefined,
+    fields: undefined,
+  });
+  return r.body;
+};
+
+/** The snapshots on the suite's engine node for this test's version. */
+async function snapshotsOfVersion(): Promise<number> {
+  const files = await readdir(SNAPSHOTS).catch(() => [] as string[]);
+  const sidecars = await Promise.all(
+    files
+      .filter((f) => f.endsWith('.json'))
+      .map(async (f) => JSON.parse(await readFile(path.join(SNAPSHOTS, f), 'utf8')) as { versionId: string }),
+  );
+  return sidecars.filter((s) => s.versionId === version.id).length;
+}
+
+test('after a kill -9 and restart of the engine, a prompt sent again restores its prefix from disk', async () => {
+  const first = await ask('When does the kiln cool?');
+  expect(first.metrics.input_token_count).toBeGreaterThan(600);
+  await poll(snapshotsOfVersion, (n) => n > 0, { timeoutMs: 30_000 });
+
+  await killSuiteProcess('engine-worker');
+
+  const again = await ask('Who waits for the dawn?');
+  expect(again.metrics.restored_tokens).toBeGreaterThan(600);
+  expect(again.metrics.cached_tokens).toBeGreaterThanOrEqual(again.metrics.restored_tokens - 1);
+  expect(again.logs).toMatch(/Restored \d+ prompt tokens from a KV snapshot on disk/);
+});
