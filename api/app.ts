@@ -138,7 +138,17 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.codecServer) app.use(codecServer(deps.codecServer));
 
   // Streams authenticate by their signed URL, so they sit outside the token check.
-  app.use(streamRoutes({ db: deps.db, hub: deps.hub, signer: deps.signer, connections, baseUrl: (req) => urls(req).baseUrl }));
+  const resources = deps.resources ?? DEFAULT_RESOURCES;
+  app.use(
+    streamRoutes({
+      db: deps.db,
+      hub: deps.hub,
+      signer: deps.signer,
+      connections,
+      baseUrl: (req) => urls(req).baseUrl,
+      defaultSequences: resources.defaultSequences,
+    }),
+  );
   const files = {
     db: deps.db,
     storage: deps.storage,
@@ -148,7 +158,6 @@ export function createApp(deps: AppDeps): express.Express {
   };
   app.use(fileContentRoute(files));
 
-  const resources = deps.resources ?? DEFAULT_RESOURCES;
   const v1 = express.Router();
   // The token first: a client without one cannot make the server parse 10 MB of JSON.
   v1.use(requireAuth(deps.db));

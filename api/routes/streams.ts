@@ -13,6 +13,7 @@ import type { EventHub } from '../event-hub';
 import type { OpenConnections } from '../open-connections';
 import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
+import { watchQueuePlace } from '../queue-events';
 import { errorBody } from '../response-schemas';
 import { errorResponses, jsonResponse, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
 import { SseWriter } from '../sse';
@@ -27,6 +28,8 @@ export function streamRoutes(deps: {
   signer: UrlSigner;
   connections: OpenConnections;
   baseUrl: (req: Request) => string;
+  /** KILN_ENGINE_SEQUENCES: the queue estimate's slots (queue events). */
+  defaultSequences: number;
 }): Router {
   const baseUrl = deps.baseUrl;
   const router = Router();
@@ -64,12 +67,17 @@ export function streamRoutes(deps: {
         sse.send({ id: e.seq, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
       () => sse.end(),
     );
+    const stopQueue = watchQueuePlace(deps, owner, id, (place) => sse.send({ event: 'queue', data: JSON.stringify(place) }));
     // Said, not dropped: a client that reconnected at once would only get a 401.
     connection.signal.addEventListener('abort', () => {
       sse.send({ event: 'error', data: (connection.signal.reason as Error).message });
+      stopQueue();
       stop();
     });
-    sse.onClose(stop);
+    sse.onClose(() => {
+      stopQueue();
+      stop();
+    });
   });
 
   return router;
@@ -84,7 +92,7 @@ export const streamContracts: RouteContract[] = [
     request: { params: pathParams('id'), query: signedUrlQuery },
     responses: {
       '200': {
-        description: 'text/event-stream: output, logs, error, done, reset',
+        description: 'text/event-stream: output, logs, error, done, reset; queue (no id) while it waits to start, with its place as in GET',
         content: { 'text/event-stream': { schema: z.string() } },
       },
       '401': jsonResponse('Expired or unsigned, and no token; or the account is disabled', errorBody),
