@@ -17,7 +17,7 @@ import { ApiError, BadRequestError, NotFoundError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { splitAdapterSuffix, withLora } from '../lora-adapters';
 import { parsePriority, parseSessionAffinity } from '../prediction-request';
-import { contextLengthError } from './errors';
+import { inputFailureError } from './errors';
 
 const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;
 
@@ -58,7 +58,7 @@ export async function finishedPrediction(deps: { db: Db; hub: EventHub }, req: R
   const aborted = new AbortController();
   req.on('close', () => aborted.abort());
   const done = await awaitPrediction(deps, row, { signal: aborted.signal });
-  const tooLong = contextLengthError(done);
+  const tooLong = inputFailureError(done);
   if (tooLong) throw tooLong;
   if (done.status !== 'succeeded') {
     throw new ApiError(500, 'Prediction failed', `prediction ${done.id} ${done.status}${done.error ? `: ${done.error}` : ''}`);

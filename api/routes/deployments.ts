@@ -26,10 +26,10 @@ import { models } from '../../db/schema';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
-import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
+import { throwIfInputFailed } from '../input-failure';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import { modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity, preferWaitSeconds } from '../prediction-request';
@@ -218,7 +218,7 @@ export function deploymentRoutes(
     const seconds = preferWaitSeconds(req.get('prefer'));
     const final = await withOutputSoFar(db, seconds ? await awaitPrediction(deps, row, { timeoutMs: seconds * 1000 }) : row);
     notePrediction(res, final.id);
-    throwIfContextLengthExceeded(final);
+    throwIfInputFailed(final);
     res.status(201).json(predictionJson(final, deps.urls(req)));
   });
 

@@ -10,10 +10,10 @@ import { isTerminalStatus } from '../../domain/statuses';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
-import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { BadRequestError, NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
+import { throwIfInputFailed } from '../input-failure';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
 import {
@@ -77,7 +77,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   async function respondCreated(req: Request, res: import('express').Response, row: PredictionRow, readAt?: number) {
     const final = await withOutputSoFar(db, await waitFor(row, req, readAt));
     notePrediction(res, final.id);
-    throwIfContextLengthExceeded(final);
+    throwIfInputFailed(final);
     res
       .status(201)
       .location(`/v1/predictions/${final.id}`)

@@ -5,6 +5,7 @@
  * (a number range, a regular expression, allOf) is refused by name rather than silently ignored.
  */
 import { z } from 'zod';
+import { schemaBoundsIssue } from './schema-bounds';
 
 const BASIC_TYPES = ['string', 'number', 'integer', 'boolean', 'null'] as const;
 const TYPES = [...BASIC_TYPES, 'object', 'array'] as const;
@@ -35,9 +36,17 @@ export interface JsonSchema {
   [annotation: string]: unknown;
 }
 
-/** Where a value stops being checked and starts being unbounded work for the grammar builder. */
-const MAX_SCHEMA_BYTES = 64 * 1024;
-const count = z.number().int().min(0).max(100_000);
+/**
+ * llama.cpp's grammar parser writes out a repetition `x{m,n}` as rules, and refuses a grammar
+ * where that comes to more than 2000 (MAX_REPETITION_THRESHOLD in llama-grammar.cpp); a string
+ * character counts twice there. Lengths, item and property counts stay within what it parses.
+ */
+export const GRAMMAR_REPETITION_LIMIT = 1000;
+const count = z
+  .number()
+  .int()
+  .min(0)
+  .max(GRAMMAR_REPETITION_LIMIT, { message: `must be at most ${GRAMMAR_REPETITION_LIMIT}: the grammar cannot repeat a value more often` });
 const literal = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
 /** Words that describe a value and constrain nothing: accepted and left out of the grammar. */
@@ -145,10 +154,16 @@ export const jsonSchema: z.ZodType<JsonSchema> = z
   )
   .meta({ id: 'JsonSchema', description: 'A JSON Schema, in the part of it that a grammar can enforce' }) as z.ZodType<JsonSchema>;
 
-/** A schema as the top of a structured output or a tool's parameters: bounded in size. */
-export const jsonSchemaDocument = jsonSchema.refine((s) => JSON.stringify(s).length <= MAX_SCHEMA_BYTES, {
-  message: `the schema is larger than ${MAX_SCHEMA_BYTES / 1024} KiB`,
-});
+/**
+ * A schema as the top of a structured output or a tool's parameters: its depth, keys, size and
+ * property names checked without recursion (domain/tasks/schema-bounds.ts) before the recursive
+ * parse runs at all.
+ */
+export const jsonSchemaDocument: z.ZodType<JsonSchema> = z.preprocess((value, ctx) => {
+  const issue = schemaBoundsIssue(value);
+  if (issue) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, input: value });
+  return value;
+}, jsonSchema);
 
 /** node-llama-cpp's GBNF JSON schema subset (GbnfJsonSchema), as plain JSON. */
 export type GrammarSchema = Record<string, unknown>;

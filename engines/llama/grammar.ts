@@ -2,6 +2,9 @@
 import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import { toGrammarSchema, type JsonSchema } from '../../domain/tasks/json-schema';
+import { schemaBoundsIssue } from '../../domain/tasks/schema-bounds';
+import { messageOf } from '../../lib/kiln-error';
+import { EngineError } from '../engine-error';
 
 /** Building a grammar parses it in llama.cpp: the same schema (a client's every call) reuses it. */
 const MAX_GRAMMARS = 64;
@@ -22,15 +25,28 @@ export function boundNumbers(gbnf: string): string {
     .replaceAll('("0" | [1-9] [0-9]{0,15})', '("0" | [1-9] [0-9]{0,14})');
 }
 
-/** The grammar of a valid JSON schema (domain/tasks/json-schema.ts), as node-llama-cpp builds it, numbers bounded. */
+/**
+ * The grammar of a valid JSON schema (domain/tasks/json-schema.ts), as node-llama-cpp builds it,
+ * numbers bounded. The conversion and llama.cpp's parser both recurse, so the schema's bounds are
+ * checked again here, whoever called; a schema either step refuses is the caller's input at fault
+ * (InvalidInput, never retried), named as `input.json_schema`.
+ */
 export async function jsonSchemaGrammar(llama: Llama, schema: JsonSchema, Text: typeof LlamaText): Promise<LlamaGrammar> {
-  const generated = await llama.createGrammarForJsonSchema(toGrammarSchema(schema) as never);
-  return llama.createGrammar({
-    grammar: boundNumbers(generated.grammar),
-    // What LlamaJsonSchemaGrammar sets: generation ends once the JSON is complete.
-    stopGenerationTriggers: [Text(['\n'.repeat(4)])],
-    trimWhitespaceSuffix: true,
-  });
+  const outOfBounds = schemaBoundsIssue(schema);
+  if (outOfBounds) throw new EngineError('InvalidInput', `${['input.json_schema', ...outOfBounds.path].join('.')}: ${outOfBounds.message}`);
+  try {
+    const generated = await llama.createGrammarForJsonSchema(toGrammarSchema(schema) as never);
+    return await llama.createGrammar({
+      grammar: boundNumbers(generated.grammar),
+      // What LlamaJsonSchemaGrammar sets: generation ends once the JSON is complete.
+      stopGenerationTriggers: [Text(['\n'.repeat(4)])],
+      trimWhitespaceSuffix: true,
+    });
+  } catch (err) {
+    throw new EngineError('InvalidInput', `input.json_schema: llama.cpp cannot build a grammar from this schema (${messageOf(err)})`, {
+      cause: err,
+    });
+  }
 }
 
 /** Least recently used grammars, per schema. */
