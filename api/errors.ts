@@ -2,7 +2,7 @@
  * Errors the API answers with, in Replicate's shape `{ detail, status }`. Anything else that
  * reaches the error handler is logged and answered with a plain 500: never a stack trace.
  */
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import type { z } from 'zod';
 import { KilnError } from '../lib/kiln-error';
 import type { Logger } from '../lib/logger';
@@ -160,23 +160,31 @@ export function aboutPrediction(err: unknown, id: string): unknown {
   return err;
 }
 
+/**
+ * The answer to any error a route raised: its own ApiError, a malformed request's, a 503 while a
+ * dependency restarts, or a plain 500 logged with the request and prediction ids (the client gets
+ * none of the original). Each error shape (Replicate's here, OpenAI's on /openai/v1) writes it.
+ */
+export function answerOf(err: unknown, req: Request, res: Response, logger: Logger): ApiError {
+  const known = requestError(err);
+  if (known) return known;
+  const down = unavailableDependency(err);
+  if (down) {
+    // A restart of Temporal or Postgres is not the client's fault and not a bug: say when to retry.
+    logger.warn({ err: (err as Error).message, method: req.method, path: redactCodecPath(req.path) }, `${down} unavailable`);
+    return new ServiceUnavailableError(
+      `${down} is unavailable for a moment; retry the request (with the same Idempotency-Key for creates)`,
+    );
+  }
+  const log = (req as { log?: Logger }).log ?? logger;
+  const predictionId = (err as { [PREDICTION_OF_ERROR]?: string } | undefined)?.[PREDICTION_OF_ERROR] ?? predictionIdOf(req, res);
+  log.error({ err, method: req.method, path: redactCodecPath(req.path), ...(predictionId ? { predictionId } : {}) }, 'unhandled error');
+  return new ApiError(500, 'Internal server error', 'Internal server error');
+}
+
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
-    let e = requestError(err);
-    const down = e ? undefined : unavailableDependency(err);
-    if (e) {
-      // already an answer
-    } else if (down) {
-      // A restart of Temporal or Postgres is not the client's fault and not a bug: say when to retry.
-      logger.warn({ err: (err as Error).message, method: req.method, path: redactCodecPath(req.path) }, `${down} unavailable`);
-      e = new ServiceUnavailableError(`${down} is unavailable for a moment; retry the request (with the same Idempotency-Key for creates)`);
-    } else {
-      // The original error (type, message, stack) with the request and prediction ids; the client gets none of it.
-      const log = (req as { log?: Logger }).log ?? logger;
-      const predictionId = (err as { [PREDICTION_OF_ERROR]?: string } | undefined)?.[PREDICTION_OF_ERROR] ?? predictionIdOf(req, res);
-      log.error({ err, method: req.method, path: redactCodecPath(req.path), ...(predictionId ? { predictionId } : {}) }, 'unhandled error');
-      e = new ApiError(500, 'Internal server error', 'Internal server error');
-    }
+    const e = answerOf(err, req, res, logger);
     if (res.headersSent) return;
     res.set(e.headers);
     res.status(e.status).json({ title: e.title, detail: e.message, status: e.status, ...e.extra });

@@ -4,20 +4,27 @@
  */
 import type { ErrorRequestHandler } from 'express';
 import type { PredictionRow } from '../../db/predictions';
-import { contextLengthFailure } from '../context-length';
-import { ApiError, requestError, ValidationError } from '../errors';
+import type { Logger } from '../../lib/logger';
+import { answerOf, ApiError, ValidationError } from '../errors';
+import { inputFailure } from '../input-failure';
 import type { OpenAiErrorBody } from './protocol';
 
 export function openAiError(message: string, type: string, param: string | null, code: string | null): OpenAiErrorBody {
   return { error: { message, type, param, code } };
 }
 
-/** OpenAI's 400 for a prompt (or a text to embed) longer than the context, or undefined for any other outcome. */
-export function contextLengthError(row: Pick<PredictionRow, 'status' | 'error'>): ApiError | undefined {
-  const failure = contextLengthFailure(row);
+/**
+ * OpenAI's 400 for a prediction that failed on its input: a prompt (or a text to embed) longer
+ * than the context, with code context_length_exceeded, or an input the engine refused (a schema
+ * with no grammar); undefined for any other outcome.
+ */
+export function inputFailureError(row: Pick<PredictionRow, 'status' | 'error'>): ApiError | undefined {
+  const failure = inputFailure(row);
   if (!failure) return undefined;
   // The embeddings input's `text` is OpenAI's `input`.
   const param = failure.field === 'input.text' ? 'input' : failure.field.replace(/^input\./, '');
+  if (failure.type === 'InvalidInput')
+    return new ApiError(400, 'Bad request', `${param}: ${failure.description}`, { openai_code: null, openai_param: param });
   return new ApiError(400, 'Bad request', `This model's maximum context length was exceeded: ${failure.description}`, {
     openai_code: 'context_length_exceeded',
     openai_param: param,
@@ -31,9 +38,9 @@ function requestParam(e: ApiError): string | null {
   );
 }
 
-/** The body of an error that carries OpenAI's own code (`openai_code`), such as a context too short for the prompt. */
+/** The body of an error that carries OpenAI's own code (`openai_code`, null for none), such as a context too short for the prompt. */
 export function codedErrorBody(e: ApiError): OpenAiErrorBody {
-  return openAiError(e.message, 'invalid_request_error', requestParam(e), e.extra.openai_code as string);
+  return openAiError(e.message, 'invalid_request_error', requestParam(e), (e.extra.openai_code as string | null | undefined) ?? null);
 }
 
 /** OpenAI's error type for an HTTP status. */
@@ -58,18 +65,18 @@ function validationParam(err: ValidationError): string | null {
 }
 
 /**
- * Every error of these routes in OpenAI's shape. A 422 of the request's fields is OpenAI's 400;
- * an error the API does not know (neither its own nor a malformed request's) goes on to the
- * app's handler, which logs it and answers a plain 500.
+ * Every error of these routes in OpenAI's shape, whatever its status: a 422 of the request's
+ * fields is OpenAI's 400, and an error the API does not know is logged and answered as OpenAI's
+ * 500 (a 503 while a dependency restarts), so that OpenAI's clients read every answer.
  */
-export const openAiErrors: ErrorRequestHandler = (err, _req, res, next) => {
-  if (res.headersSent) return next(err);
-  if (err instanceof ValidationError)
-    return void res.status(400).json(openAiError(err.message, errorType(400), validationParam(err), errorCode(400, err.message)));
-  // Errors of the API's own (auth, rate limits) and of a malformed request (body, path).
-  const e = requestError(err);
-  if (!e) return next(err);
-  res.set(e.headers);
-  if (typeof e.extra.openai_code === 'string') return void res.status(e.status).json(codedErrorBody(e));
-  res.status(e.status).json(openAiError(e.message, errorType(e.status), requestParam(e), errorCode(e.status, e.message)));
-};
+export function openAiErrors(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    if (err instanceof ValidationError && !res.headersSent)
+      return void res.status(400).json(openAiError(err.message, errorType(400), validationParam(err), errorCode(400, err.message)));
+    const e = answerOf(err, req, res, logger);
+    if (res.headersSent) return;
+    res.set(e.headers);
+    if ('openai_code' in e.extra) return void res.status(e.status).json(codedErrorBody(e));
+    res.status(e.status).json(openAiError(e.message, errorType(e.status), requestParam(e), errorCode(e.status, e.message)));
+  };
+}

@@ -18,7 +18,7 @@ import type { EventHub } from '../event-hub';
 import { splitAdapterSuffix, withLora } from '../lora-adapters';
 import type { OpenConnection } from '../open-connections';
 import { maxQueueSeconds, parsePriority, parseSessionAffinity } from '../prediction-request';
-import { contextLengthError } from './errors';
+import { inputFailureError } from './errors';
 
 const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;
 
@@ -69,7 +69,7 @@ export async function finishedPrediction(
   req.on('close', () => aborted.abort());
   const done = await awaitPrediction(deps, row, { signal: AbortSignal.any([aborted.signal, held.signal]) });
   held.throwIfWithdrawn();
-  const tooLong = contextLengthError(done);
+  const tooLong = inputFailureError(done);
   if (tooLong) throw tooLong;
   if (done.status !== 'succeeded') {
     throw new ApiError(500, 'Prediction failed', `prediction ${done.id} ${done.status}${done.error ? `: ${done.error}` : ''}`);

@@ -70,6 +70,6 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
   });
 
   router.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}`)));
-  router.use(openAiErrors);
+  router.use(openAiErrors(deps.logger));
   return router;
 }

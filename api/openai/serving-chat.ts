@@ -8,7 +8,7 @@ import type { ChatCompletion, ChatRequest, Tool } from './protocol';
 import { finishReason, limitOf, outputText, responseHead, usage, type Limit, type ResponseHead } from './result';
 import { samplingInput } from './sampling';
 import { textShape, toolCallShape, type Chunk, type ChunkOf, type StreamShape } from './stream-shape';
-import { engineChat, parseToolCalls, type ToolMode } from './tools';
+import { engineChat, isUnfinishedCall, parseToolCalls, type ToolMode } from './tools';
 
 /** A chat request in Kiln's terms: the task input, and what its answer is read and shaped by. */
 export interface ChatPlan {
@@ -65,6 +65,8 @@ export function chatCompletion(
   const { id, created, model } = chatHead(plan, row);
   const text = outputText(done);
   const calls = plan.toolMode === 'none' ? undefined : parseToolCalls(text.trim(), plan.tools, row.id);
+  const finish = finishReason(done, plan.limit);
+  const content = !calls && isUnfinishedCall(text, plan.toolMode, finish) ? null : text;
   return {
     id,
     object: 'chat.completion',
@@ -75,8 +77,8 @@ export function chatCompletion(
         index: 0,
         message: calls
           ? { role: 'assistant', content: null, tool_calls: calls, refusal: null }
-          : { role: 'assistant', content: text, refusal: null },
-        finish_reason: calls ? 'tool_calls' : finishReason(done, plan.limit),
+          : { role: 'assistant', content, refusal: null },
+        finish_reason: calls ? 'tool_calls' : finish,
         logprobs: null,
       },
     ],

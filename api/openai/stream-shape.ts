@@ -2,7 +2,7 @@
 import type { PredictionRow } from '../../db/predictions';
 import type { FinishReason, Tool, Usage } from './protocol';
 import { finishReason, type Limit } from './result';
-import { mayBeToolCall, parseToolCalls, type ToolMode } from './tools';
+import { isUnfinishedCall, mayBeToolCall, parseToolCalls, type ToolMode } from './tools';
 
 /** One streamed object: `chat.completion.chunk` or `text_completion`. */
 export interface Chunk {
@@ -60,7 +60,9 @@ export function toolCallShape(
         const delta = { tool_calls: parsed.map((c, index) => ({ index, ...c })) };
         return [{ ...chunk(null, null), choices: [{ index: 0, delta, finish_reason: null, logprobs: null }] }, chunk(null, 'tool_calls')];
       }
-      return [...(holding && held ? [chunk(held, null)] : []), chunk(null, finishReason(done, limit))];
+      const finish = finishReason(done, limit);
+      const text = holding && held && !isUnfinishedCall(held, calls.mode, finish) ? [chunk(held, null)] : [];
+      return [...text, chunk(null, finish)];
     },
   };
 }

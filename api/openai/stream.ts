@@ -6,12 +6,12 @@ import type { Response } from 'express';
 import type { Db } from '../../db/client';
 import type { PredictionRow } from '../../db/predictions';
 import { awaitPrediction } from '../await-prediction';
-import { contextLengthFailure } from '../context-length';
 import type { EventHub } from '../event-hub';
+import { inputFailure } from '../input-failure';
 import type { OpenConnection } from '../open-connections';
 import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
-import { codedErrorBody, contextLengthError, errorType, openAiError } from './errors';
+import { codedErrorBody, errorType, inputFailureError, openAiError } from './errors';
 import { usage } from './result';
 import { usageChunk, type Chunk, type StreamShape } from './stream-shape';
 
@@ -85,7 +85,7 @@ export function streamPrediction(
     (e) => {
       if (restarted || withdrawn) return;
       if (e.event === 'output') out.send(shape.text(e.data));
-      if (e.event === 'error' && !contextLengthFailure({ status: 'failed', error: e.data })) out.error(e.data);
+      if (e.event === 'error' && !inputFailure({ status: 'failed', error: e.data })) out.error(e.data);
       if (e.event === 'reset') {
         // Only where a retry could not continue the text streamed so far (a workflow from before retries continued it).
         restarted = true;
@@ -124,7 +124,7 @@ async function endStream(
   includeUsage: boolean,
 ): Promise<void> {
   const done = await awaitPrediction(deps, row, { timeoutMs: 5_000 });
-  const tooLong = contextLengthError(done);
+  const tooLong = inputFailureError(done);
   if (tooLong && !out.opened) {
     res.status(400).json(codedErrorBody(tooLong));
     return;

@@ -149,3 +149,12 @@ export function mayBeToolCall(textSoFar: string): boolean {
   const t = textSoFar.trimStart();
   return t === '' || t.startsWith('{') || t.startsWith('[');
 }
+
+/**
+ * Whether an answer that parsed as no call is a call cut short (by max_tokens or the context):
+ * a forced call always is, an `auto` answer is while it could still have been one. Its text is
+ * the grammar's unfinished JSON, not an answer to show as content.
+ */
+export function isUnfinishedCall(text: string, mode: ToolMode, finish: 'stop' | 'length'): boolean {
+  return finish === 'length' && (mode === 'forced' || (mode === 'auto' && mayBeToolCall(text)));
+}

@@ -25,10 +25,10 @@ import { liveNodes } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
+import { throwIfInputFailed } from '../input-failure';
 import type { OpenConnections } from '../open-connections';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
@@ -226,7 +226,7 @@ export function deploymentRoutes(
     setRateLimitHeaders(res, rateLimit);
     const final = await withOutputSoFar(db, await waitAsAsked(deps, req, row, wait));
     notePrediction(res, final.id);
-    throwIfContextLengthExceeded(final);
+    throwIfInputFailed(final);
     res.status(201).json(predictionJson(final, deps.urls(req)));
   });
 

@@ -9,10 +9,10 @@ import { predictionWorkflowId } from '../../domain/contracts';
 import { isTerminalStatus } from '../../domain/statuses';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { throwIfContextLengthExceeded } from '../context-length';
 import { createPrediction, type CreateDeps } from '../create-prediction';
 import { NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
+import { throwIfInputFailed } from '../input-failure';
 import type { OpenConnection, OpenConnections } from '../open-connections';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
@@ -68,7 +68,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
   async function respondCreated(req: Request, res: Response, row: PredictionRow, wait: OpenConnection | undefined, readAt?: number) {
     const final = await withOutputSoFar(db, await waitAsAsked(deps, req, row, wait, readAt));
     notePrediction(res, final.id);
-    throwIfContextLengthExceeded(final);
+    throwIfInputFailed(final);
     res
       .status(201)
       .location(`/v1/predictions/${final.id}`)

@@ -1,10 +1,16 @@
 /**
  * The JSON Schema that structured output and tool parameters accept: the part of JSON Schema a
- * grammar can enforce token by token (node-llama-cpp's GBNF generator), so that whatever the
- * model's weights, the output validates against the schema. A keyword the grammar cannot enforce
- * (a number range, a regular expression, allOf) is refused by name rather than silently ignored.
+ * grammar can enforce token by token, so that whatever the model's weights, the output validates
+ * against the schema. That is every keyword of OpenAI's strict structured outputs: node-llama-cpp's
+ * GBNF generator writes the structure, and Kiln's own GBNF the values it leaves out (number
+ * ranges, multipleOf, patterns, formats: domain/grammar/). A keyword the grammar cannot enforce
+ * (allOf, not, a lookahead in a pattern) is refused by name rather than silently ignored.
  */
 import { z } from 'zod';
+import { STRING_FORMATS, type StringFormat } from '../grammar/formats';
+import { leafGrammar, type LeafGrammar } from '../grammar/leaf';
+import { GRAMMAR_REPETITION_LIMIT } from '../grammar/limits';
+import { schemaBoundsIssue } from './schema-bounds';
 
 const BASIC_TYPES = ['string', 'number', 'integer', 'boolean', 'null'] as const;
 const TYPES = [...BASIC_TYPES, 'object', 'array'] as const;
@@ -24,7 +30,13 @@ export interface JsonSchema {
   maxItems?: number;
   minLength?: number;
   maxLength?: number;
-  format?: 'date-time' | 'date' | 'time';
+  format?: StringFormat;
+  pattern?: string;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: number;
+  exclusiveMaximum?: number;
+  multipleOf?: number;
   enum?: Literal[];
   const?: Literal;
   anyOf?: JsonSchema[];
@@ -35,9 +47,11 @@ export interface JsonSchema {
   [annotation: string]: unknown;
 }
 
-/** Where a value stops being checked and starts being unbounded work for the grammar builder. */
-const MAX_SCHEMA_BYTES = 64 * 1024;
-const count = z.number().int().min(0).max(100_000);
+const count = z
+  .number()
+  .int()
+  .min(0)
+  .max(GRAMMAR_REPETITION_LIMIT, { message: `must be at most ${GRAMMAR_REPETITION_LIMIT}: the grammar cannot repeat a value more often` });
 const literal = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
 /** Words that describe a value and constrain nothing: accepted and left out of the grammar. */
@@ -58,10 +72,6 @@ const annotations = {
 
 /** Keywords a grammar cannot enforce, each with the reason a 4xx gives. */
 const UNENFORCEABLE: Record<string, string> = {
-  exclusiveMinimum: 'number ranges cannot be enforced by the grammar',
-  exclusiveMaximum: 'number ranges cannot be enforced by the grammar',
-  multipleOf: 'multipleOf cannot be enforced by the grammar',
-  pattern: 'regular expressions cannot be enforced by the grammar',
   patternProperties: 'regular expressions cannot be enforced by the grammar',
   allOf: 'allOf is not supported: merge the schemas into one',
   not: 'not is not supported',
@@ -78,13 +88,30 @@ const UNENFORCEABLE: Record<string, string> = {
 
 const refPattern = /^#\/(\$defs|definitions)\/[^/]+$/;
 
-/**
- * The grammar writes integers of at most 15 digits: a range at least that wide holds already
- * (zod writes ±(2^53 − 1) on every int). Any narrower range cannot be enforced.
- */
-const GRAMMAR_INTEGER_LIMIT = 999_999_999_999_999;
-const RANGE_REFUSED =
-  'number ranges cannot be enforced by the grammar (only integer ranges of ±999999999999999 or wider, which it always keeps)';
+const NUMBER_KEYWORDS = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'] as const;
+
+/** The types a schema's value may have. */
+function typesOf(s: JsonSchema): TypeName[] {
+  return s.type === undefined ? inferTypes(s) : [s.type].flat();
+}
+
+/** Refuses, by the keyword at fault, what the value grammars (domain/grammar/leaf.ts) cannot enforce. */
+function checkValueKeywords(s: JsonSchema, ctx: z.RefinementCtx): void {
+  const numberKey = NUMBER_KEYWORDS.find((k) => s[k] !== undefined);
+  const stringKey = s.pattern !== undefined ? 'pattern' : s.format !== undefined ? 'format' : undefined;
+  if (stringKey && (s.minLength !== undefined || s.maxLength !== undefined))
+    ctx.addIssue({
+      code: 'custom',
+      path: [s.minLength !== undefined ? 'minLength' : 'maxLength'],
+      message: `cannot be enforced together with ${stringKey}: write the length into the pattern ({m,n})`,
+    });
+  for (const type of typesOf(s)) {
+    const leaf = leafGrammar({ ...s, type }, 'check');
+    if (typeof leaf !== 'string') continue;
+    const key = type === 'string' ? stringKey : s.multipleOf !== undefined && /multipleOf/.test(leaf) ? 'multipleOf' : numberKey;
+    ctx.addIssue({ code: 'custom', path: [key ?? 'type'], message: leaf });
+  }
+}
 
 export const jsonSchema: z.ZodType<JsonSchema> = z
   .lazy(
@@ -104,9 +131,8 @@ export const jsonSchema: z.ZodType<JsonSchema> = z
           maxItems: count.optional(),
           minLength: count.optional(),
           maxLength: count.optional(),
-          format: z
-            .enum(['date-time', 'date', 'time'], { message: 'only the formats date-time, date and time can be enforced by the grammar' })
-            .optional(),
+          format: z.enum(STRING_FORMATS, { message: `the formats the grammar enforces are ${STRING_FORMATS.join(', ')}` }).optional(),
+          pattern: z.string().optional(),
           enum: z.array(literal).min(1).optional(),
           const: literal.optional(),
           anyOf: z.array(jsonSchema).min(1).optional(),
@@ -116,6 +142,9 @@ export const jsonSchema: z.ZodType<JsonSchema> = z
           definitions: z.record(z.string(), jsonSchema).optional(),
           minimum: z.number().optional(),
           maximum: z.number().optional(),
+          exclusiveMinimum: z.number().optional(),
+          exclusiveMaximum: z.number().optional(),
+          multipleOf: z.number().positive().optional(),
           ...Object.fromEntries(
             Object.entries(UNENFORCEABLE).map(([key, why]) => [
               key,
@@ -126,13 +155,7 @@ export const jsonSchema: z.ZodType<JsonSchema> = z
             ]),
           ),
         })
-        .superRefine((s, ctx) => {
-          const integer = s.type === 'integer' || (Array.isArray(s.type) && s.type.every((t) => t === 'integer' || t === 'null'));
-          if (s.minimum !== undefined && !(integer && s.minimum <= -GRAMMAR_INTEGER_LIMIT))
-            ctx.addIssue({ code: 'custom', path: ['minimum'], message: RANGE_REFUSED });
-          if (s.maximum !== undefined && !(integer && s.maximum >= GRAMMAR_INTEGER_LIMIT))
-            ctx.addIssue({ code: 'custom', path: ['maximum'], message: RANGE_REFUSED });
-        })
+        .superRefine(checkValueKeywords)
         .refine((s) => s.minLength === undefined || s.maxLength === undefined || s.minLength <= s.maxLength, {
           message: 'minLength must not exceed maxLength',
           path: ['minLength'],
@@ -145,21 +168,50 @@ export const jsonSchema: z.ZodType<JsonSchema> = z
   )
   .meta({ id: 'JsonSchema', description: 'A JSON Schema, in the part of it that a grammar can enforce' }) as z.ZodType<JsonSchema>;
 
-/** A schema as the top of a structured output or a tool's parameters: bounded in size. */
-export const jsonSchemaDocument = jsonSchema.refine((s) => JSON.stringify(s).length <= MAX_SCHEMA_BYTES, {
-  message: `the schema is larger than ${MAX_SCHEMA_BYTES / 1024} KiB`,
-});
+/**
+ * A schema as the top of a structured output or a tool's parameters: its depth, keys, size and
+ * property names checked without recursion (domain/tasks/schema-bounds.ts) before the recursive
+ * parse runs at all.
+ */
+export const jsonSchemaDocument: z.ZodType<JsonSchema> = z.preprocess((value, ctx) => {
+  const issue = schemaBoundsIssue(value);
+  if (issue) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, input: value });
+  return value;
+}, jsonSchema);
 
 /** node-llama-cpp's GBNF JSON schema subset (GbnfJsonSchema), as plain JSON. */
 export type GrammarSchema = Record<string, unknown>;
+
+/** A value Kiln writes the grammar of itself: a placeholder const in the generator's schema, replaced in its GBNF. */
+export interface GrammarLeaf {
+  /** The const string the generator writes where the value goes. */
+  placeholder: string;
+  grammar: LeafGrammar;
+}
 
 /**
  * The grammar's form of a valid schema. The generator differs from JSON Schema in places, so
  * this says what JSON Schema means: anyOf is its oneOf (either matches), a type list is a choice,
  * an object with no properties takes any keys, `#/definitions/` refs become `#/$defs/`, and
  * annotations go. (The grammar writes every listed property, which a schema always accepts.)
+ * Values the generator cannot constrain go into `leaves`, each with the placeholder that stands
+ * for it.
  */
-export function toGrammarSchema(schema: JsonSchema): GrammarSchema {
+export function toGrammarSchema(schema: JsonSchema, leaves: GrammarLeaf[] = []): GrammarSchema {
+  const text = JSON.stringify(schema);
+  let tag = 'kiln-value';
+  // A placeholder must not be a const of the schema's own.
+  while (text.includes(tag)) tag += '-x';
+  const convert = (s: JsonSchema) =>
+    convertSchema(
+      s,
+      (grammar) => {
+        const placeholder = `${tag}-${leaves.length}`;
+        leaves.push({ placeholder, grammar });
+        return { const: placeholder };
+      },
+      () => `${tag}-${leaves.length}`,
+    );
   const defs = { ...schema.definitions, ...schema.$defs };
   const root = convert(schema);
   if (Object.keys(defs).length > 0 && !('$ref' in root)) {
@@ -172,13 +224,14 @@ export function toGrammarSchema(schema: JsonSchema): GrammarSchema {
   return root;
 }
 
-function convert(s: JsonSchema): GrammarSchema {
+function convertSchema(s: JsonSchema, leaf: (grammar: LeafGrammar) => GrammarSchema, nextLeafName: () => string): GrammarSchema {
+  const convert = (inner: JsonSchema) => convertSchema(inner, leaf, nextLeafName);
   if (s.$ref !== undefined) return { $ref: s.$ref.replace('#/definitions/', '#/$defs/') };
   if (s.const !== undefined) return { const: s.const };
   if (s.enum !== undefined) return { enum: s.enum };
   const choices = s.anyOf ?? s.oneOf;
   if (choices) return { oneOf: choices.map(convert) };
-  const types = s.type === undefined ? inferTypes(s) : [s.type].flat();
+  const types = typesOf(s);
   if (types.length !== 1) return { oneOf: types.map((type) => convert({ ...s, type })) };
   const type = types[0];
   switch (type) {
@@ -200,7 +253,13 @@ function convert(s: JsonSchema): GrammarSchema {
         ...pick(s, ['minItems', 'maxItems']),
       };
     case 'string':
+    case 'integer':
+    case 'number': {
+      const own = leafGrammar({ ...s, type }, nextLeafName());
+      if (own !== undefined && typeof own !== 'string') return leaf(own);
+      if (type !== 'string') return { type };
       return s.format ? { type, format: s.format } : { type, ...pick(s, ['minLength', 'maxLength']) };
+    }
     default:
       return { type };
   }
@@ -210,7 +269,8 @@ function convert(s: JsonSchema): GrammarSchema {
 function inferTypes(s: JsonSchema): TypeName[] {
   if (s.properties || s.additionalProperties !== undefined) return ['object'];
   if (s.items || s.prefixItems) return ['array'];
-  if (s.minLength !== undefined || s.maxLength !== undefined || s.format) return ['string'];
+  if (s.minLength !== undefined || s.maxLength !== undefined || s.format || s.pattern !== undefined) return ['string'];
+  if (NUMBER_KEYWORDS.some((k) => s[k] !== undefined)) return ['number'];
   return [...TYPES];
 }
 

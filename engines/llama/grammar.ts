@@ -1,7 +1,10 @@
 /** Grammars for structured output on the llama.cpp engine, built from a version-independent JSON schema. */
 import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
-import { toGrammarSchema, type JsonSchema } from '../../domain/tasks/json-schema';
+import { toGrammarSchema, type GrammarLeaf, type JsonSchema } from '../../domain/tasks/json-schema';
+import { schemaBoundsIssue } from '../../domain/tasks/schema-bounds';
+import { messageOf } from '../../lib/kiln-error';
+import { EngineError } from '../engine-error';
 
 /** Building a grammar parses it in llama.cpp: the same schema (a client's every call) reuses it. */
 const MAX_GRAMMARS = 64;
@@ -22,15 +25,39 @@ export function boundNumbers(gbnf: string): string {
     .replaceAll('("0" | [1-9] [0-9]{0,15})', '("0" | [1-9] [0-9]{0,14})');
 }
 
-/** The grammar of a valid JSON schema (domain/tasks/json-schema.ts), as node-llama-cpp builds it, numbers bounded. */
+/**
+ * The generator's GBNF with each placeholder const (a JSON string literal in it) replaced by the
+ * grammar of the value it stands for, and that grammar's rules added.
+ */
+export function withLeaves(gbnf: string, leaves: GrammarLeaf[]): string {
+  let out = gbnf;
+  for (const { placeholder, grammar } of leaves) out = out.replaceAll(`"\\"${placeholder}\\""`, `(${grammar.expr})`);
+  return [out, ...leaves.flatMap((l) => l.grammar.rules)].join('\n');
+}
+
+/**
+ * The grammar of a valid JSON schema (domain/tasks/json-schema.ts), as node-llama-cpp builds it,
+ * numbers bounded. The conversion and llama.cpp's parser both recurse, so the schema's bounds are
+ * checked again here, whoever called; a schema either step refuses is the caller's input at fault
+ * (InvalidInput, never retried), named as `input.json_schema`.
+ */
 export async function jsonSchemaGrammar(llama: Llama, schema: JsonSchema, Text: typeof LlamaText): Promise<LlamaGrammar> {
-  const generated = await llama.createGrammarForJsonSchema(toGrammarSchema(schema) as never);
-  return llama.createGrammar({
-    grammar: boundNumbers(generated.grammar),
-    // What LlamaJsonSchemaGrammar sets: generation ends once the JSON is complete.
-    stopGenerationTriggers: [Text(['\n'.repeat(4)])],
-    trimWhitespaceSuffix: true,
-  });
+  const outOfBounds = schemaBoundsIssue(schema);
+  if (outOfBounds) throw new EngineError('InvalidInput', `${['input.json_schema', ...outOfBounds.path].join('.')}: ${outOfBounds.message}`);
+  try {
+    const leaves: GrammarLeaf[] = [];
+    const generated = await llama.createGrammarForJsonSchema(toGrammarSchema(schema, leaves) as never);
+    return await llama.createGrammar({
+      grammar: withLeaves(boundNumbers(generated.grammar), leaves),
+      // What LlamaJsonSchemaGrammar sets: generation ends once the JSON is complete.
+      stopGenerationTriggers: [Text(['\n'.repeat(4)])],
+      trimWhitespaceSuffix: true,
+    });
+  } catch (err) {
+    throw new EngineError('InvalidInput', `input.json_schema: llama.cpp cannot build a grammar from this schema (${messageOf(err)})`, {
+      cause: err,
+    });
+  }
 }
 
 /** Least recently used grammars, per schema. */
@@ -109,7 +136,12 @@ export function closingReserve(
             (schema.minItems ?? 0) * ((schema.items ? of(schema.items) : 4) + 2)
           );
         case 'string':
-          return 2 + (schema.format ? 25 : (schema.minLength ?? 0));
+          // A format or pattern writes at most what its shortest match needs; 25 covers the formats.
+          return 2 + (schema.format || schema.pattern !== undefined ? 25 : (schema.minLength ?? 0));
+        case 'integer':
+        case 'number':
+          // A range may need the digits of its bounds.
+          return Math.max(4, ...[schema.minimum, schema.exclusiveMinimum].map((b) => (b === undefined ? 0 : String(Math.ceil(b)).length)));
         case 'boolean':
           return 5;
         default:

@@ -3,7 +3,8 @@
  * ids, bodies and headers, with and without a token, drawn by fast-check from a fixed seed. No
  * answer may be a 5xx; every error is JSON in the API's shape (OpenAI's under /openai/v1), and a
  * 400 or 422 names the field it is about. Nothing the sweep sends can start work that outlives
- * it: predictions and batches it happens to create are cancelled at the end.
+ * it: predictions and batches it happens to create are cancelled at the end. JSON schemas nested
+ * past the bound, or with reserved property names, go to every route that takes one (issue 37).
  */
 import fc from 'fast-check';
 import type { Db } from '../../db/client';
@@ -161,6 +162,48 @@ function badJsonBody(op: Operation): fc.Arbitrary<string> {
     ),
     fc.string({ maxLength: 40 }),
   );
+}
+
+/** One level of a schema around an inner one: the keywords that nest schemas. */
+const wrappers: Array<(inner: string) => string> = [
+  (inner) => `{"items":${inner}}`,
+  (inner) => `{"type":"object","properties":{"a":${inner}},"required":["a"]}`,
+  (inner) => `{"anyOf":[${inner},{"type":"null"}]}`,
+  (inner) => `{"additionalProperties":${inner}}`,
+  (inner) => `{"$defs":{"d":${inner}},"$ref":"#/$defs/d"}`,
+  (inner) => `{"prefixItems":[${inner}]}`,
+];
+const wrapped = (kinds: number[], inner: string) => kinds.reduceRight((s, k) => wrappers[k](s), inner);
+const reservedName = fc.constantFrom('__proto__', 'constructor', 'prototype');
+/** Reserved names as a property, a required name or a definition, which JSON.parse keeps as own keys. */
+const reservedPlacements: Array<(name: string) => string> = [
+  (name) => `{"type":"object","properties":{"${name}":{"type":"boolean"}},"required":["${name}"]}`,
+  (name) => `{"type":"object","properties":{"a":{"type":"string"}},"required":["a","${name}"]}`,
+  (name) => `{"$defs":{"${name}":{"type":"string"}},"$ref":"#/$defs/${name}"}`,
+];
+/** A schema as JSON text (built as text: JSON.stringify itself overflows past ~4000 levels), and what is wrong with it. */
+const badSchema: fc.Arbitrary<[string, string]> = fc.oneof(
+  fc
+    .tuple(fc.array(fc.nat(wrappers.length - 1), { minLength: 64, maxLength: 6000 }))
+    .map(([kinds]): [string, string] => [wrapped(kinds, '{"type":"string"}'), `${kinds.length} levels deep`]),
+  fc
+    .tuple(fc.array(fc.nat(wrappers.length - 1), { maxLength: 5 }), reservedName, fc.nat(reservedPlacements.length - 1))
+    .map(([kinds, name, at]): [string, string] => [
+      wrapped(kinds, reservedPlacements[at](name)),
+      `with ${name} as a name, ${kinds.length} levels in`,
+    ]),
+);
+/** Each route that takes a JSON schema, with a body carrying `schema` where that route reads it. */
+function schemaRoutes(schema: string): Array<[string, string]> {
+  const input = `{"prompt":"x","max_tokens":4,"json_schema":${schema}}`;
+  const chat = '"model":"kiln/tiny-llama","messages":[{"role":"user","content":"x"}],"max_tokens":4';
+  return [
+    ['/v1/models/kiln/tiny-llama/predictions', `{"input":${input}}`],
+    ['/v1/predictions', `{"version":"kiln/tiny-llama","input":${input}}`],
+    ['/v1/batches', `{"version":"kiln/tiny-llama","inputs":[${input}]}`],
+    ['/openai/v1/chat/completions', `{${chat},"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":${schema}}}}`],
+    ['/openai/v1/chat/completions', `{${chat},"tools":[{"type":"function","function":{"name":"f","parameters":${schema}}}]}`],
+  ];
 }
 
 const contentTypes = fc.constantFrom(
@@ -376,6 +419,19 @@ test('every route of /openapi.json answers malformed ids, bodies and headers wit
       fields: ['input'],
       what: `POST ${real.template} ${body.slice(0, 100)}`,
     });
+  }
+  // JSON schemas nested past the bound or with reserved property names, where each route takes one.
+  for (const [schema, where] of fc.sample(badSchema, { seed: SEED, numRuns: 24 })) {
+    for (const [template, body] of schemaRoutes(schema)) {
+      cases.push({
+        op: { ...real, template },
+        path: template,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+        fields: ['input', 'inputs', 'response_format', 'tools'],
+        what: `POST ${template} with a schema ${where}`,
+      });
+    }
   }
   for (const path of [
     '/v1/models/kiln/echo-fixture',

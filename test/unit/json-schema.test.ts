@@ -5,10 +5,10 @@ import { boundNumbers, closingReserve } from '../../engines/llama/grammar';
 
 describe('json_schema input', () => {
   test.each([
-    [{ type: 'object', properties: { a: { type: 'integer', minimum: 0 } } }, 'json_schema.properties.a.minimum'],
-    [{ type: 'object', properties: { a: { type: 'string', pattern: 'x' } } }, 'json_schema.properties.a.pattern'],
+    [{ type: 'object', properties: { a: { type: 'number', minimum: 0.1, maximum: 0.9 } } }, 'json_schema.properties.a.minimum'],
+    [{ type: 'object', properties: { a: { type: 'string', pattern: '(?<=x)y' } } }, 'json_schema.properties.a.pattern'],
     [{ type: 'strin' }, 'json_schema.type'],
-    [{ type: 'string', format: 'email' }, 'json_schema.format'],
+    [{ type: 'string', format: 'color' }, 'json_schema.format'],
     [{ allOf: [{ type: 'string' }] }, 'json_schema.allOf'],
     [{ $ref: 'http://elsewhere/schema' }, 'json_schema.$ref'],
     [{ type: 'array', items: { type: 'string', minLength: 5, maxLength: 2 } }, 'json_schema.items.minLength'],
@@ -45,7 +45,8 @@ describe('json_schema input', () => {
       z.object({ name: z.string(), age: z.number().int(), pet: z.enum(['cat', 'dog']), nick: z.string().nullable() }),
     );
     expect(jsonSchemaDocument.safeParse(schema).error?.issues).toBeUndefined();
-    expect(jsonSchemaDocument.safeParse({ type: 'number', maximum: 1e300 }).success).toBe(false);
+    // A bound past the 15 digits the grammar writes holds already.
+    expect(jsonSchemaDocument.safeParse({ type: 'number', maximum: 1e300 }).success).toBe(true);
   });
 
   test('a schema over 64 KiB is refused', () => {

@@ -93,6 +93,19 @@ describe('chat', () => {
     });
   });
 
+  test('a call cut off by max_tokens ends by length, with neither the unfinished JSON as content nor a call', () => {
+    for (const tool_choice of ['required', 'auto'] as const) {
+      const plan = chatPlan(chatBody.parse({ model: 'a/b', messages: ask, tools: [weather], tool_choice, max_tokens: 4 }), version());
+      const body = chatCompletion(plan, started, { output: ['{"name":"get'], metrics: { output_token_count: 4 } });
+      expect(body.choices[0]).toMatchObject({ message: { role: 'assistant', content: null }, finish_reason: 'length' });
+      expect(body.choices[0].message.tool_calls).toBeUndefined();
+    }
+    // Plain text an auto answer began with is text, cut or not.
+    const plan = chatPlan(chatBody.parse({ model: 'a/b', messages: ask, tools: [weather], max_tokens: 4 }), version());
+    const body = chatCompletion(plan, started, { output: ['It is sunny in'], metrics: { output_token_count: 4 } });
+    expect(body.choices[0]).toMatchObject({ message: { content: 'It is sunny in' }, finish_reason: 'length' });
+  });
+
   test('with tool_choice none, JSON of a tool call is only text', () => {
     const plan = chatPlan(chatBody.parse({ model: 'a/b', messages: ask, tools: [weather], tool_choice: 'none' }), version());
     const body = chatCompletion(plan, started, { output: ['{"name":"get_weather","arguments":{}}'], metrics: { output_token_count: 1 } });

@@ -84,6 +84,16 @@ describe('chunks', () => {
     ]);
   });
 
+  test('a call cut off by max_tokens ends by length, and the unfinished JSON it held is not sent as text', () => {
+    for (const tool_choice of ['required', 'auto']) {
+      const shape = chat({ tools: [weather], tool_choice, max_tokens: 4 });
+      expect(shape.text('{"name":"get')).toEqual([]);
+      expect(deltas(shape.end({ metrics: { output_token_count: 4 } }))).toEqual([
+        { index: 0, delta: {}, finish_reason: 'length', logprobs: null },
+      ]);
+    }
+  });
+
   test('the usage chunk has no choices', () => {
     const usage = { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3, prompt_tokens_details: { cached_tokens: 0 } };
     expect(usageChunk(chat(), usage)).toEqual({
