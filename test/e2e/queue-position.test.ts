@@ -10,6 +10,7 @@ import { registerNode, removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { newId } from '../../lib/ids';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { readSse } from '../sse';
 
 jest.setTimeout(180_000);
 
@@ -64,7 +65,7 @@ test('a waiting prediction shows its place in the fair queue, which falls until 
   expect((await finished(warm.body.id, flood.token)).status).toBe('succeeded');
 
   const floodIds: string[] = [];
-  for (let i = 0; i < 8; i++) floodIds.push((await create(flood.token, 1000)).body.id);
+  for (let i = 0; i < 8; i++) floodIds.push((await create(flood.token, 2000)).body.id);
   await poll(
     () => Promise.all(floodIds.slice(0, 2).map((id) => read(id, flood.token))),
     (ps) => ps.every((p) => p.status !== 'starting'),
@@ -80,6 +81,12 @@ test('a waiting prediction shows its place in the fair queue, which falls until 
   expect(first.queue.since).toBe(first.created_at);
   expect(first.queue.eta_seconds).toBeGreaterThanOrEqual(0);
   expect(first.queue.eta_seconds).toBeLessThan(10);
+
+  // Its stream says the same while it waits, as `queue` events without an id.
+  const streamed = await readSse(mine.body.urls.stream, { until: (e) => e.event === 'queue' || e.event === 'done' });
+  const queued = streamed.events.find((e) => e.event === 'queue');
+  expect(queued?.id).toBeUndefined();
+  expect(JSON.parse(queued!.data)).toMatchObject({ position: expect.any(Number), ahead: 0, since: first.created_at });
 
   // The flood's last one counts its own predictions ahead of it.
   const floodLast = await read(floodIds[7], flood.token);
