@@ -25,6 +25,12 @@ export const PREFIX_CACHE_MODEL = {
   seed: 16,
 } satisfies LlamaSpecInput;
 
+/** node-llama-cpp in the benchmark's own process, as the floor the engine is measured against: the prebuilt binaries, `threads` of them. */
+export async function directLlama(threads: number) {
+  const { getLlama } = await loadNodeLlamaCpp();
+  return getLlama({ gpu: 'auto', build: 'never', skipDownload: true, usePrebuiltBinaries: true, progressLogs: false, maxThreads: threads });
+}
+
 export interface PrefixCacheOptions {
   runs: number;
   prefixTokens: number;
@@ -42,15 +48,8 @@ export async function prefixCache(o: PrefixCacheOptions) {
   const file = path.join(dir, 'prefix-cache.gguf');
   const written = await writeLlamaGguf(file, { ...PREFIX_CACHE_MODEL, name: 'kiln-prefix-cache' });
 
-  const { getLlama, LlamaCompletion } = await loadNodeLlamaCpp();
-  const llama = await getLlama({
-    gpu: 'auto',
-    build: 'never',
-    skipDownload: true,
-    usePrebuiltBinaries: true,
-    progressLogs: false,
-    maxThreads: o.threads,
-  });
+  const { LlamaCompletion } = await loadNodeLlamaCpp();
+  const llama = await directLlama(o.threads);
   const model = await llama.loadModel({ modelPath: file });
   // Words for about `prefixTokens` tokens: the repeated sentence rounds up to whole sentences.
   const tokensOf = (words: number) => model.tokenizer(prefixOf(words)).length;

@@ -1,11 +1,6 @@
 /** Cancel-After: canceled when the deadline passes mid-run, aborted when it passes before the start. */
-import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
-import { addVersion, upsertModel } from '../../db/models';
-import { registerNode, removeNode } from '../../db/nodes';
-import { models } from '../../db/schema';
-import { newId } from '../../lib/ids';
-import { pacedLlama } from '../fixtures/models';
+import { neverStartingModel, pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
@@ -49,22 +44,7 @@ test('a deadline that passes while generating cancels, keeping the partial outpu
 });
 
 test('a prediction that never started before its deadline is aborted', async () => {
-  // A node that registers but never polls, and a model only it can hold: warm-up never starts.
-  const ghost = `ghost-${newId().slice(0, 8)}`;
-  await registerNode(db, { id: ghost, memoryBytes: 2e15, gpu: null });
-  const model = await upsertModel(db, {
-    ownerId: owner.id,
-    owner: owner.username,
-    name: 'too-big',
-    task: 'text-generation',
-    visibility: 'private',
-  });
-  await addVersion(db, model, {
-    task: 'text-generation',
-    engine: 'llama.cpp',
-    files: [{ path: 'model.gguf', sha256: 'f'.repeat(64), size: 1 }],
-    memoryBytes: 1e15,
-  });
+  const remove = await neverStartingModel(db, owner, 'too-big');
   try {
     const r = await api(`/v1/models/${owner.username}/too-big/predictions`, {
       token,
@@ -78,8 +58,7 @@ test('a prediction that never started before its deadline is aborted', async () 
     expect(done.output).toBeNull();
     expect(done.logs).toMatch(/Aborted: the deadline .* passed before the prediction started/);
   } finally {
-    await removeNode(db, ghost);
-    await db.delete(models).where(eq(models.id, model.id));
+    await remove();
   }
 });
 

@@ -6,9 +6,8 @@ import { eq } from 'drizzle-orm';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, upsertModel } from '../../db/models';
-import { registerNode, removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';
-import { newId } from '../../lib/ids';
+import { neverStartingModel } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { readSse } from '../sse';
 
@@ -125,22 +124,7 @@ test('a create whose estimated wait is past max_queue_seconds is refused at once
 });
 
 test('a prediction not started within max_queue_seconds is aborted, and a bad Max-Queue-Time is a 422', async () => {
-  // A node that registers but never polls, and a model only it can hold: the prediction never starts.
-  const ghost = `ghost-${newId().slice(0, 8)}`;
-  await registerNode(db, { id: ghost, memoryBytes: 2e15, gpu: null });
-  const model = await upsertModel(db, {
-    ownerId: flood.account.id,
-    owner: flood.account.username,
-    name: 'never-starts',
-    task: 'text-generation',
-    visibility: 'private',
-  });
-  await addVersion(db, model, {
-    task: 'text-generation',
-    engine: 'llama.cpp',
-    files: [{ path: 'model.gguf', sha256: 'e'.repeat(64), size: 1 }],
-    memoryBytes: 1e15,
-  });
+  const remove = await neverStartingModel(db, flood.account, 'never-starts');
   try {
     const r = await api(`/v1/models/${flood.account.username}/never-starts/predictions`, {
       token: flood.token,
@@ -172,7 +156,6 @@ test('a prediction not started within max_queue_seconds is aborted, and a bad Ma
     expect(bad.body.invalid_fields[0].field).toBe('Max-Queue-Time');
   } finally {
     await updateAccount(db, flood.account.id, { maxQueueSeconds: null });
-    await removeNode(db, ghost);
-    await db.delete(models).where(eq(models.id, model.id));
+    await remove();
   }
 });
