@@ -7,10 +7,9 @@
  */
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { loadNodeLlamaCpp } from '../engines/llama/engine';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { DATA_DIR, ms, percentile, saveResult, table } from './lib';
-import { PREFIX_CACHE_MODEL } from './prefix-cache';
+import { directLlama, PREFIX_CACHE_MODEL } from './prefix-cache';
 
 export interface KvSnapshotOptions {
   runs: number;
@@ -31,15 +30,7 @@ export async function kvSnapshot(o: KvSnapshotOptions) {
     await mkdir(path.dirname(file), { recursive: true });
     await writeLlamaGguf(file, { ...PREFIX_CACHE_MODEL, name: 'kiln-prefix-cache' });
   }
-  const { getLlama } = await loadNodeLlamaCpp();
-  const llama = await getLlama({
-    gpu: 'auto',
-    build: 'never',
-    skipDownload: true,
-    usePrebuiltBinaries: true,
-    progressLogs: false,
-    maxThreads: o.threads,
-  });
+  const llama = await directLlama(o.threads);
   const model = await llama.loadModel({ modelPath: file });
   const contextSize = Math.max(...o.prefixTokens) + GREEDY_TOKENS + 64;
   const context = await model.createContext({ sequences: 1, contextSize, threads: o.threads });
