@@ -1,6 +1,7 @@
 /**
- * `queue` events on a prediction's SSE stream: while it waits to start, its place in the fair
- * queue (the `queue` of GET /v1/predictions/{id}) each time the position or the estimate changes.
+ * `queue` events on a prediction's SSE stream: while it waits to start behind others, its place in
+ * the fair queue (the `queue` of GET /v1/predictions/{id}) each time the position or the estimate
+ * changes; none while nothing is ahead of it.
  * They carry no id: they are a view of the moment, not part of the stream a client resumes.
  */
 import { eq } from 'drizzle-orm';
@@ -24,6 +25,8 @@ export function watchQueuePlace(deps: QueueDeps, account: Account, predictionId:
     if (stopped || !row || row.status !== 'starting') return false;
     const place = await queuePosition(deps, account, row.versionId, { id: predictionId, createdAt: row.createdAt });
     const key = `${place.position} ${place.eta_seconds}`;
+    // Nothing ahead at the first look: a prediction about to start, no queue worth a word.
+    if (last === '' && place.position <= 1) return true;
     if (!stopped && key !== last) {
       last = key;
       send(place);

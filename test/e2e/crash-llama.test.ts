@@ -132,7 +132,7 @@ async function expectOneWholeGeneration(
     error: null,
     tokens: TOKENS,
   });
-  const ids = stream.events.map((e) => Number(e.id));
+  const ids = stream.events.filter((e) => e.id !== undefined).map((e) => Number(e.id));
   expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b));
   expect(stream.events.filter((e) => e.event === 'done')).toEqual([expect.objectContaining({ data: '{}' })]);
   const resetCount = stream.events.filter((e) => e.event === 'reset').length;

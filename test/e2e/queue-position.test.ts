@@ -81,18 +81,17 @@ test('a waiting prediction shows its place in the fair queue, which falls until 
   expect(first.queue.eta_seconds).toBeGreaterThanOrEqual(0);
   expect(first.queue.eta_seconds).toBeLessThan(10);
 
-  // Its stream says the same while it waits, as `queue` events without an id.
-  const streamed = await readSse(mine.body.urls.stream, { until: (e) => e.event === 'queue' || e.event === 'done' });
+  // The flood's last one counts its own predictions ahead of it, and its stream says so too,
+  // as `queue` events without an id (sent while something is ahead of it).
+  const floodLast = await read(floodIds[7], flood.token);
+  expect(floodLast.status).toBe('starting');
+  expect(floodLast.queue.ahead).toBeGreaterThanOrEqual(1);
+  expect(floodLast.queue.position).toBeGreaterThan(floodLast.queue.ahead);
+  const streamed = await readSse(floodLast.urls.stream, { until: (e) => e.event === 'queue' || e.event === 'done' });
   const queued = streamed.events.find((e) => e.event === 'queue');
   expect(queued?.id).toBeUndefined();
-  expect(JSON.parse(queued!.data)).toMatchObject({ position: expect.any(Number), ahead: 0, since: first.created_at });
-
-  // The flood's last one counts its own predictions ahead of it.
-  const floodLast = await read(floodIds[7], flood.token);
-  if (floodLast.status === 'starting') {
-    expect(floodLast.queue.ahead).toBeGreaterThanOrEqual(1);
-    expect(floodLast.queue.position).toBeGreaterThan(floodLast.queue.ahead);
-  }
+  expect(JSON.parse(queued!.data)).toMatchObject({ position: expect.any(Number), ahead: expect.any(Number), since: floodLast.created_at });
+  expect(JSON.parse(queued!.data).position).toBeGreaterThan(1);
 
   const positions: number[] = [first.queue.position];
   const started = await poll(

@@ -42,7 +42,7 @@ test('a stream from the start carries every chunk in order, then done', async ()
     .join('');
   expect(output).toBe(sseText(done.output));
   expect(events[events.length - 1]).toMatchObject({ event: 'done', data: '{}' });
-  const ids = events.map((e) => Number(e.id));
+  const ids = events.filter((e) => e.id !== undefined).map((e) => Number(e.id));
   expect(ids.every((id, i) => i === 0 || id > ids[i - 1])).toBe(true);
   expect(events.some((e) => e.event === 'logs' && e.data.includes('Generated 200 tokens'))).toBe(true);
 });
@@ -68,7 +68,7 @@ test('reconnecting with Last-Event-ID resumes with no gap and no duplicate', asy
   const rest = await readSse(p.urls.stream, { headers: { 'last-event-id': lastId } });
   const done = await finished(p.id);
   const all = [...first.events, ...rest.events];
-  const ids = all.map((e) => Number(e.id));
+  const ids = all.filter((e) => e.id !== undefined).map((e) => Number(e.id));
   expect(new Set(ids).size).toBe(ids.length);
   expect(
     all
