@@ -454,7 +454,7 @@ export class LlamaEngine {
       for (const dispose of disposers) dispose();
       entry.gatherer.leave(sequenceId);
     }
-    this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
+    await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
     const output = { chunks: stream.chunks, outputTokens: stream.outputTokens, cachedTokens: cachedTokens ?? 0 };
     return { output: restored ? { ...output, restored } : output, ending };
   }
@@ -473,29 +473,28 @@ export class LlamaEngine {
   }
 
   /**
-   * The sequence goes back to the pool once its state is saved (if it is worth a snapshot): the
-   * result does not wait for the save. A failed save keeps nothing and costs nothing else.
+   * The sequence goes back to the pool once its state is saved (if it is worth a snapshot), before
+   * the result returns: a request that follows at once then finds it live, where its next turn
+   * reuses the very cells it filled (a restore places them anew, and on near ties llama.cpp's sums
+   * in other cells can pick another greedy token). A failed save keeps nothing and costs nothing else.
    */
-  private snapshotThenRelease(
+  private async snapshotThenRelease(
     versionId: string,
     entry: LoadedModel,
     sequence: LlamaContextSequence,
     owner: string | undefined,
     whole: boolean,
-  ): void {
+  ): Promise<void> {
     const snapshots = this.opts.snapshots;
-    if (!snapshots || entry.speculative || !whole) {
-      entry.pool.release(sequence);
-      return;
-    }
-    const saving = snapshots
-      .save(versionId, owner, sequence)
-      .catch(() => undefined)
-      .finally(() => {
-        entry.saving.delete(saving);
-        entry.pool.release(sequence);
-      });
+    const saving =
+      snapshots && !entry.speculative && whole ? snapshots.save(versionId, owner, sequence).catch(() => undefined) : Promise.resolve();
     entry.saving.add(saving);
+    try {
+      await saving;
+    } finally {
+      entry.saving.delete(saving);
+      entry.pool.release(sequence);
+    }
   }
 
   private entryOf(versionId: string): LoadedModel {
