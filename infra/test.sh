@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # npm test: the same setup as npm start, then the whole suite against the real stack.
 # The suite gets its own API, workers, database, Temporal namespace and bucket, so it never
-# touches a running development stack; services it had to start are stopped again at the end.
+# touches a running development stack; services it had to start are stopped again at the end,
+# unless another checkout's suite is still using them (see suites_dir).
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 bash "$KILN_ROOT/infra/install.sh" --with-browser
@@ -40,8 +41,29 @@ export KILN_BATCH_INPUT_MAX_BYTES=1048576
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
 . "$KILN_ROOT/infra/app.sh"
 
+# Suites of several worktrees share Temporal and MinIO: each registers itself here, and the one
+# that started the services leaves them up while another suite is still running against them.
+suites_dir="${TMPDIR:-/tmp}/kiln-test-suites-$(id -u)"
+mkdir -p "$suites_dir"
+echo "$KILN_ROOT" > "$suites_dir/$$"
+other_suites_running() {
+  local f pid
+  for f in "$suites_dir"/*; do
+    [ -e "$f" ] || continue
+    pid=$(basename "$f")
+    [ "$pid" = "$$" ] && continue
+    if kill -0 "$pid" 2>/dev/null; then return 0; else rm -f "$f"; fi
+  done
+  return 1
+}
+
 cleanup() {
   stop_kiln
+  rm -f "$suites_dir/$$"
+  if [ "${#stop_list[@]}" -gt 0 ] && other_suites_running; then
+    log "leaving ${stop_list[*]} running: another checkout's suite is using them"
+    return
+  fi
   for svc in "${stop_list[@]}"; do stop_pidfile "$DATA/pids/$svc.pid"; done
 }
 trap cleanup EXIT
