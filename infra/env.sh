@@ -99,6 +99,28 @@ start_daemon() {
   echo $! >"$pidfile"
 }
 
+# start_temporal_dev NAME PIDFILE PORT UI_PORT DB_FILE NAMESPACE...: the Temporal CLI's dev
+# server, with fairness on and Kiln's search attributes; its state lives in DB_FILE (SQLite).
+start_temporal_dev() {
+  local name=$1 pidfile=$2 port=$3 ui_port=$4 db_file=$5; shift 5
+  local namespaces=() ns
+  for ns in "$@"; do namespaces+=(--namespace "$ns"); done
+  start_daemon "$name" "$pidfile" "$TEMPORAL_BIN" server start-dev \
+    --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" \
+    --db-filename "$db_file" \
+    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
+    "${namespaces[@]}" \
+    --dynamic-config-value matching.enableFairness=${KILN_TEMPORAL_FAIRNESS:-true} \
+    --dynamic-config-value matching.numTaskqueueReadPartitions=${KILN_TEMPORAL_PARTITIONS:-1} \
+    --dynamic-config-value matching.numTaskqueueWritePartitions=${KILN_TEMPORAL_PARTITIONS:-1} \
+    --search-attribute KilnAccount=Keyword \
+    --search-attribute KilnModel=Keyword \
+    --search-attribute KilnStatus=Keyword \
+    --log-level warn
+}
+
+temporal_serving() { "$TEMPORAL_BIN" operator cluster health --address "127.0.0.1:$1" 2>/dev/null | grep -q SERVING; }
+
 # stop_pidfile PIDFILE [SECONDS]: TERM, then KILL after SECONDS (15).
 stop_pidfile() {
   local pidfile=$1 seconds=${2:-15}

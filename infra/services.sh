@@ -6,7 +6,7 @@
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-temporal_healthy() { "$TEMPORAL_BIN" operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" 2>/dev/null | grep -q SERVING; }
+temporal_healthy() { temporal_serving $TEMPORAL_PORT; }
 
 start_temporal() {
   if temporal_healthy; then return 0; fi
@@ -15,18 +15,7 @@ start_temporal() {
     return 0
   fi
   log "starting Temporal dev server (gRPC :$TEMPORAL_PORT, UI :$TEMPORAL_UI_PORT)"
-  start_daemon temporal "$DATA/pids/temporal.pid" "$TEMPORAL_BIN" server start-dev \
-    --ip 127.0.0.1 --port $TEMPORAL_PORT --ui-port $TEMPORAL_UI_PORT \
-    --db-filename "$DATA/temporal.sqlite" \
-    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
-    --namespace default --namespace kiln-test \
-    --dynamic-config-value matching.enableFairness=${KILN_TEMPORAL_FAIRNESS:-true} \
-    --dynamic-config-value matching.numTaskqueueReadPartitions=${KILN_TEMPORAL_PARTITIONS:-1} \
-    --dynamic-config-value matching.numTaskqueueWritePartitions=${KILN_TEMPORAL_PARTITIONS:-1} \
-    --search-attribute KilnAccount=Keyword \
-    --search-attribute KilnModel=Keyword \
-    --search-attribute KilnStatus=Keyword \
-    --log-level warn
+  start_temporal_dev temporal "$DATA/pids/temporal.pid" $TEMPORAL_PORT $TEMPORAL_UI_PORT "$DATA/temporal.sqlite" default kiln-test
   wait_for temporal 90 temporal_healthy
 }
 
@@ -56,18 +45,23 @@ start_postgres() {
   wait_for postgres 30 postgres_ready
 }
 
-start_postgres &
-pg=$!
-start_minio &
-mn=$!
-if [ "$KILN_TEMPORAL" = server ]; then
-  # The full server keeps its state in Postgres, so it starts once Postgres is up.
-  wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
-  bash "$KILN_ROOT/infra/temporal-server.sh" start || die "Temporal did not start (log: $DATA/logs/temporal-server.log)"
-else
-  start_temporal &
-  tp=$!
-  wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
-  wait $tp || die "Temporal did not start (log: $DATA/logs/temporal.log)"
+# Arguments pick some of them (the test suite runs its own Temporal and Postgres): services.sh minio
+services=" ${*:-postgres temporal minio} "
+wants() { [[ "$services" == *" $1 "* ]]; }
+
+pg=""; mn=""; tp=""
+if wants postgres || { wants temporal && [ "$KILN_TEMPORAL" = server ]; }; then start_postgres & pg=$!; fi
+if wants minio; then start_minio & mn=$!; fi
+if wants temporal; then
+  if [ "$KILN_TEMPORAL" = server ]; then
+    # The full server keeps its state in Postgres, so it starts once Postgres is up.
+    wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
+    pg=""
+    bash "$KILN_ROOT/infra/temporal-server.sh" start || die "Temporal did not start (log: $DATA/logs/temporal-server.log)"
+  else
+    start_temporal & tp=$!
+  fi
 fi
-wait $mn || die "MinIO did not start (log: $DATA/logs/minio.log)"
+[ -z "$pg" ] || wait $pg || die "PostgreSQL did not start (log: $DATA/logs/postgres.log)"
+[ -z "$tp" ] || wait $tp || die "Temporal did not start (log: $DATA/logs/temporal.log)"
+[ -z "$mn" ] || wait $mn || die "MinIO did not start (log: $DATA/logs/minio.log)"

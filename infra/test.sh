@@ -8,10 +8,16 @@
 bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck, lint, layer rules and formatting"
 (cd "$KILN_ROOT" && tsc --noEmit && eslint . && npm run --silent layers:check && npm run --silent format:check) || die "typecheck, lint, layer rules or formatting failed"
+# The suite runs its own Temporal dev server and Postgres (infra/suite-services.sh), except on the
+# full Temporal server (KILN_TEMPORAL=server), which lives in the shared Postgres, or on a database
+# named by KILN_TEST_DATABASE_URL. MinIO is shared: the suite has its own bucket in it.
+own_temporal=true; [ "$KILN_TEMPORAL" = server ] && own_temporal=false
+own_postgres=true; { [ -n "${KILN_TEST_DATABASE_URL:-}" ] || ! $own_temporal; } && own_postgres=false
+shared=(minio); $own_temporal || shared+=(temporal); $own_postgres || shared+=(postgres)
 ours=()
-temporal_svc=temporal; [ "$KILN_TEMPORAL" = server ] && temporal_svc="temporal-server temporal-ui"
+temporal_svc=""; $own_temporal || temporal_svc="temporal-server temporal-ui"
 for svc in $temporal_svc minio; do pid_alive "$DATA/pids/$svc.pid" || ours+=("$svc"); done
-bash "$KILN_ROOT/infra/services.sh"
+bash "$KILN_ROOT/infra/services.sh" "${shared[@]}"
 # Only those that were not up before and that this clone now runs.
 stop_list=()
 for svc in "${ours[@]}"; do pid_alive "$DATA/pids/$svc.pid" && stop_list+=("$svc"); done
@@ -20,15 +26,16 @@ export KILN_ENV=test
 # One engine worker even on a GPU host: the suite drives it by its name and node id.
 export KILN_ENGINE_PER_GPU=false
 export KILN_RUN_DIR="$DATA/test" KILN_DATA_DIR="$DATA/test"
-# KILN_TEST_SLOT=N (N ≥ 1) gives a checkout its own port, database, namespace, bucket and task
-# queues, so that two worktrees can run their suites against the same services at once.
+# KILN_TEST_SLOT=N (N ≥ 1) gives a checkout its own ports, Temporal, Postgres, bucket and task
+# queues, so that two worktrees can run their suites at once.
 slot="${KILN_TEST_SLOT:-0}"
 [[ "$slot" =~ ^[0-9]$ ]] || die "KILN_TEST_SLOT must be one digit (got '$slot')"
 suffix=""; [ "$slot" = 0 ] || suffix="-$slot"
 export PORT="${KILN_TEST_PORT:-$((8081 + slot * 10))}"
 export KILN_API_URL="http://127.0.0.1:$PORT"
 export KILN_CONTROL_METRICS_PORT=$((9474 + slot * 10)) KILN_ENGINE_METRICS_PORT=$((9475 + slot * 10))
-export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_test${suffix//-/_}}"
+pg_port=5432; $own_postgres && pg_port=$((15432 + slot))
+export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:$pg_port/kiln_test${suffix//-/_}}"
 export TEMPORAL_NAMESPACE="kiln-test$suffix" S3_BUCKET="kiln-test$suffix" KILN_NODE_ID="test-node-1$suffix"
 export LOG_LEVEL=warn
 # Traces go to the port test/e2e/traces.test.ts collects them on, sent within a moment.
@@ -39,10 +46,14 @@ export KILN_BATCH_CHUNKS_PER_RUN=4
 # A small cap on a batch's input file, so the suite can go over it with a 1 MiB upload.
 export KILN_BATCH_INPUT_MAX_BYTES=1048576
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
+if $own_temporal; then
+  export TEMPORAL_ADDRESS="127.0.0.1:$((17233 + slot))" KILN_TEMPORAL_UI_URL="http://127.0.0.1:$((18233 + slot))"
+fi
 . "$KILN_ROOT/infra/app.sh"
+. "$KILN_ROOT/infra/suite-services.sh"
 
-# Suites of several worktrees share Temporal and MinIO: each registers itself here, and the one
-# that started the services leaves them up while another suite is still running against them.
+# Suites of several worktrees share MinIO (and the full Temporal server with its Postgres): each
+# registers itself here, and the one that started them leaves them up while another still runs.
 suites_dir="${TMPDIR:-/tmp}/kiln-test-suites-$(id -u)"
 mkdir -p "$suites_dir"
 echo "$KILN_ROOT" > "$suites_dir/$$"
@@ -59,6 +70,8 @@ other_suites_running() {
 
 cleanup() {
   stop_kiln
+  ! $own_temporal || stop_suite_temporal
+  ! $own_postgres || stop_suite_postgres
   rm -f "$suites_dir/$$"
   if [ "${#stop_list[@]}" -gt 0 ] && other_suites_running; then
     log "leaving ${stop_list[*]} running: another checkout's suite is using them"
@@ -68,8 +81,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Always the code of this checkout: restart the suite's own processes.
+# Always the code of this checkout: restart the suite's own processes, on fresh services and bucket.
 stop_kiln
+pids=()
+! $own_temporal || { start_suite_temporal & pids+=($!); }
+! $own_postgres || { start_suite_postgres & pids+=($!); }
+for pid in "${pids[@]}"; do wait "$pid" || die "the suite's Temporal or Postgres did not start"; done
+run_kiln infra/empty-bucket.ts || die "emptying the suite's bucket $S3_BUCKET failed"
 start_kiln
 
 results="$RUN_DIR/jest-results.json"

@@ -27,7 +27,7 @@ export const configSchema = z.object({
     .enum(['development', 'test', 'production'])
     .default('development')
     .describe(
-      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. No code branches on it yet.',
+      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. Only `test` lets `infra/empty-bucket.ts` empty the bucket at the start of a suite.',
     ),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])

@@ -9,6 +9,7 @@ import {
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetBucketLifecycleConfigurationCommand,
   GetObjectCommand,
   HeadBucketCommand,
@@ -65,6 +66,18 @@ export class Storage {
       await this.client.send(new CreateBucketCommand({ Bucket: this.bucket })).catch((err: { name?: string }) => {
         if (err.name !== 'BucketAlreadyOwnedByYou' && err.name !== 'BucketAlreadyExists') throw err;
       });
+    }
+  }
+
+  /** Deletes every object in the bucket, a thousand (one request) at a time; returns how many. */
+  async emptyBucket(): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, MaxKeys: 1000 }));
+      const keys = (page.Contents ?? []).flatMap((o) => (o.Key ? [{ Key: o.Key }] : []));
+      if (keys.length === 0) return deleted;
+      await this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: keys, Quiet: true } }));
+      deleted += keys.length;
     }
   }
 

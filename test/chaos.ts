@@ -1,6 +1,7 @@
 /**
- * Faults injected into the real processes of the stack: restart the Temporal server or the
- * Postgres cluster, start and kill -9 an API process, kill -9 one of the suite's supervised processes.
+ * Faults injected into the real processes of the suite's stack: restart its Temporal server or its
+ * Postgres cluster (both its own, infra/suite-services.sh), start and kill -9 an API process, kill -9
+ * one of the suite's supervised processes.
  */
 import { Connection } from '@temporalio/client';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -103,16 +104,20 @@ export async function restartTemporal(): Promise<number> {
   return Date.now() - down;
 }
 
-/** Restarts the machine's Postgres cluster that serves 127.0.0.1:5432 (Debian's pg_ctlcluster). */
+/**
+ * Restarts the Postgres cluster that serves the suite's DATABASE_URL (Debian's pg_ctlcluster):
+ * the suite's own (infra/suite-services.sh), never the developer's.
+ */
 export async function restartPostgres(): Promise<number> {
+  const port = new URL(process.env.DATABASE_URL ?? 'postgres://127.0.0.1:5432/').port || '5432';
   let clusters: string;
   try {
     clusters = (await promisify(execFile)('pg_lsclusters', ['--no-header'], { encoding: 'utf8' })).stdout;
   } catch {
     throw new Error('pg_lsclusters is not available: the Postgres chaos test needs a Debian-style cluster (postgresql-common)');
   }
-  const line = clusters.split('\n').find((l) => l.split(/\s+/)[2] === '5432');
-  if (!line) throw new Error(`no Postgres cluster on port 5432 in:\n${clusters}`);
+  const line = clusters.split('\n').find((l) => l.split(/\s+/)[2] === port);
+  if (!line) throw new Error(`no Postgres cluster on port ${port} in:\n${clusters}`);
   const [version, name] = line.split(/\s+/);
   const started = Date.now();
   // Asynchronously: a blocked event loop would leave this process's keep-alive sockets stale.
