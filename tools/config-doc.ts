@@ -245,13 +245,14 @@ export const scriptVariables: ScriptVariable[] = [
     names: ['KILN_TEST_SLOT'],
     default: '`0`',
     description:
-      '`npm test`: 1–9 gives a checkout its own port, database, namespace, bucket and task queues, so two checkouts can run suites at once.',
+      '`npm test`: 1–9 gives a checkout its own ports, Temporal dev server (17233 + slot), Postgres cluster (15432 + slot), bucket and task queues, so two checkouts can run suites at once.',
     readBy: ['infra/test.sh', 'bench/process-start.sh'],
   },
   {
     names: ['KILN_TEST_PORT', 'KILN_TEST_DATABASE_URL'],
-    default: '8081 + 10 × slot; `postgres://postgres@127.0.0.1:5432/kiln_test` (`kiln_test_<slot>`)',
-    description: "The test suite's API port and database.",
+    default: '8081 + 10 × slot; `postgres://postgres@127.0.0.1:15432/kiln_test` (port 15432 + slot, `kiln_test_<slot>`)',
+    description:
+      "The test suite's API port and database. A database named here is used as it is (the suite then runs no Postgres of its own, and the Postgres chaos test restarts that database's cluster).",
     readBy: ['infra/test.sh'],
   },
   {
@@ -462,7 +463,8 @@ const FOOTER = `## Ports and files
 
 Ports: API 8080 (tests: 8081, or 8081 + 10 × \`KILN_TEST_SLOT\`; benchmarks: 8070), Temporal 7233
 (the full server: 7243), Temporal UI 8233 (the full server's: 8243), MinIO 9000, Postgres 5432,
-worker metrics 9464 (control) and 9465 (engine).
+worker metrics 9464 (control) and 9465 (engine). The test suite's own Temporal dev server, its UI
+and its Postgres cluster: 17233, 18233 and 15432, + \`KILN_TEST_SLOT\`.
 
 Runtime data lives in \`.data/\` (git-ignored): logs in \`.data/logs/\`, the API token in
 \`.data/api-token\`, the Temporal SQLite file, MinIO's data, the engine's model cache. The binaries
