@@ -23,7 +23,7 @@ start_suite_postgres() {
   pg_dropcluster --stop "$version" "$suite_pg_cluster" >/dev/null 2>&1 || true
   log "starting the suite's Postgres (cluster $version/$suite_pg_cluster, :$suite_pg_port)"
   pg_createcluster "$version" "$suite_pg_cluster" -p "$suite_pg_port" \
-    -o "listen_addresses='127.0.0.1'" -o fsync=off -o synchronous_commit=off -o full_page_writes=off \
+    -o fsync=off -o synchronous_commit=off -o full_page_writes=off \
     -o max_connections=200 --start -- --auth=trust >"$RUN_DIR/logs/postgres-create.log" 2>&1 \
     || die "creating the suite's Postgres cluster failed (log: $RUN_DIR/logs/postgres-create.log)"
   wait_for postgres 30 suite_pg_ready
