@@ -4,6 +4,8 @@
 # services, with fixtures on: kiln/echo-fixture is what the orchestration benchmarks measure, and a
 # development stack (npm start) serves no fixtures. Their processes are stopped again at the end.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+# The payload benchmarks measure kiln/remove-background too (AGPL-3.0 weights, fetched on request).
+export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
 
 bench() { cd "$KILN_ROOT" && node --import tsx bench/index.ts "$@"; }
 # Help, llama.cpp beside the engine alone, the embedding quality, the chat agreement with

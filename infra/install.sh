@@ -103,6 +103,8 @@ install_postgres
 trust_local_postgres
 if [ "${1:-}" = "--with-browser" ] && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
 wait $npm_pid || die "npm install failed"
+# Opt-in models under licenses Kiln does not ship by default (KILN_OPTIONAL_MODELS).
+bash "$KILN_ROOT/infra/fetch-remove-background.sh" || log "kiln/remove-background will not be seeded: its weights could not be fetched"
 # npm start and npm test run the compiled build: rebuilt only when a source changed.
 bash "$KILN_ROOT/infra/build.sh" --if-changed
 wait $temporal_pid || die "building the Temporal CLI failed"

@@ -153,8 +153,12 @@ async function main() {
           `kiln/${trained.name} not seeded: its file is not in the cache (PyPI unreachable at install?); ${standIn(trained)} stands in`,
         );
     }
-    const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
-    console.log(`seeded kiln/remove-background:${cutout.id}`);
+    if (c.KILN_OPTIONAL_MODELS.includes('remove-background')) {
+      const cutout = await seedRemoveBackground(db, storage, kiln, c.KILN_DATA_DIR);
+      console.log(`seeded kiln/remove-background:${cutout.id} (trained; AGPL-3.0, opted in by KILN_OPTIONAL_MODELS)`);
+    } else {
+      console.log('kiln/remove-background not seeded: its weights are AGPL-3.0; KILN_OPTIONAL_MODELS=remove-background opts in');
+    }
     if (c.KILN_ENABLE_FIXTURES) await seedEchoFixture(db, kiln);
     else await hideEchoFixture(db, kiln);
   } finally {

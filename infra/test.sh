@@ -4,6 +4,8 @@
 # touches a running development stack; services it had to start are stopped again at the end,
 # unless another checkout's suite is still using them (see suites_dir).
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+# The suite covers kiln/remove-background too, whose weights are AGPL-3.0 and fetched only on request.
+export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
 
 bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck, lint, layer rules and formatting"

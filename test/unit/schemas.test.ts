@@ -130,6 +130,11 @@ describe('config', () => {
     expect(() => parseConfig({ ...base, S3_SECRET_ACCESS_KEY: undefined })).toThrow(/S3_SECRET_ACCESS_KEY/);
     expect(() => parseConfig({ ...base, KILN_WEBHOOK_RETRY_SCHEDULE: '5 s, soon' })).toThrow(/KILN_WEBHOOK_RETRY_SCHEDULE/);
   });
+  test('models under other licenses are seeded only when named', () => {
+    expect(parseConfig(base).KILN_OPTIONAL_MODELS).toEqual([]);
+    expect(parseConfig({ ...base, KILN_OPTIONAL_MODELS: ' remove-background, ' }).KILN_OPTIONAL_MODELS).toEqual(['remove-background']);
+    expect(() => parseConfig({ ...base, KILN_OPTIONAL_MODELS: 'remove-background,gpt-5' })).toThrow(/KILN_OPTIONAL_MODELS/);
+  });
 });
 
 describe('withoutNul', () => {
