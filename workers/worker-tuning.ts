@@ -4,7 +4,6 @@
  * (bench/floor), so that the floor runs with exactly what Kiln runs with.
  */
 import type { WorkerOptions } from '@temporalio/worker';
-import { PacedSlots } from './paced-slots';
 
 /** The control worker: workflows and its cheap activities. */
 export function controlWorkerTuning(concurrency: number): Partial<WorkerOptions> {
@@ -17,21 +16,10 @@ export function controlWorkerTuning(concurrency: number): Partial<WorkerOptions>
   };
 }
 
-/**
- * A model's queue on an engine node: as many tasks at once as the engine has sequences, with the
- * second half of them handed out spaced (workers/paced-slots.ts) so that slots come free one at a
- * time and a fair queue's next task waits about one slot interval, not a whole service time.
- */
+/** A model's queue on an engine node: as many tasks at once as the engine has sequences. */
 export function modelWorkerTuning(concurrency: number): Partial<WorkerOptions> {
-  const fixed = { type: 'fixed-size', numSlots: 100 } as const;
   return {
-    tuner: {
-      activityTaskSlotSupplier: new PacedSlots(concurrency),
-      // A model worker runs no workflows, local activities or Nexus tasks: the SDK's defaults.
-      workflowTaskSlotSupplier: fixed,
-      localActivityTaskSlotSupplier: fixed,
-      nexusTaskSlotSupplier: fixed,
-    },
+    maxConcurrentActivityTaskExecutions: concurrency,
     // Cancellation reaches an activity through its heartbeat: keep that path short.
     maxHeartbeatThrottleInterval: '500 ms',
   };
