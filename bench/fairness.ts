@@ -95,6 +95,13 @@ async function spaced(token: string, n: number, gapMs: number, sleepMs: number, 
 
 const waits = (d: Done[]) => d.map((x) => x.started - x.created);
 
+/**
+ * Predictions per second, the flood's and the quiet account's together, from the first create to
+ * the last completion: both scenarios do the same work, and fairness only changes its order (the
+ * flood alone would look slower with fairness on, since the quiet account's work goes in between).
+ */
+const throughput = (d: Done[]) => d.length / ((Math.max(...d.map((x) => x.completed)) - Math.min(...d.map((x) => x.created))) / 1000);
+
 /** A waiting prediction's `queue.eta_seconds` as GET answered it, and when. */
 interface EtaSample {
   id: string;
@@ -255,6 +262,11 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
     const ratio = percentile(waits(fair.done), 99) / percentile(waits(solo.done), 99);
     const ratioOff = percentile(waits(fifo.done), 99) / percentile(waits(solo.done), 99);
     console.log(`p99 wait under flood / alone: fairness on ${ratio.toFixed(2)}×, off ${ratioOff.toFixed(2)}×`);
+    const throughputOn = throughput([...fair.flood, ...fair.done]);
+    const throughputOff = throughput([...fifo.flood, ...fifo.done]);
+    console.log(
+      `throughput under the flood (flood and quiet together): fairness on ${throughputOn.toFixed(2)}/s, off ${throughputOff.toFixed(2)}/s (on ÷ off ${(throughputOn / throughputOff).toFixed(2)}×)`,
+    );
 
     const etaRow = (name: string, run: { etas: EtaSample[]; flood: Done[] }) => {
       const errors = etaErrors(run.etas, run.flood);
@@ -341,6 +353,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       jitter: opts.jitter,
       gapMs,
       p99Ratio: { on: ratio, off: ratioOff },
+      throughput: { on: throughputOn, off: throughputOff },
       jain,
       equalShares: equal,
       weightedShares: weighted,

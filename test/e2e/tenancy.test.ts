@@ -288,6 +288,22 @@ describe('fair queuing', () => {
     expect(lastDone.metrics.queue_time).toBeLessThan(Math.max(...flood.map((p) => p.metrics.queue_time)));
   });
 
+  test("a changed account weight is the fair queue's weight for its next prediction, with no restart", async () => {
+    const { account, token } = await newAccount(db, 'reweigh');
+    const weightOf = async (id: string) => {
+      const d = await temporal.workflow.getHandle(predictionWorkflowId(id)).describe();
+      return d.raw.workflowExecutionInfo?.priority?.fairnessWeight;
+    };
+    const before = await echo(token, { text: 'w1' });
+    expect(before.status).toBe(201);
+    await updateAccount(db, account.id, { fairnessWeight: 3 });
+    const after = await echo(token, { text: 'w3' });
+    expect(after.status).toBe(201);
+    expect(await weightOf(before.body.id)).toBe(1);
+    expect(await weightOf(after.body.id)).toBe(3);
+    await Promise.all([finished(token, before.body.id), finished(token, after.body.id)]);
+  });
+
   test('an interactive call goes ahead of batch work of the same account', async () => {
     const { token } = await newAccount(db, 'prio');
     const { lastDone, floodIds } = await race(
