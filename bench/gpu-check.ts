@@ -69,6 +69,7 @@ async function streamsTable(engine: LlamaEngine, o: MeasureOptions) {
     const kiln = generated / seconds;
     const row = {
       streams: n,
+      'llama.cpp flash_attn': (floor as { flash_attn?: number }).flash_attn ?? '-',
       'llama-batched-bench tok/s': Number(llamaCpp.toFixed(1)),
       'Kiln engine tok/s': Number(kiln.toFixed(1)),
       'engine ÷ llama.cpp': Number((kiln / llamaCpp).toFixed(2)),

@@ -117,7 +117,15 @@ say "built in $((SECONDS - build_started)) s"
 find "$build" \( -name 'llama-addon.node' -o -name '*.so' -o -name '*.so.*' -o -name llama-batched-bench \) \
   \( -type f -o -type l \) -exec cp -L {} "$work/addon/" \;
 [ -f "$work/addon/llama-addon.node" ] && [ -x "$work/addon/llama-batched-bench" ] || fail "the build left no llama-addon.node or llama-batched-bench"
-export LD_LIBRARY_PATH="$work/addon${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The CUDA runtime beside nvcc too, where the loader's cache does not list it.
+cuda_libs=""
+if [ "$cpu" != 1 ]; then
+  nvcc_dir=$(dirname "$(readlink -f "$nvcc")")
+  for dir in "$nvcc_dir/../lib64" "$nvcc_dir/../lib"; do
+    [ -d "$dir" ] && cuda_libs="$cuda_libs:$(cd "$dir" && pwd)"
+  done
+fi
+export LD_LIBRARY_PATH="$work/addon$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 if [ ! -f "$work/model.rc" ]; then say "waiting for the model"; fi
 wait "$model_pid" || true
