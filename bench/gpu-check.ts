@@ -33,13 +33,16 @@ const promptOf = (tokens: number) => FILLER.repeat(Math.ceil(tokens / 50)).slice
 const stamp = () => new Date().toISOString().slice(11, 19);
 const say = (line: string) => console.log(`[${stamp()}] ${line}`);
 
-/** The store with each save timed: the engine saves after a generation, before it returns. */
+/**
+ * The store with each save that wrote a file timed (the engine saves after a generation, before
+ * it returns; a prompt too short or held by a snapshot already writes none).
+ */
 class TimedSnapshotStore extends KvSnapshotStore {
   saves: number[] = [];
   override async save(...args: Parameters<KvSnapshotStore['save']>): Promise<void> {
-    const t0 = performance.now();
+    const [t0, written] = [performance.now(), this.written];
     await super.save(...args);
-    this.saves.push(performance.now() - t0);
+    if (this.written > written) this.saves.push(performance.now() - t0);
   }
 }
 

@@ -14,6 +14,8 @@
 #   bash infra/gpu-check.sh [--cpu] [--small]
 #     --cpu     the dry run: CUDA off, the CPU build (also KILN_GPU_CHECK_CPU=1)
 #     --small   a 4-layer model and shorter runs instead of the 0.97 B one (also KILN_GPU_CHECK_SMALL=1)
+#   KILN_GPU_CHECK_THREADS  CPU threads of both sides (default: all cores; 1 with --cpu, as the
+#                         CPU batching figures are taken on the shared 2-core boxes)
 #   KILN_GPU_PACK         the pack folder (default: .gpu-pack in the repository)
 #   KILN_GPU_CHECK_WORK   where it unpacks and builds (default: a fresh folder under /tmp)
 set -euo pipefail
@@ -88,6 +90,7 @@ else
   spec=(--embedding 2048 --layers 22 --heads 32 --kv-heads 4 --feed-forward 5632 --context 4096)
   measure_args=(--prompt 128 --tokens 128 --kv-prompt 2000)
 fi
+threads="${KILN_GPU_CHECK_THREADS:-$([ "$cpu" = 1 ] && echo 1 || nproc)}"
 model="$work/model.gguf"
 say "writing the model in the background: ${spec[*]} F16"
 (node "$work/dist/gguf.js" --out "$model" --type F16 "${spec[@]}" --seed 34 --name kiln-gpu-check >"$work/model.log" 2>&1; echo $? >"$work/model.rc") &
@@ -136,7 +139,7 @@ say "measuring: llama-batched-bench and Kiln's engine at 1, 4 and 16 streams, th
 json=()
 [ -n "$out" ] && json=(--json "$out/gpu-check.json")
 node "$work/dist/gpu-check.js" measure --addon "$work/addon" --batched-bench "$work/addon/llama-batched-bench" \
-  --model "$model" --streams 1,4,16 "${measure_args[@]}" --threads "$(nproc)" "${json[@]}" $([ "$cpu" = 1 ] && echo --cpu) \
+  --model "$model" --streams 1,4,16 "${measure_args[@]}" --threads "$threads" "${json[@]}" $([ "$cpu" = 1 ] && echo --cpu) \
   || fail "the measurements failed"
 say "GPU check done in $((SECONDS - started)) s"
 [ -n "${KILN_GPU_CHECK_WORK:-}" ] || rm -rf "$work"
