@@ -25,6 +25,11 @@ export interface LlamaBackendOptions {
   threads?: number;
   /** KILN_LLAMA_SOURCE_BUILD (read from the environment where not given). */
   sourceBuild?: SourceBuildSetting;
+  /**
+   * A folder holding a llama-addon.node built from node-llama-cpp's source, to load instead of
+   * choosing a build (infra/gpu-check.sh builds one with CUDA on a host with no prebuilts).
+   */
+  addonDir?: string;
 }
 
 export interface LlamaBackend {
@@ -57,7 +62,13 @@ export function cpuHost(gpu: LlamaBackendOptions['gpu']): boolean {
   return gpu === 'false' || (gpu === 'auto' && process.platform === 'linux' && process.arch === 'x64' && !existsSync('/dev/nvidiactl'));
 }
 
-async function loadSourceBuild(nlc: NodeLlamaCpp, dir: string, bindings: unknown, threads?: number): Promise<Llama> {
+async function loadSourceBuild(
+  nlc: NodeLlamaCpp,
+  dir: string,
+  bindings: unknown,
+  threads?: number,
+  gpu: 'cuda' | false = false,
+): Promise<Llama> {
   // Llama and its defaults are not among the package's exports; their files are, by path. The
   // same files the package's index imports, so the same module instances.
   const dist = path.join(nodeLlamaCppRoot(), 'dist', 'bindings');
@@ -81,7 +92,7 @@ async function loadSourceBuild(nlc: NodeLlamaCpp, dir: string, bindings: unknown
         customCmakeOptions: Object.fromEntries(plan.options),
         platform: 'linux',
         arch: 'x64',
-        gpu: false,
+        gpu,
         llamaCpp: { repo: 'ggml-org/llama.cpp', release: tag },
       },
     },
@@ -123,6 +134,13 @@ export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions
       maxThreads: o.threads,
       logLevel: nlc.LlamaLogLevel.error,
     });
+  if (o.addonDir) {
+    const bindings = createRequire(__filename)(path.join(o.addonDir, 'llama-addon.node'));
+    return {
+      llama: await loadSourceBuild(nlc, o.addonDir, bindings, o.threads, o.gpu === 'false' ? false : 'cuda'),
+      binary: `source build ${o.addonDir}`,
+    };
+  }
   const setting = o.sourceBuild ?? sourceBuildSetting();
   if (setting === 'false') return { llama: await prebuilt(), binary: 'prebuilt' };
   // Only an explicit request hears why it was not honoured; auto just takes what there is.

@@ -138,6 +138,8 @@ export interface LlamaEngineOptions {
   fixtures?: boolean;
   /** KILN_LLAMA_SOURCE_BUILD: when to run the CPU build from source (./llama-backend.ts). */
   sourceBuild?: SourceBuildSetting;
+  /** A source-built addon folder to load instead of choosing a build (./backend.ts). */
+  addonDir?: string;
   /** KV snapshots on disk: long prompts' evaluated state, kept across restarts and unloads (absent: none kept). */
   snapshots?: KvSnapshotStore;
   /** Told which llama.cpp binary runs, once it is loaded (the engine worker logs it). */
@@ -198,7 +200,14 @@ export class LlamaEngine {
 
   backend(): Promise<Llama> {
     this.llama ??= loadNodeLlamaCpp()
-      .then((nlc) => loadLlamaBackend(nlc, { gpu: this.opts.gpu, threads: this.opts.threads, sourceBuild: this.opts.sourceBuild }))
+      .then((nlc) =>
+        loadLlamaBackend(nlc, {
+          gpu: this.opts.gpu,
+          threads: this.opts.threads,
+          sourceBuild: this.opts.sourceBuild,
+          addonDir: this.opts.addonDir,
+        }),
+      )
       .then(({ llama, binary, fallback, hint }) => {
         this.binary = binary;
         this.opts.onBackend?.({ binary, fallback, hint, gpu: llama.gpu });
