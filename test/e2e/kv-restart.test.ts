@@ -86,10 +86,13 @@ test('after a kill -9 and restart of the engine, a prompt sent again restores it
 
 test('after a restart on an empty disk, a prompt sent again restores its prefix from object storage', async () => {
   const letter = 'Dear potter, the glaze ran in the third firing and the lid stuck fast to the jar. '.repeat(12);
+  const before = new Set(await objectsOfVersion());
   const first = await ask('What stuck?', letter);
-  expect(first.metrics.cache_tier).toBe('none');
+  // A sequence may still hold a few opening tokens of an earlier prompt (live); no snapshot has the letter yet.
+  expect(first.metrics.restored_tokens).toBeUndefined();
+  expect(['none', 'live']).toContain(first.metrics.cache_tier);
   // Uploaded after the result returned: the sidecar goes up last.
-  await poll(objectsOfVersion, (keys) => keys.some((k) => k.endsWith('.json')), { timeoutMs: 30_000 });
+  await poll(objectsOfVersion, (keys) => keys.some((k) => k.endsWith('.json') && !before.has(k)), { timeoutMs: 30_000 });
 
   await killSuiteProcess('engine-worker');
   // The restarted engine reads its disk at its first generation: emptied now, it is a node that never saw the letter.
