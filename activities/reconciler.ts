@@ -187,7 +187,7 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
       const state = (await stateOf<PredictionSnapshot>(workflowId, run.runId, 'prediction')) ?? rowToSnapshot(row);
       const outcome = outcomeOf(run);
       const completedAt = run.closeTime.toISOString();
-      const metrics: Record<string, number> = { ...state.metrics, total_time: seconds(state.createdAt, completedAt) };
+      const metrics: Record<string, number | string> = { ...state.metrics, total_time: seconds(state.createdAt, completedAt) };
       if (state.startedAt) metrics.predict_time ??= seconds(state.startedAt, completedAt);
       final = {
         ...state,

@@ -6,6 +6,7 @@
 import { log } from '@temporalio/activity';
 import type { PredictResult } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
+import type { PredictionMetrics } from '../domain/prediction-metrics';
 import type { TextGenerationInput } from '../domain/tasks/text-generation';
 import { draftMetrics } from '../lib/metrics';
 import { round } from './figures';
@@ -82,23 +83,27 @@ export function generationResult(
   const tokensPerSecond = generated / Math.max(g.predictSeconds, 1e-6);
   const logs = [`Using seed: ${g.seed}`];
   if (continues) logs.push(`Continued the output of the failed attempt (${g.continuedTokens} tokens)`);
-  if (g.restored) logs.push(`Restored ${g.restored.tokens} prompt tokens from a KV snapshot on disk in ${g.restored.seconds.toFixed(3)} s`);
+  if (g.restored) {
+    const where = g.restored.tier === 'object' ? 'in object storage' : 'on disk';
+    logs.push(`Restored ${g.restored.tokens} prompt tokens from a KV snapshot ${where} in ${g.restored.seconds.toFixed(3)} s`);
+  }
   logs.push(
     g.aborted
       ? `Canceled after ${g.outputTokens} tokens`
       : `Generated ${generated} tokens in ${g.predictSeconds.toFixed(3)} s (${tokensPerSecond.toFixed(1)} tokens/s, stop: ${g.stopReason})`,
   );
-  const metrics: Record<string, number> = {
+  const metrics: PredictionMetrics = {
     queue_time: round(run.queueSeconds),
     predict_time: round(g.predictSeconds),
     input_token_count: g.inputTokens,
     cached_tokens: g.cachedTokens,
+    cache_tier: g.cacheTier,
     output_token_count: g.outputTokens,
     tokens_per_second: round(tokensPerSecond, 2),
   };
   if (g.timeToFirstToken !== null) metrics.time_to_first_token = round(g.timeToFirstToken);
   if (g.draft) Object.assign(metrics, draftMetrics(g.draft));
-  // Of cached_tokens, those a snapshot on disk gave (the rest a live sequence held).
+  // Of cached_tokens, those a snapshot gave (cache_tier says which tier it came from).
   if (g.restored) Object.assign(metrics, { restored_tokens: g.restored.tokens, restore_time: round(g.restored.seconds) });
   const text = continues ? [continues, ...g.chunks] : g.chunks;
   return { output: text, logs, metrics, startedAt: run.startedAt, aborted: g.aborted, hardware: run.deps.node.hardware };

@@ -50,7 +50,11 @@ export const predictionBody = z
     created_at: timestamp,
     started_at: nullableTimestamp,
     completed_at: nullableTimestamp,
-    metrics: z.record(z.string(), z.number()),
+    metrics: z
+      .record(z.string(), z.union([z.number(), z.string()]))
+      .describe(
+        'Figures (times in seconds, token counts), and `cache_tier`: live, disk, object or none, where the cached prompt tokens came from',
+      ),
     webhook: z.string().optional(),
     webhook_events_filter: z.array(z.enum(webhookEvents)).optional(),
     workflow_id: z.string().describe('The Temporal workflow that runs it: temporal workflow describe -w <workflow_id>'),

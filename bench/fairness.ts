@@ -24,6 +24,7 @@ import { createAccount, createApiToken, updateAccount } from '../db/accounts';
 import { closeDb, createDb, type Db } from '../db/client';
 import { predictions } from '../db/schema';
 import { predictionWorkflowId } from '../domain/contracts';
+import { figure } from '../domain/prediction-metrics';
 import { isTerminalStatus } from '../domain/statuses';
 import { newId } from '../lib/ids';
 import { busyShare, machineCpu } from './cpu';
@@ -60,7 +61,7 @@ async function finishAll(db: Db, ids: string[]): Promise<Done[]> {
         created: r.createdAt.getTime(),
         started: r.startedAt!.getTime(),
         completed: r.completedAt!.getTime(),
-        queue: (r.metrics.queue_time ?? 0) * 1000,
+        queue: (figure(r.metrics, 'queue_time') ?? 0) * 1000,
       }));
     }
     await sleep(500);

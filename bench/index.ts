@@ -176,13 +176,14 @@ program
 program
   .command('kv-snapshot')
   .description(
-    "what a prefix's KV snapshot costs with llama.cpp's sequence state files: cold prefill, save, bytes per token, restore, and greedy agreement after it (no running stack needed)",
+    "what a prefix's KV snapshot costs with llama.cpp's sequence state files: cold prefill, save, bytes per token, restore, and greedy agreement after it; then a restore from object storage on a node that never saw the prefix, against its floors (the shared MinIO, no API stack)",
   )
   .option('-r, --runs <n>', 'snapshots per prefix length (the table shows medians)', int, 3)
   .option('-p, --prefix-tokens <list>', 'prefix lengths in tokens', (v) => v.split(',').map(int), [500, 2000])
   .option('--threads <n>', "CPU threads (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .option('--model <gguf>', 'a GGUF to measure instead of the generated prefix-cache model')
-  .action((o) => kvSnapshot({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads, model: o.model }));
+  .option('--no-object-tier', 'skip the object-storage rows (they need the shared MinIO: bash infra/services.sh)')
+  .action((o) => kvSnapshot({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads, model: o.model, objectTier: o.objectTier }));
 
 program
   .command('embedding-quality')

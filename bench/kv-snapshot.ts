@@ -3,11 +3,13 @@
  * (node-llama-cpp's saveStateToFile / loadStateFromFile), before Kiln builds tiers on them: the
  * cold prefill it replaces, the save, the file (bytes per token), the restore into a fresh
  * context, a raw read of the same bytes as the restore's floor, and whether greedy decoding after
- * the restore gives the tokens it gives after a cold prefill. No running stack needed.
+ * the restore gives the tokens it gives after a cold prefill. Then the object-storage tier through
+ * Kiln's engine (./kv-object-tier.ts), on the shared MinIO. No API stack needed.
  */
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
+import { kvObjectTier } from './kv-object-tier';
 import { DATA_DIR, ms, percentile, saveResult, table } from './lib';
 import { directLlama, PREFIX_CACHE_MODEL } from './prefix-cache';
 
@@ -17,6 +19,8 @@ export interface KvSnapshotOptions {
   threads: number;
   /** A GGUF to measure instead of the generated prefix-cache model (e.g. a trained one from the cache). */
   model?: string;
+  /** Also measure the object-storage tier (needs the shared MinIO). */
+  objectTier: boolean;
 }
 
 const GREEDY_TOKENS = 16;
@@ -91,12 +95,22 @@ export async function kvSnapshot(o: KvSnapshotOptions) {
       'greedy after restore = after prefill': r.equal ? 'yes' : 'NO',
     });
   }
+  const promptText = (n: number, run: number) => model.detokenize(promptOf(n, run));
   await context.dispose();
+  const object = o.objectTier
+    ? await kvObjectTier({ file, dir, runs: o.runs, prefixTokens: Math.max(...o.prefixTokens), threads: o.threads, promptOf: promptText })
+    : undefined;
   await model.dispose();
   await llama.dispose();
   table(
     `KV snapshot of a prefix, llama.cpp's sequence state file (${path.basename(file)}, ${o.threads} thread(s), medians of ${o.runs}; floor for the restore: ≥ 5× faster than a cold prefill)`,
     rows,
   );
-  console.log(`saved ${await saveResult('kv-snapshot', { model: file, threads: o.threads, runs: saved })}`);
+  if (object) {
+    table(
+      `KV snapshots in object storage, through Kiln's engine and store (medians of ${o.runs}; S3 at ${process.env.S3_ENDPOINT ?? 'http://127.0.0.1:9000'})`,
+      object.rows,
+    );
+  }
+  console.log(`saved ${await saveResult('kv-snapshot', { model: file, threads: o.threads, runs: saved, objectTier: object?.raw })}`);
 }

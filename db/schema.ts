@@ -160,7 +160,7 @@ export const predictions = pgTable(
     logs: text('logs').notNull().default(''),
     error: text('error'),
     status: text('status', { enum: predictionStatuses }).notNull(),
-    metrics: jsonb('metrics').$type<Record<string, number>>().notNull().default({}),
+    metrics: jsonb('metrics').$type<Record<string, number | string>>().notNull().default({}),
     source: text('source', { enum: ['api', 'web'] })
       .notNull()
       .default('api'),

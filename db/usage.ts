@@ -1,4 +1,5 @@
 import { and, eq, gte, lt, sql } from 'drizzle-orm';
+import { figure } from '../domain/prediction-metrics';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import type { Db } from './client';
 import { predictions, usageRecords } from './schema';
@@ -15,11 +16,11 @@ export function usageOf(s: PredictionSnapshot, task: string, hardware: string): 
     task,
     status: s.status,
     hardware,
-    predictSeconds: s.metrics.predict_time ?? 0,
-    inputTokens: s.metrics.input_token_count ?? 0,
-    cachedTokens: s.metrics.cached_tokens ?? 0,
-    outputTokens: s.metrics.output_token_count ?? 0,
-    images: s.metrics.image_count ?? 0,
+    predictSeconds: figure(s.metrics, 'predict_time') ?? 0,
+    inputTokens: figure(s.metrics, 'input_token_count') ?? 0,
+    cachedTokens: figure(s.metrics, 'cached_tokens') ?? 0,
+    outputTokens: figure(s.metrics, 'output_token_count') ?? 0,
+    images: figure(s.metrics, 'image_count') ?? 0,
   };
 }
 

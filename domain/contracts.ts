@@ -1,4 +1,5 @@
 /** Data that crosses the workflow/activity boundary. Plain JSON only. */
+import type { PredictionMetrics } from './prediction-metrics';
 import type { PredictionStatus, WebhookEvent } from './statuses';
 
 export interface PredictionArgs {
@@ -111,8 +112,8 @@ export interface PredictRequest {
 export interface PredictResult {
   output: unknown;
   logs: string[];
-  /** Engine-side figures: predict_time, input/output token counts, tokens per second. */
-  metrics: Record<string, number>;
+  /** Engine-side figures: predict_time, input/output token counts, tokens per second, cache tier. */
+  metrics: PredictionMetrics;
   startedAt: string;
   /** The engine stopped early because the prediction was canceled. */
   aborted: boolean;

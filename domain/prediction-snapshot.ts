@@ -11,7 +11,8 @@ export interface PredictionSnapshot {
   logs: string;
   error: string | null;
   status: PredictionStatus;
-  metrics: Record<string, number>;
+  /** Figures, and words where a figure would not say it (`cache_tier`). */
+  metrics: Record<string, number | string>;
   createdAt: string;
   startedAt: string | null;
   completedAt: string | null;

@@ -3,7 +3,9 @@
  * writes output files and batch parts; it reads and writes Temporal payloads stored by reference
  * (payloads/sha256/, lib/payload-refs.ts: a large input arrives that way, a large output leaves
  * that way; puts are create-only and reads check the sha256, so a rewrite could not pass as another
- * payload). Nothing else: no listing, no deleting, no writing weights.
+ * payload). KV snapshots (engines/llama/kv-object-tier.ts) live under kv/: there, and only there,
+ * it reads, writes, deletes (the tier's LRU eviction) and lists (a lookup lists one prefix's
+ * folder). Nothing else: no listing or deleting outside kv/, no writing weights.
  *
  * Locally (MinIO) setup asks the store's STS endpoint for a session under the root credentials,
  * narrowed by ENGINE_POLICY as an inline session policy (AssumeRole's `Policy`); the engine gets
@@ -33,6 +35,19 @@ export function enginePolicy(bucket: string) {
         Effect: 'Allow',
         Action: ['s3:PutObject', 's3:AbortMultipartUpload'],
         Resource: [arn('files/*'), arn('batches/*/parts/*'), arn('payloads/sha256/*')],
+      },
+      {
+        Sid: 'KvSnapshots',
+        Effect: 'Allow',
+        Action: ['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload'],
+        Resource: [arn('kv/*')],
+      },
+      {
+        Sid: 'ListKvSnapshots',
+        Effect: 'Allow',
+        Action: ['s3:ListBucket'],
+        Resource: [`arn:aws:s3:::${bucket}`],
+        Condition: { StringLike: { 's3:prefix': ['kv/*'] } },
       },
     ],
   };

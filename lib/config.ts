@@ -432,7 +432,17 @@ export const configSchema = z.object({
     .int()
     .min(1)
     .default(512)
-    .describe('Tokens a sequence must hold for its KV state to be saved as a snapshot: shorter prompts cost little to evaluate again.'),
+    .describe(
+      'Tokens a sequence must hold for its KV state to be saved as a snapshot: shorter prompts cost little to evaluate again. The object tier files snapshots by the hash of their first this-many tokens: give every engine node the same value.',
+    ),
+  KILN_KV_SNAPSHOT_OBJECT_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(8192)
+    .describe(
+      "MiB of KV snapshots kept in object storage (`kv/` in `S3_BUCKET`), shared by all engine nodes: a prefix evaluated on one node is restored on another, or after a restart on an empty disk, instead of evaluated again; least recently used out first; 0 turns the tier off (each node then keeps only its disk's).",
+    ),
   KILN_MODEL_RANGED_MIN_MB: z.coerce
     .number()
     .int()

@@ -71,10 +71,11 @@ export const httpRequests = new client.Histogram({
 });
 
 /** Observes a prediction once, when its terminal state is first written. */
-export function observePrediction(p: { model: string; status: string; metrics: Record<string, number> }): void {
+export function observePrediction(p: { model: string; status: string; metrics: Record<string, number | string> }): void {
   const labels = { model: p.model };
   predictionsTotal.inc({ model: p.model, status: p.status });
-  const m = p.metrics;
+  // Figures only: a few metrics are words (cache_tier).
+  const m = Object.fromEntries(Object.entries(p.metrics).filter((e): e is [string, number] => typeof e[1] === 'number'));
   if (m.queue_time !== undefined) queueSeconds.observe(labels, m.queue_time);
   if (m.setup_time !== undefined) {
     setupSeconds.observe(labels, m.setup_time);

@@ -116,6 +116,7 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   KILN_MODEL_IDLE_TTL_SECONDS: 'Engine nodes',
   KILN_KV_SNAPSHOT_DISK_MB: 'Engine nodes',
   KILN_KV_SNAPSHOT_MIN_TOKENS: 'Engine nodes',
+  KILN_KV_SNAPSHOT_OBJECT_MB: 'Engine nodes',
   KILN_MODEL_RANGED_MIN_MB: 'Engine nodes',
   KILN_MODEL_DOWNLOAD_STREAMS: 'Engine nodes',
 

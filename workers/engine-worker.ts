@@ -4,8 +4,9 @@ import path from 'node:path';
 import { InflightLedger } from '../activities/inflight-ledger';
 import { closeDb, createDb } from '../db/client';
 import { LlamaEngine } from '../engines/llama/engine';
+import { KvObjectTier } from '../engines/llama/kv-object-tier';
 import { KvSnapshotStore } from '../engines/llama/kv-snapshots';
-import { llamaLoadMetrics } from '../engines/llama/metrics';
+import { kvSnapshotBytes, llamaLoadMetrics } from '../engines/llama/metrics';
 import { ModelCache } from '../engines/model-cache';
 import { OnnxEngine } from '../engines/onnx/engine';
 import { EchoFixtureEngine } from '../fixtures/echo-engine';
@@ -34,6 +35,7 @@ async function main() {
   const tracing = startTracing('kiln-engine-worker', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
+  const storage = Storage.fromConfig(c);
   const llama = new LlamaEngine(
     {
       gpu: c.KILN_ENGINE_GPU,
@@ -48,6 +50,15 @@ async function main() {
               dir: path.join(c.KILN_DATA_DIR, 'kv', c.KILN_NODE_ID),
               budgetBytes: c.KILN_KV_SNAPSHOT_DISK_MB * 2 ** 20,
               minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
+              onBytes: kvSnapshotBytes('disk'),
+              objects:
+                c.KILN_KV_SNAPSHOT_OBJECT_MB > 0
+                  ? new KvObjectTier(storage, {
+                      budgetBytes: c.KILN_KV_SNAPSHOT_OBJECT_MB * 2 ** 20,
+                      minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
+                      onBytes: kvSnapshotBytes('object'),
+                    })
+                  : undefined,
             })
           : undefined,
       onBackend: ({ binary, fallback, hint, gpu }) =>
@@ -57,7 +68,6 @@ async function main() {
     },
     llamaLoadMetrics,
   );
-  const storage = Storage.fromConfig(c);
   // Engines parse untrusted model files: they hold only the file-URL and file-reference keys.
   const signer = urlSignerFromConfig(c, ['file', 'ref']);
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage, {

@@ -3,6 +3,7 @@
  * and the id and creation time its responses carry.
  */
 import type { PredictionRow } from '../../db/predictions';
+import { figure } from '../../domain/prediction-metrics';
 import type { FinishReason, Usage } from './protocol';
 
 /** The fields every response and chunk of one prediction starts with. */
@@ -25,13 +26,13 @@ export function responseHead(prefix: string, row: Pick<PredictionRow, 'id' | 'cr
 export const outputText = (row: Pick<PredictionRow, 'output'>) => (Array.isArray(row.output) ? row.output.join('') : '');
 
 export function usage(row: Pick<PredictionRow, 'metrics'>): Usage {
-  const prompt = row.metrics.input_token_count ?? 0;
-  const completion = row.metrics.output_token_count ?? 0;
+  const prompt = figure(row.metrics, 'input_token_count') ?? 0;
+  const completion = figure(row.metrics, 'output_token_count') ?? 0;
   return {
     prompt_tokens: prompt,
     completion_tokens: completion,
     total_tokens: prompt + completion,
-    prompt_tokens_details: { cached_tokens: row.metrics.cached_tokens ?? 0 },
+    prompt_tokens_details: { cached_tokens: figure(row.metrics, 'cached_tokens') ?? 0 },
   };
 }
 
@@ -48,7 +49,7 @@ export function limitOf(resolved: { version: { settings: Record<string, unknown>
 
 /** `length` when the answer ran into max_tokens or filled the context, else `stop`. */
 export function finishReason(row: Pick<PredictionRow, 'metrics'>, limit: Limit): Exclude<FinishReason, 'tool_calls'> {
-  const output = row.metrics.output_token_count ?? 0;
-  const used = (row.metrics.input_token_count ?? 0) + output;
+  const output = figure(row.metrics, 'output_token_count') ?? 0;
+  const used = (figure(row.metrics, 'input_token_count') ?? 0) + output;
   return output >= limit.maxTokens || (limit.contextSize !== undefined && used >= limit.contextSize) ? 'length' : 'stop';
 }

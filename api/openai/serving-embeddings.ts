@@ -1,5 +1,6 @@
 /** Embeddings as Kiln predictions: the input texts become an embeddings input, the vectors OpenAI's list. */
 import type { PredictionRow } from '../../db/predictions';
+import { figure } from '../../domain/prediction-metrics';
 import { BadRequestError } from '../errors';
 import type { EmbeddingList, EmbeddingsRequest } from './protocol';
 
@@ -19,7 +20,7 @@ export function embeddingList(body: EmbeddingsRequest, done: Pick<PredictionRow,
     throw new BadRequestError(`This model makes ${vectors[0]?.length}-dimensional vectors; dimensions cannot change that`);
   }
   const encode = (v: number[]) => (body.encoding_format === 'base64' ? base64Vector(v) : v);
-  const tokens = done.metrics.input_token_count ?? 0;
+  const tokens = figure(done.metrics, 'input_token_count') ?? 0;
   return {
     object: 'list',
     data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: encode(v) })),

@@ -25,10 +25,12 @@ import { chatWrapperOf } from './chat-template';
 import { DecodeGatherer } from './decode-gatherer';
 import { generationPrompt, reuseProbe, type GenerationPrompt } from './generation-prompt';
 import {
+  cacheTierOf,
   endedByDecoding,
   endedByEarlyAbort,
   generationResult,
   nothingToGenerate,
+  type CacheTier,
   type GenerationEnding,
   type GenerationResult,
   type GenerationRun,
@@ -186,6 +188,8 @@ interface GenerationJob {
 export interface LlamaLoadObserver {
   modelLoaded(versionId: string): void;
   adapterLoaded(versionId: string, baseVersionId: string): void;
+  /** A generation's prompt went in: how many of its tokens were cached, and from which tier. */
+  promptCached?(tier: CacheTier, cachedTokens: number, promptTokens: number, restoredBytes: number): void;
 }
 
 export class LlamaEngine {
@@ -465,10 +469,16 @@ export class LlamaEngine {
     }
     await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
     const output = { chunks: stream.chunks, outputTokens: stream.outputTokens, cachedTokens: cachedTokens ?? 0 };
+    this.observer?.promptCached?.(
+      cacheTierOf(output.cachedTokens, restored),
+      output.cachedTokens,
+      job.prompt.tokens.length,
+      restored?.bytes ?? 0,
+    );
     return { output: restored ? { ...output, restored } : output, ending };
   }
 
-  /** Where a snapshot on disk holds more of the prompt than the lent sequence does, it is loaded in. */
+  /** Where a snapshot (on disk, else in object storage) holds more of the prompt than the lent sequence does, it is loaded in. */
   private async restoreSnapshot(
     versionId: string,
     entry: LoadedModel,
@@ -549,6 +559,7 @@ export class LlamaEngine {
   }
 
   async dispose(): Promise<void> {
+    await this.opts.snapshots?.settled();
     for (const id of [...this.loaded.keys()]) await this.unload(id);
     const llama = await this.llama;
     await llama?.dispose();

@@ -1,5 +1,18 @@
 /** The result of a generation, built in one place whichever way the generation ended. */
+import type { KvRestore } from './kv-snapshots';
 import type { DraftCounts } from './speculative';
+
+/**
+ * Where a generation's cached prompt tokens came from: a sequence that still held them, a KV
+ * snapshot on this node's disk, one downloaded from object storage, or nowhere.
+ */
+export type CacheTier = 'live' | 'disk' | 'object' | 'none';
+
+/** The tier a generation's cached tokens came from. */
+export function cacheTierOf(cachedTokens: number, restored?: Pick<KvRestore, 'tier'>): CacheTier {
+  if (restored) return restored.tier;
+  return cachedTokens > 0 ? 'live' : 'none';
+}
 
 export interface GenerationResult {
   chunks: string[];
@@ -10,8 +23,10 @@ export interface GenerationResult {
   continuedTokens: number;
   /** Prompt tokens whose evaluation the sequence already held (prefix reuse), not evaluated again. */
   cachedTokens: number;
-  /** Of those, the ones restored from a KV snapshot on disk, and how long the restore took. */
-  restored?: { tokens: number; seconds: number };
+  /** Where the cached tokens came from. */
+  cacheTier: CacheTier;
+  /** Of those, the ones restored from a KV snapshot (on disk or in object storage), and how long the restore took. */
+  restored?: KvRestore;
   aborted: boolean;
   stopReason: string;
   seed: number;
@@ -33,7 +48,7 @@ export interface GenerationEnding {
 
 /** What a generation produced, and how it ended. */
 export interface GenerationRun {
-  output: { chunks: string[]; outputTokens: number; cachedTokens: number; restored?: { tokens: number; seconds: number } };
+  output: { chunks: string[]; outputTokens: number; cachedTokens: number; restored?: KvRestore };
   ending: GenerationEnding;
 }
 
@@ -90,6 +105,7 @@ export function generationResult(
     outputTokens: output.outputTokens,
     continuedTokens: counts.continuedTokens,
     cachedTokens: output.cachedTokens,
+    cacheTier: cacheTierOf(output.cachedTokens, output.restored),
     ...(output.restored ? { restored: output.restored } : {}),
     aborted: ending.aborted,
     stopReason: ending.stopReason,

@@ -10,13 +10,17 @@
  * never share live sequences: reuse would tell one account what another sent). A file whose size
  * or sha256 does not match its sidecar is discarded and the prompt evaluated afresh, never loaded:
  * llama.cpp trusts a state file completely. The store keeps to a byte budget, least recently used
- * first out. `bench/kv-snapshot.ts` measures what a save and a restore cost.
+ * first out. Behind the disk, an object-storage tier (./kv-object-tier.ts) is shared by every
+ * node: a snapshot saved here is uploaded after the result returned, and a prompt that no local
+ * snapshot serves is looked up there and downloaded instead of evaluated. `bench/kv-snapshot.ts`
+ * measures what a save and a restore cost, from disk and from object storage.
  */
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { sha256OfFile } from '../../lib/file-sha256';
+import { sha256OfFile, sha256OfFileOffThread } from '../../lib/file-sha256';
+import type { KvObjectTier, KvSnapshotEntry } from './kv-object-tier';
 import { sharedPrefix } from './sequence-pool';
 
 export interface KvSnapshotOptions {
@@ -25,22 +29,26 @@ export interface KvSnapshotOptions {
   budgetBytes: number;
   /** Prompts shorter than this are not worth a file: a prefill of them costs little. */
   minTokens: number;
+  /** The tier behind the disk, shared by all nodes (absent: disk only). */
+  objects?: KvObjectTier;
+  /** Told the disk tier's bytes whenever they change. */
+  onBytes?: (bytes: number) => void;
 }
 
-interface Snapshot {
-  name: string;
-  versionId: string;
-  owner: string;
-  tokens: Token[];
-  bytes: number;
-  sha256: string;
+interface Snapshot extends KvSnapshotEntry {
   usedAt: number;
 }
 
-/** What a restore gave: the tokens now held, and how long it took. */
+/** Where a restored prefix came from. */
+export type KvSnapshotTier = 'disk' | 'object';
+
+/** What a restore gave: the tokens now held, from which snapshot and tier, its bytes, and how long it took. */
 export interface KvRestore {
+  name: string;
   tokens: number;
   seconds: number;
+  tier: KvSnapshotTier;
+  bytes: number;
 }
 
 const OWNERLESS = '';
@@ -48,6 +56,8 @@ const OWNERLESS = '';
 export class KvSnapshotStore {
   /** Snapshots written by this process (some may have been evicted since). */
   written = 0;
+  /** Uploads to the object tier under way: they run after the result returned. */
+  private uploading = new Set<Promise<void>>();
   private snapshots = new Map<string, Snapshot>();
   private opened?: Promise<void>;
 
@@ -96,21 +106,63 @@ export class KvSnapshotStore {
     sequence: LlamaContextSequence,
   ): Promise<KvRestore | undefined> {
     await this.open();
-    const snapshot = this.best(versionId, owner ?? OWNERLESS, prompt, sharedPrefix(sequence.contextTokens, prompt));
-    if (!snapshot) return undefined;
+    const held = sharedPrefix(sequence.contextTokens, prompt);
     const started = performance.now();
+    const local = this.best(versionId, owner ?? OWNERLESS, prompt, held);
+    const found =
+      local && (await this.intact(local))
+        ? { snapshot: local, tier: 'disk' as const }
+        : await this.fromObjects(versionId, owner, prompt, held);
+    if (!found) return undefined;
+    await sequence.loadStateFromFile(this.stateFile(found.snapshot.name), { acceptRisk: true });
+    found.snapshot.usedAt = Date.now();
+    return {
+      name: found.snapshot.name,
+      tokens: sharedPrefix(sequence.contextTokens, prompt),
+      seconds: (performance.now() - started) / 1000,
+      tier: found.tier,
+      bytes: found.snapshot.bytes,
+    };
+  }
+
+  /** Whether a snapshot's file is whole; one that is not is removed. */
+  private async intact(snapshot: Snapshot): Promise<boolean> {
     const file = this.stateFile(snapshot.name);
     const intact = await stat(file).then(
       async (s) => s.size === snapshot.bytes && (await sha256OfFile(file)) === snapshot.sha256,
       () => false,
     );
-    if (!intact) {
-      await this.remove(snapshot.name);
-      return undefined;
-    }
-    await sequence.loadStateFromFile(file, { acceptRisk: true });
-    snapshot.usedAt = Date.now();
-    return { tokens: sharedPrefix(sequence.contextTokens, prompt), seconds: (performance.now() - started) / 1000 };
+    if (!intact) await this.remove(snapshot.name);
+    return intact;
+  }
+
+  /** A snapshot of the object tier that beats what the sequence holds, downloaded (and checked) into this disk tier. */
+  private async fromObjects(
+    versionId: string,
+    owner: string | undefined,
+    prompt: readonly Token[],
+    held: number,
+  ): Promise<{ snapshot: Snapshot; tier: 'object' } | undefined> {
+    const objects = this.opts.objects;
+    if (!objects) return undefined;
+    const found = await objects.find(versionId, owner ?? OWNERLESS, prompt).catch(() => undefined);
+    if (!found || found.shared <= held + this.opts.minTokens / 2) return undefined;
+    if (!(await objects.download(found.entry, this.stateFile(found.entry.name)))) return undefined;
+    const snapshot: Snapshot = { ...found.entry, usedAt: Date.now() };
+    await this.keep(snapshot);
+    return { snapshot, tier: 'object' };
+  }
+
+  /** Records a snapshot whose state file is in place, then keeps to the budget. */
+  private async keep(snapshot: Snapshot): Promise<void> {
+    await writeFile(path.join(this.opts.dir, `${snapshot.name}.json`), JSON.stringify(snapshot));
+    this.snapshots.set(snapshot.name, snapshot);
+    await this.evict();
+  }
+
+  /** Resolves once the uploads started so far have ended (tests, benchmarks, shutdown). */
+  async settled(): Promise<void> {
+    while (this.uploading.size > 0) await Promise.all(this.uploading);
   }
 
   /**
@@ -137,14 +189,25 @@ export class KvSnapshotStore {
       owner: key,
       tokens,
       bytes: fileSize,
-      sha256: await sha256OfFile(file),
+      sha256: await sha256OfFileOffThread(file),
       usedAt: Date.now(),
     };
-    await writeFile(path.join(this.opts.dir, `${name}.json`), JSON.stringify(snapshot));
-    this.snapshots.set(name, snapshot);
     this.written += 1;
     for (const older of mine) if (sharedPrefix(older.tokens, tokens) === older.tokens.length) await this.remove(older.name);
-    await this.evict();
+    await this.keep(snapshot);
+    this.upload(snapshot);
+  }
+
+  /** Off the result's path: the upload reads the file, not the context, and a failed one costs only the tier's copy. */
+  private upload(snapshot: Snapshot): void {
+    const objects = this.opts.objects;
+    if (!objects) return;
+    const { usedAt: _usedAt, ...entry } = snapshot;
+    const uploading: Promise<void> = objects
+      .upload(entry, this.stateFile(snapshot.name))
+      .catch(() => undefined)
+      .finally(() => this.uploading.delete(uploading));
+    this.uploading.add(uploading);
   }
 
   /** Least recently used first, until the files fit the budget. */
@@ -156,6 +219,7 @@ export class KvSnapshotStore {
       total -= snapshot.bytes;
       await this.remove(snapshot.name);
     }
+    this.opts.onBytes?.(total);
   }
 
   private stateFile(name: string): string {

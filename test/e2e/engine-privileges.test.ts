@@ -168,6 +168,25 @@ describe("the engine's storage credentials", () => {
     }
   });
 
+  test('KV snapshots: reads, writes, lists and deletes under kv/, and nowhere else', async () => {
+    const key = `kv/${newId()}/owner/anchor/snapshot.kvstate`;
+    try {
+      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'kv state' }));
+      const back = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+      expect(await back.Body!.transformToString()).toBe('kv state');
+      const listed = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: key.slice(0, key.lastIndexOf('/') + 1) }));
+      expect(listed.Contents?.map((o) => o.Key)).toEqual([key]);
+      await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
+      expect(await storage.size(key)).toBeUndefined();
+      // The listing right is kv/'s alone: not the bucket, not another prefix, not one that merely starts alike.
+      await denied(s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'blobs/' })));
+      await denied(s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'kv' })));
+      await denied(s3.send(new PutObjectCommand({ Bucket: bucket, Key: `kvx/${newId()}`, Body: 'x' })));
+    } finally {
+      await storage.delete(key);
+    }
+  });
+
   test('cannot write weights, delete anything, list the bucket, or write outside outputs', async () => {
     const scratch = blobKey(`scratch-${newId()}`);
     await storage.putStream(scratch, (await import('node:stream')).Readable.from([Buffer.from('weights')]));

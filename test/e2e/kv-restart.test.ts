@@ -1,15 +1,18 @@
 /**
  * A long prompt's evaluation outlives the engine process: sent again after a kill -9 and restart
  * of the suite's engine worker, its shared prefix is restored from the KV snapshot on disk, not
- * evaluated again (at 4daa25f: 0 cached tokens after a restart).
+ * evaluated again (at 4daa25f: 0 cached tokens after a restart). With the node's disk emptied as
+ * well (a node that never saw the prompt), it comes from the object-storage tier.
  */
 import { eq } from 'drizzle-orm';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
 import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
+import { config } from '../../lib/config';
+import { Storage } from '../../lib/storage';
 import { killSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
 import { api, newAccount, poll, testDb } from '../helpers';
@@ -31,12 +34,22 @@ beforeAll(async () => {
   const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
   modelPath = `${model!.owner}/${model!.name}`;
 });
-afterAll(() => closeDb(db));
+const storage = Storage.fromConfig(config());
+/** This test's version's snapshots in the object tier. */
+async function objectsOfVersion(): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const page of storage.list(`kv/${version.id}/`)) keys.push(...page);
+  return keys;
+}
+afterAll(async () => {
+  for (const key of await objectsOfVersion()) await storage.delete(key);
+  await closeDb(db);
+});
 
-const ask = async (question: string) => {
+const ask = async (question: string, text = document) => {
   const r = await api(`/v1/models/${modelPath}/predictions`, {
     token,
-    body: { input: { prompt: `${document}\nQ: ${question}\nA:`, max_tokens: 4, min_tokens: 4, temperature: 0 } },
+    body: { input: { prompt: `${text}\nQ: ${question}\nA:`, max_tokens: 4, min_tokens: 4, temperature: 0 } },
     headers: { prefer: 'wait=60' },
   });
   expect({ status: r.body.status, detail: r.body.detail, fields: r.body.invalid_fields }).toEqual({
@@ -69,4 +82,30 @@ test('after a kill -9 and restart of the engine, a prompt sent again restores it
   expect(again.metrics.restored_tokens).toBeGreaterThan(600);
   expect(again.metrics.cached_tokens).toBeGreaterThanOrEqual(again.metrics.restored_tokens - 1);
   expect(again.logs).toMatch(/Restored \d+ prompt tokens from a KV snapshot on disk/);
+});
+
+test('after a restart on an empty disk, a prompt sent again restores its prefix from object storage', async () => {
+  const letter = 'Dear potter, the glaze ran in the third firing and the lid stuck fast to the jar. '.repeat(12);
+  const before = new Set(await objectsOfVersion());
+  const first = await ask('What stuck?', letter);
+  // A sequence may still hold a few opening tokens of an earlier prompt (live); no snapshot has the letter yet.
+  expect(first.metrics.restored_tokens).toBeUndefined();
+  expect(['none', 'live']).toContain(first.metrics.cache_tier);
+  // Uploaded after the result returned: the sidecar goes up last.
+  await poll(objectsOfVersion, (keys) => keys.some((k) => k.endsWith('.json') && !before.has(k)), { timeoutMs: 30_000 });
+
+  await killSuiteProcess('engine-worker');
+  // The restarted engine reads its disk at its first generation: emptied now, it is a node that never saw the letter.
+  await rm(SNAPSHOTS, { recursive: true, force: true });
+
+  const r = await api('/openai/v1/completions', {
+    token,
+    body: { model: modelPath, prompt: `${letter}\nQ: What ran?\nA:`, max_tokens: 4, temperature: 0 },
+  });
+  expect(r.status).toBe(200);
+  expect(r.body.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(600);
+  const prediction = await api(`/v1/predictions/${String(r.body.id).replace(/^cmpl-/, '')}`, { token });
+  expect(prediction.body.metrics.cache_tier).toBe('object');
+  expect(prediction.body.metrics.cached_tokens).toBe(r.body.usage.prompt_tokens_details.cached_tokens);
+  expect(prediction.body.logs).toMatch(/Restored \d+ prompt tokens from a KV snapshot in object storage/);
 });

@@ -30,6 +30,7 @@ const generation = (chunks: string[]): GenerationResult => ({
   outputTokens: chunks.length,
   continuedTokens: 0,
   cachedTokens: 2,
+  cacheTier: 'live',
   aborted: false,
   stopReason: 'eogToken',
   seed: 7,
@@ -110,6 +111,7 @@ test('a batch item of text generation returns its chunks and the generation’s 
   expect(result.metrics).toMatchObject({
     input_token_count: 5,
     cached_tokens: 2,
+    cache_tier: 'live',
     output_token_count: 2,
     tokens_per_second: 4,
     queue_time: 0.25,

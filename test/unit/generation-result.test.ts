@@ -1,5 +1,6 @@
 /** The one result of a generation, whichever way it ended. */
 import {
+  cacheTierOf,
   endedByDecoding,
   endedByEarlyAbort,
   generationResult,
@@ -24,6 +25,7 @@ test('a generation that ran: its timings in seconds, its fields in a fixed order
       outputTokens: 2,
       continuedTokens: 0,
       cachedTokens: 5,
+      cacheTier: 'live',
       aborted: false,
       stopReason: 'eogToken',
       seed: 7,
@@ -81,10 +83,18 @@ test('a continued text that fills max_tokens: no chunks, its tokens as output, n
     outputTokens: 9,
     continuedTokens: 9,
     cachedTokens: 0,
+    cacheTier: 'none',
     aborted: false,
     stopReason: 'maxTokens',
     seed: 7,
     timeToFirstToken: null,
     predictSeconds: 0,
   });
+});
+
+test('the cache tier: a restore names its tier, tokens a sequence held are live, none otherwise', () => {
+  expect(cacheTierOf(0)).toBe('none');
+  expect(cacheTierOf(40)).toBe('live');
+  expect(cacheTierOf(40, { tier: 'disk' })).toBe('disk');
+  expect(cacheTierOf(40, { tier: 'object' })).toBe('object');
 });

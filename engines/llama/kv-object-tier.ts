@@ -1,0 +1,192 @@
+/**
+ * The object-storage tier of KV snapshots (MinIO or any S3): a node that never evaluated a prefix
+ * restores it from here instead of evaluating it, after a restart on an empty disk, on another
+ * node, or once its model version scaled to zero and warmed up elsewhere.
+ *
+ * Layout, one folder per model version (a LoRA adapter is a version of its own, so the adapter set
+ * is part of it), owner (hashed: owners never share) and anchor, the hash of a prompt's first
+ * `minTokens` tokens. A snapshot is useful only when it shares at least that many tokens with a
+ * prompt, so a lookup lists one anchor's folder and reads only its sidecars:
+ *   kv/<version>/<sha256(owner)>/<sha256(first minTokens tokens)>/<name>.json     tokens, bytes, sha256
+ *   kv/<version>/<sha256(owner)>/<sha256(first minTokens tokens)>/<name>.kvstate  llama.cpp's state file
+ * `name` is the sha256 of (version, owner, tokens): the same prefix gives the same key on every node.
+ * The sidecar goes up after the state, so a sidecar names a whole state; a download is checked
+ * against it (size and sha256, hashed as it is written) and a mismatch deletes both objects.
+ * The tier keeps to a byte budget across all nodes: a sidecar is put again when it is used, and
+ * eviction drops the snapshots whose sidecars are oldest.
+ */
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import type { Token } from 'node-llama-cpp';
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Storage } from '../../lib/storage';
+import { sharedPrefix } from './sequence-pool';
+
+/** A snapshot as its sidecar describes it. */
+export interface KvSnapshotEntry {
+  name: string;
+  versionId: string;
+  owner: string;
+  tokens: Token[];
+  bytes: number;
+  sha256: string;
+}
+
+export interface KvObjectTierOptions {
+  /** Bytes of state objects the tier keeps at most, all nodes together. */
+  budgetBytes: number;
+  /** Must be the same on every node: it decides the anchor folder. */
+  minTokens: number;
+  /** Where in the bucket the tier lives. */
+  prefix?: string;
+  /** Told the tier's bytes each time eviction has listed it. */
+  onBytes?: (bytes: number) => void;
+}
+
+const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+
+export class KvObjectTier {
+  /** Sidecars read so far, by name: they never change (a snapshot's name is its content). */
+  private sidecars = new Map<string, KvSnapshotEntry>();
+  private readonly prefix: string;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly opts: KvObjectTierOptions,
+  ) {
+    this.prefix = opts.prefix ?? 'kv/';
+  }
+
+  /** The folder of the snapshots that may share enough of `tokens`: undefined when there are too few tokens for any. */
+  folder(versionId: string, owner: string, tokens: readonly Token[]): string | undefined {
+    if (tokens.length < this.opts.minTokens) return undefined;
+    const anchor = sha256(JSON.stringify(tokens.slice(0, this.opts.minTokens)));
+    return `${this.prefix}${versionId}/${sha256(owner)}/${anchor}/`;
+  }
+
+  private keys(entry: KvSnapshotEntry) {
+    const folder = this.folder(entry.versionId, entry.owner, entry.tokens)!;
+    return { sidecar: `${folder}${entry.name}.json`, state: `${folder}${entry.name}.kvstate` };
+  }
+
+  /** The snapshot in the tier that shares the longest prefix with `prompt` (at least minTokens). */
+  async find(versionId: string, owner: string, prompt: readonly Token[]): Promise<{ entry: KvSnapshotEntry; shared: number } | undefined> {
+    const folder = this.folder(versionId, owner, prompt);
+    if (!folder) return undefined;
+    let best: { entry: KvSnapshotEntry; shared: number } | undefined;
+    for await (const page of this.storage.list(folder)) {
+      for (const key of page) {
+        if (!key.endsWith('.json')) continue;
+        const entry = await this.sidecar(key);
+        if (!entry || entry.versionId !== versionId || entry.owner !== owner) continue;
+        const shared = sharedPrefix(entry.tokens, prompt);
+        if (shared > (best?.shared ?? 0)) best = { entry, shared };
+      }
+    }
+    return best && best.shared >= this.opts.minTokens ? best : undefined;
+  }
+
+  private async sidecar(key: string): Promise<KvSnapshotEntry | undefined> {
+    const name = key.slice(key.lastIndexOf('/') + 1, -'.json'.length);
+    const known = this.sidecars.get(name);
+    if (known) return known;
+    try {
+      const chunks: Buffer[] = [];
+      for await (const chunk of await this.storage.read(key)) chunks.push(chunk as Buffer);
+      const entry = JSON.parse(Buffer.concat(chunks).toString('utf8')) as KvSnapshotEntry;
+      if (entry.name !== name) return undefined;
+      this.sidecars.set(name, entry);
+      return entry;
+    } catch {
+      // Evicted since the listing, or unreadable: not a candidate.
+      return undefined;
+    }
+  }
+
+  /**
+   * Downloads the snapshot's state to `file`, hashing it as it is written. A state whose size or
+   * sha256 is not its sidecar's is deleted from the tier and false returned: it is never loaded.
+   */
+  async download(entry: KvSnapshotEntry, file: string): Promise<boolean> {
+    const { sidecar, state } = this.keys(entry);
+    const hash = createHash('sha256');
+    let bytes = 0;
+    const tmp = `${file}.${process.pid}.download`;
+    try {
+      await pipeline(
+        await this.storage.read(state),
+        new Transform({
+          transform(chunk: Buffer, _encoding, done) {
+            hash.update(chunk);
+            bytes += chunk.length;
+            done(null, chunk);
+          },
+        }),
+        createWriteStream(tmp),
+      );
+    } catch {
+      await rm(tmp, { force: true });
+      return false;
+    }
+    if (bytes !== entry.bytes || hash.digest('hex') !== entry.sha256) {
+      await rm(tmp, { force: true });
+      await this.discard(entry);
+      return false;
+    }
+    await rename(tmp, file);
+    // Used now: its sidecar is put again, which makes it the newest for eviction.
+    void this.storage.putBytes(sidecar, JSON.stringify(entry)).catch(() => undefined);
+    return true;
+  }
+
+  /** Removes a snapshot from the tier (sidecar first: a state without one is never looked up). */
+  async discard(entry: KvSnapshotEntry): Promise<void> {
+    const { sidecar, state } = this.keys(entry);
+    this.sidecars.delete(entry.name);
+    await this.storage.delete(sidecar).catch(() => undefined);
+    await this.storage.delete(state).catch(() => undefined);
+  }
+
+  /** Puts a snapshot saved on disk at `file` into the tier (state, then sidecar), then keeps to the budget. */
+  async upload(entry: KvSnapshotEntry, file: string): Promise<void> {
+    const { sidecar, state } = this.keys(entry);
+    if ((await this.storage.size(sidecar)) === undefined) await this.storage.putFile(state, file);
+    await this.storage.putBytes(sidecar, JSON.stringify(entry));
+    this.sidecars.set(entry.name, entry);
+    await this.evict();
+  }
+
+  /** Oldest sidecar first, until the state objects fit the budget. */
+  async evict(): Promise<void> {
+    const snapshots = new Map<string, { sidecar?: string; state?: string; bytes: number; usedAt: number }>();
+    let token: string | undefined;
+    do {
+      const page = await this.storage.client.send(
+        new ListObjectsV2Command({ Bucket: this.storage.bucket, Prefix: this.prefix, ContinuationToken: token }),
+      );
+      for (const object of page.Contents ?? []) {
+        const key = object.Key ?? '';
+        const stem = key.replace(/\.(json|kvstate)$/, '');
+        const s = snapshots.get(stem) ?? { bytes: 0, usedAt: 0 };
+        if (key.endsWith('.json')) Object.assign(s, { sidecar: key, usedAt: object.LastModified?.getTime() ?? 0 });
+        else if (key.endsWith('.kvstate')) Object.assign(s, { state: key, bytes: object.Size ?? 0 });
+        snapshots.set(stem, s);
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    let total = [...snapshots.values()].reduce((sum, s) => sum + s.bytes, 0);
+    // A state without a sidecar is an upload under way (or one cut off): it counts, and goes last.
+    const byAge = [...snapshots.values()].filter((s) => s.sidecar).sort((a, b) => a.usedAt - b.usedAt);
+    for (const s of byAge) {
+      if (total <= this.opts.budgetBytes) break;
+      total -= s.bytes;
+      this.sidecars.delete(s.sidecar!.slice(s.sidecar!.lastIndexOf('/') + 1, -'.json'.length));
+      await this.storage.delete(s.sidecar!).catch(() => undefined);
+      if (s.state) await this.storage.delete(s.state).catch(() => undefined);
+    }
+    this.opts.onBytes?.(total);
+  }
+}

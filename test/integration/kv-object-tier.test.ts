@@ -1,0 +1,153 @@
+/**
+ * The object-storage tier of KV snapshots (engines/llama/kv-object-tier.ts) on the real MinIO and
+ * llama.cpp: a prefix evaluated on one node is restored on a node that never saw it (an empty
+ * disk: another node, or a version warmed up again after scaling to zero), with the output of a
+ * cold run; a damaged object is discarded and the prompt evaluated afresh; the tier keeps to its
+ * byte budget. Each test files its snapshots under a prefix of its own and removes it.
+ */
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { textGenerationInput } from '../../domain/tasks/text-generation';
+import { LlamaEngine } from '../../engines/llama/engine';
+import { KvObjectTier } from '../../engines/llama/kv-object-tier';
+import { KvSnapshotStore } from '../../engines/llama/kv-snapshots';
+import { TINY_LLAMA } from '../../infra/seed';
+import { config } from '../../lib/config';
+import { newId } from '../../lib/ids';
+import { Storage } from '../../lib/storage';
+import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
+
+jest.setTimeout(180_000);
+
+const storage = Storage.fromConfig(config());
+const MIN_TOKENS = 128;
+let dir: string;
+let file: string;
+let expected: string;
+const prefixes: string[] = [];
+const system = 'You are the kiln keeper, and the kiln burns all night. '.repeat(30);
+const chat = (user: string) =>
+  textGenerationInput.parse({
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    max_tokens: 16,
+    min_tokens: 16,
+    temperature: 0,
+  });
+const QUESTION = chat('How hot is it?');
+
+/** A prefix of the bucket for one test's tier. */
+function tierPrefix(): string {
+  const prefix = `kv-test/${newId()}/`;
+  prefixes.push(prefix);
+  return prefix;
+}
+
+async function keysUnder(prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const page of storage.list(prefix)) keys.push(...page);
+  return keys;
+}
+
+/** A node: an engine on an empty disk of its own, with the tier at `prefix`. */
+async function node(prefix: string, budgetBytes = 2 ** 30) {
+  const objects = new KvObjectTier(storage, { budgetBytes, minTokens: MIN_TOKENS, prefix });
+  const snapshots = await mkdtemp(path.join(dir, 'node-'));
+  const store = new KvSnapshotStore({ dir: snapshots, budgetBytes: 2 ** 30, minTokens: MIN_TOKENS, objects });
+  const engine = new LlamaEngine({ gpu: 'false', contextSize: 2048, sequences: 2, threads: 1, snapshots: store });
+  await engine.load('v1', file);
+  return { engine, store, snapshots };
+}
+
+/** One node evaluates the system prompt and a first turn; its snapshot is in the tier once the upload ended. */
+async function firstTurnOnAnotherNode(prefix: string, owner = 'alice', budgetBytes?: number): Promise<void> {
+  const { engine, store } = await node(prefix, budgetBytes);
+  const first = await engine.generate('v1', chat('Light it.'), { owner });
+  expect(first.cacheTier).toBe('none');
+  await store.settled();
+  await engine.dispose();
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kiln-kv-object-'));
+  file = path.join(dir, 'tiny.gguf');
+  await writeLlamaGguf(file, TINY_LLAMA);
+  const engine = new LlamaEngine({ gpu: 'false', contextSize: 2048, sequences: 2, threads: 1 });
+  await engine.load('v1', file);
+  const cold = await engine.generate('v1', QUESTION);
+  expect(cold.cacheTier).toBe('none');
+  expected = cold.chunks.join('');
+  await engine.dispose();
+});
+
+afterAll(async () => {
+  for (const prefix of prefixes) for (const key of await keysUnder(prefix)) await storage.delete(key);
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('a node that never saw the prefix restores it from object storage, and answers as a cold run does', async () => {
+  const prefix = tierPrefix();
+  await firstTurnOnAnotherNode(prefix);
+  const keys = await keysUnder(prefix);
+  expect(keys.filter((k) => k.endsWith('.kvstate'))).toHaveLength(1);
+  expect(keys.filter((k) => k.endsWith('.json'))).toHaveLength(1);
+
+  const { engine, snapshots } = await node(prefix);
+  const second = await engine.generate('v1', QUESTION, { owner: 'alice' });
+  expect(second.cacheTier).toBe('object');
+  expect(second.restored?.tier).toBe('object');
+  expect(second.restored?.tokens).toBeGreaterThan(200);
+  expect(second.cachedTokens).toBeGreaterThanOrEqual(second.restored!.tokens - 1);
+  expect(second.chunks.join('')).toBe(expected);
+  // The download went to this node's disk (beside the snapshot of this turn): scaled to zero and warmed up again, it restores from there.
+  expect(await readdir(snapshots)).toContain(`${second.restored!.name}.kvstate`);
+  await engine.unload('v1');
+  await engine.load('v1', file);
+  const third = await engine.generate('v1', QUESTION, { owner: 'alice' });
+  expect(third.cacheTier).toBe('disk');
+  expect(third.chunks.join('')).toBe(expected);
+  await engine.dispose();
+
+  // Owners never share, in this tier either.
+  const other = await node(prefix);
+  const bob = await other.engine.generate('v1', QUESTION, { owner: 'bob' });
+  expect(bob.cacheTier).toBe('none');
+  expect(bob.chunks.join('')).toBe(expected);
+  await other.engine.dispose();
+});
+
+test('a damaged object is discarded, never loaded: the prompt is evaluated afresh', async () => {
+  const prefix = tierPrefix();
+  await firstTurnOnAnotherNode(prefix);
+  const state = (await keysUnder(prefix)).find((k) => k.endsWith('.kvstate'))!;
+  const size = (await storage.size(state))!;
+  // Same length, other bytes: only the sha256 can tell.
+  await storage.putBytes(state, Buffer.alloc(size, 7), 'application/octet-stream');
+
+  const { engine, snapshots } = await node(prefix);
+  const result = await engine.generate('v1', QUESTION, { owner: 'alice' });
+  expect(result.restored).toBeUndefined();
+  expect(result.cachedTokens).toBe(0);
+  expect(result.chunks.join('')).toBe(expected);
+  await engine.dispose();
+  // Gone from the tier and never written to the node's disk; this node's own snapshot replaced it.
+  const left = await keysUnder(prefix);
+  expect(left).not.toContain(state);
+  expect((await readdir(snapshots)).filter((f) => f.endsWith('.download'))).toEqual([]);
+});
+
+test('the tier keeps to its byte budget, least recently used out first', async () => {
+  const prefix = tierPrefix();
+  await firstTurnOnAnotherNode(prefix, 'alice');
+  const [alice] = (await keysUnder(prefix)).filter((k) => k.endsWith('.kvstate'));
+  const bytes = (await storage.size(alice))!;
+  // Room for one snapshot and a half: bob's upload evicts alice's, the older one.
+  await firstTurnOnAnotherNode(prefix, 'bob', Math.floor(bytes * 1.5));
+  const states = (await keysUnder(prefix)).filter((k) => k.endsWith('.kvstate'));
+  expect(states).toHaveLength(1);
+  expect(states).not.toContain(alice);
+  expect((await keysUnder(prefix)).filter((k) => k.endsWith('.json'))).toHaveLength(1);
+});
