@@ -90,8 +90,8 @@ program
   .description(
     "another account's read p90 alone and while one account holds SSE streams up to its cap on a generating kiln/tiny-llama prediction, interleaved; the ratio beside its 1.2x floor",
   )
-  .option('-n, --requests <n>', 'quiet reads per phase and round', int, 100)
-  .option('-r, --rounds <n>', 'rounds of the two phases', int, 5)
+  .option('-n, --requests <n>', 'quiet reads per phase and round', int, 50)
+  .option('-r, --rounds <n>', 'rounds of the two phases', int, 10)
   .option('-t, --tokens <n>', 'tokens each noisy prediction generates', int, 1000)
   .action((o) => streamIsolation({ requests: o.requests, rounds: o.rounds, tokens: o.tokens }));
 
