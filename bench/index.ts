@@ -13,6 +13,7 @@ import { kvSnapshot } from './kv-snapshot';
 import { overhead } from './overhead';
 import { defaultThreads, prefixCache } from './prefix-cache';
 import { speculative } from './speculative';
+import { streamIsolation } from './stream-isolation';
 import { streaming } from './streaming';
 import { sustained } from './sustained';
 import { visibilityCost } from './visibility';
@@ -83,6 +84,16 @@ program
   .option('-t, --tokens <n>', 'tokens per stream', int, 256)
   .option('-c, --concurrency <list>', 'concurrent streams for the batching table', (v) => v.split(',').map(int), [1, 4])
   .action((o) => streaming({ runs: o.runs, tokens: o.tokens, concurrency: o.concurrency }));
+
+program
+  .command('stream-isolation')
+  .description(
+    "another account's read p90 alone and while one account holds SSE streams up to its cap on a generating kiln/tiny-llama prediction, interleaved; the ratio beside its 1.2x floor",
+  )
+  .option('-n, --requests <n>', 'quiet reads per phase and round', int, 50)
+  .option('-r, --rounds <n>', 'rounds of the two phases', int, 10)
+  .option('-t, --tokens <n>', 'tokens each noisy prediction generates', int, 1000)
+  .action((o) => streamIsolation({ requests: o.requests, rounds: o.rounds, tokens: o.tokens }));
 
 program
   .command('fairness')

@@ -3,6 +3,8 @@
 # their own API and workers (port 8070), database, Temporal namespace and bucket beside the shared
 # services, with fixtures on: kiln/echo-fixture is what the orchestration benchmarks measure, and a
 # development stack (npm start) serves no fixtures. Their processes are stopped again at the end.
+# KILN_BENCH_SLOT=N (1-9) gives a run its own port (8070 - 10N), metrics ports, database, namespace,
+# bucket, node id and run directory, so that two checkouts can run stack benchmarks at once.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 # The payload benchmarks measure kiln/remove-background too (AGPL-3.0 weights, fetched on request).
 export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
@@ -14,12 +16,15 @@ case " $* " in *" --skip-api "* | *" --help "* | *" -h "* | "  " | " embedding-q
 
 bash "$KILN_ROOT/infra/install.sh"
 bash "$KILN_ROOT/infra/services.sh"
-export KILN_RUN_DIR="$DATA/bench-stack" KILN_DATA_DIR="$DATA/bench-stack"
-export PORT="${KILN_BENCH_PORT:-8070}"
+slot="${KILN_BENCH_SLOT:-0}"
+[[ "$slot" =~ ^[0-9]$ ]] || die "KILN_BENCH_SLOT must be one digit (got '$slot')"
+suffix=""; [ "$slot" = 0 ] || suffix="-$slot"
+export KILN_RUN_DIR="$DATA/bench-stack$suffix" KILN_DATA_DIR="$DATA/bench-stack$suffix"
+export PORT="${KILN_BENCH_PORT:-$((8070 - slot * 10))}"
 export KILN_API_URL="http://127.0.0.1:$PORT"
-export KILN_CONTROL_METRICS_PORT=9454 KILN_ENGINE_METRICS_PORT=9455
-export DATABASE_URL="${KILN_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_bench}"
-export TEMPORAL_NAMESPACE=kiln-bench S3_BUCKET=kiln-bench KILN_NODE_ID=bench-node-1
+export KILN_CONTROL_METRICS_PORT=$((9454 - slot * 10)) KILN_ENGINE_METRICS_PORT=$((9455 - slot * 10))
+export DATABASE_URL="${KILN_BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln_bench${suffix//-/_}}"
+export TEMPORAL_NAMESPACE="kiln-bench$suffix" S3_BUCKET="kiln-bench$suffix" KILN_NODE_ID="bench-node-1$suffix"
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true
 . "$KILN_ROOT/infra/app.sh"
 trap stop_kiln EXIT

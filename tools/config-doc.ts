@@ -258,8 +258,15 @@ export const scriptVariables: ScriptVariable[] = [
     readBy: ['infra/test.sh'],
   },
   {
+    names: ['KILN_BENCH_SLOT'],
+    default: '`0`',
+    description:
+      '`npm run bench`: 1–9 gives a run its own port (8070 − 10 × slot), metrics ports (9454 and 9455 − 10 × slot), database (`kiln_bench_<slot>`), namespace and bucket (`kiln-bench-<slot>`), node id and run directory (`.data/bench-stack-<slot>`), so two checkouts can run stack benchmarks at once.',
+    readBy: ['infra/bench.sh'],
+  },
+  {
     names: ['KILN_BENCH_PORT', 'KILN_BENCH_DATABASE_URL'],
-    default: '`8070`; `postgres://postgres@127.0.0.1:5432/kiln_bench`',
+    default: '8070 − 10 × slot; `postgres://postgres@127.0.0.1:5432/kiln_bench` (`kiln_bench_<slot>`)',
     description: "The benchmarks' API port and database.",
     readBy: ['infra/bench.sh'],
   },

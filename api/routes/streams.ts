@@ -3,6 +3,7 @@ import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { activeAccount, type Account } from '../../db/accounts';
 import type { Db } from '../../db/client';
+import type { PredictionEventRow } from '../../db/events';
 import { predictions } from '../../db/schema';
 import { renderFileRefs } from '../../lib/file-urls';
 import { sha256Hex } from '../../lib/ids';
@@ -16,7 +17,22 @@ import { followPrediction } from '../prediction-stream';
 import { watchQueuePlace } from '../queue-events';
 import { errorBody } from '../response-schemas';
 import { errorResponses, jsonResponse, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
-import { SseWriter } from '../sse';
+import { SseWriter, sseFrame } from '../sse';
+
+/**
+ * Each event's frame, built once for all the streams of its prediction: caught-up streams share
+ * one read, so they hold the same row objects, and a frame per stream per token would make one
+ * account's streams cost the API work in proportion to their number.
+ */
+const frames = new WeakMap<PredictionEventRow, { base: string; frame: string }>();
+
+function frameOf(e: PredictionEventRow, base: string, signer: UrlSigner): string {
+  const known = frames.get(e);
+  if (known?.base === base) return known.frame;
+  const frame = sseFrame({ id: e.seq, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, base, signer) : e.data });
+  frames.set(e, { base, frame });
+  return frame;
+}
 
 /**
  * `GET urls.stream`: Replicate's SSE events (`output`, `logs`, `error`, `done`). The URL is a
@@ -63,8 +79,7 @@ export function streamRoutes(deps: {
       deps,
       id,
       Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0,
-      (e) =>
-        sse.send({ id: e.seq, event: e.event, data: e.event === 'output' ? renderFileRefs(e.data, baseUrl(req), deps.signer) : e.data }),
+      (e) => sse.sendFrame(frameOf(e, baseUrl(req), deps.signer)),
       () => sse.end(),
     );
     const stopQueue = watchQueuePlace(deps, owner, id, (place) => sse.send({ event: 'queue', data: JSON.stringify(place) }));

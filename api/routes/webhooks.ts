@@ -1,14 +1,16 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { Router } from 'express';
+import type { Account } from '../../db/accounts';
 import type { Db } from '../../db/client';
 import { getPrediction, rowToSnapshot, type PredictionRow } from '../../db/predictions';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
 import { redeliveryWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
+import { KilnAccount } from '../../domain/search-attributes';
 import { isTerminalStatus } from '../../domain/statuses';
 import type { SecretBox } from '../../lib/secret-box';
 import { checkRequestRate, setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { ApiError, NotFoundError } from '../errors';
+import { ApiError, NotFoundError, TooManyRequestsError } from '../errors';
 import { errorBody, redeliveryBody, rotatedSecretBody, webhookDeliveriesBody, webhookSecretBody } from '../response-schemas';
 import { errorResponses, jsonResponse, pathParams, type RouteContract } from '../route-contract';
 
@@ -61,7 +63,9 @@ export function webhookRoutes(deps: WebhookRoutesDeps): Router {
   /**
    * Sends the `completed` event again, with its original webhook-id so receivers can dedupe. One
    * redelivery per prediction is in flight at a time (its workflow id is fixed): asked again while
-   * it runs, the answer names that one (`started: false`) and nothing more is sent.
+   * it runs, the answer names that one (`started: false`) and nothing more is sent. Redeliveries
+   * in flight count against the account's max_running, apart from its predictions, so that a
+   * receiver that never answers cannot hold more of the control worker than the account's work.
    */
   router.post('/predictions/:id/webhooks/redeliver', async (req, res) => {
     const account = currentAccount(res);
@@ -77,11 +81,38 @@ export function webhookRoutes(deps: WebhookRoutesDeps): Router {
       'webhook redeliveries',
     );
     setRateLimitHeaders(res, rate);
-    const { webhookId, workflowId, started } = await startRedelivery(deps, { ...row, webhook: row.webhook });
+    const { webhookId, workflowId, started } = await startRedelivery(deps, account, { ...row, webhook: row.webhook });
     res.status(202).json({ webhook_id: webhookId, delivery: workflowId, started });
   });
 
   return router;
+}
+
+/** Query for the account's redeliveries still running (only redeliveries carry KilnAccount). */
+const runningRedeliveries = (account: Account) =>
+  `WorkflowType = 'webhookDeliveryWorkflow' AND KilnAccount = '${account.username}' AND ExecutionStatus = 'Running'`;
+
+/**
+ * Refuses a new redelivery while the account has max_running of them in flight. The count comes
+ * from Temporal's visibility, so redeliveries started in the same instant may pass it together:
+ * the per-minute rate limit bounds that overshoot.
+ */
+async function checkRedeliveriesInFlight(
+  deps: Pick<WebhookRoutesDeps, 'temporal'>,
+  account: Account,
+  workflowId: string,
+): Promise<'room' | 'running'> {
+  const { count } = await deps.temporal.workflow.count(runningRedeliveries(account));
+  if (count < account.maxRunning) return 'room';
+  const ours = await deps.temporal.workflow
+    .getHandle(workflowId)
+    .describe()
+    .catch(() => undefined);
+  if (ours?.status.name === 'RUNNING') return 'running';
+  throw new TooManyRequestsError(
+    `${count} webhook redeliveries are in flight for this account (max_running ${account.maxRunning}); wait for one to finish`,
+    60,
+  );
 }
 
 /**
@@ -90,6 +121,7 @@ export function webhookRoutes(deps: WebhookRoutesDeps): Router {
  */
 async function startRedelivery(
   deps: Pick<WebhookRoutesDeps, 'temporal' | 'controlQueue'>,
+  account: Account,
   row: PredictionRow & { webhook: string },
 ): Promise<{ webhookId: string; workflowId: string; started: boolean }> {
   const webhookId = webhookWorkflowId(row.id, 'completed', 1);
@@ -101,6 +133,7 @@ async function startRedelivery(
     snapshot: rowToSnapshot(row),
   };
   const workflowId = redeliveryWorkflowId(row.id);
+  if ((await checkRedeliveriesInFlight(deps, account, workflowId)) === 'running') return { webhookId, workflowId, started: false };
   try {
     await deps.temporal.workflow.start('webhookDeliveryWorkflow', {
       workflowId,
@@ -108,6 +141,7 @@ async function startRedelivery(
       args: [delivery],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
+      typedSearchAttributes: [{ key: KilnAccount, value: account.username }],
     });
     return { webhookId, workflowId, started: true };
   } catch (err) {
@@ -149,7 +183,7 @@ export const webhookContracts: RouteContract[] = [
       '202': jsonResponse('Started, or already in flight (started: false)', redeliveryBody),
       '409': jsonResponse('No webhook, or not finished', errorBody),
       ...errorResponses,
-      '429': jsonResponse('Over the redeliveries allowed per minute (Retry-After)', errorBody),
+      '429': jsonResponse('Over the redeliveries allowed per minute, or max_running redeliveries in flight (Retry-After)', errorBody),
     },
   },
 ];

@@ -139,6 +139,22 @@ describe('caps on what one account holds open', () => {
   });
 });
 
+test('50 streams from an account with no cap of its own: those past the default cap are 429s', async () => {
+  const { token } = await newAccount(db, 'open-default');
+  const p = (await api(PACED, { token, body: { input: LONG } })).body;
+  const answers = await Promise.all(Array.from({ length: 50 }, () => fetch(p.urls.stream, { headers: { accept: 'text/event-stream' } })));
+  try {
+    const refused = answers.filter((r) => r.status === 429);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(await refused[0].json()).toMatchObject({ status: 429, detail: expect.stringContaining('max_open_streams') });
+    const cap = (await api('/v1/account', { token })).body.limits.max_open_streams;
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(cap);
+  } finally {
+    await Promise.all(answers.map((r) => r.body?.cancel().catch(() => undefined)));
+    await cancel(token, p.id);
+  }
+});
+
 describe('revocation reaches what is open', () => {
   let me: { account: Account; token: string };
   beforeAll(async () => {

@@ -6,6 +6,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { and, eq, gt, isNull, or, sql } from 'drizzle-orm';
 import { Webhook } from 'standardwebhooks';
+import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { webhookSecrets } from '../../db/schema';
 import { rotateWebhookSecret, signingSecrets } from '../../db/webhooks';
@@ -177,4 +178,59 @@ test('redeliveries past the per-account limit get 429, and each call counts', as
   const refused = rest.filter((r) => r.status !== 202);
   expect(refused.length).toBeGreaterThan(0);
   for (const r of refused) expectRateLimited(r, /webhook redeliveries per minute/);
+});
+
+test("redeliveries in flight count against the account's max_running, apart from its predictions", async () => {
+  const { account, token } = await newAccount(db, 'redelivery-running');
+  const answering = await receiver();
+  const ids = [await finishedWithWebhook(token, answering.url), await finishedWithWebhook(token, answering.url)];
+  await poll(
+    async () => answering.accepted.length,
+    (n) => n === 2,
+  );
+  await answering.close();
+  // The same address now answers 503 with a long Retry-After, so a redelivery stays in flight.
+  await receiver({ port: answering.port, failFirst: 1_000_000, failWith: 503, retryAfter: '600' });
+  await updateAccount(db, account.id, { maxRunning: 1 });
+  const redeliver = (id: string) => api(`/v1/predictions/${id}/webhooks/redeliver`, { token, method: 'POST' });
+  const inFlight = () =>
+    temporal.client.workflow
+      .count(`WorkflowType = 'webhookDeliveryWorkflow' AND KilnAccount = '${account.username}' AND ExecutionStatus = 'Running'`)
+      .then((c) => c.count);
+  try {
+    const first = await redeliver(ids[0]);
+    expect(first.status).toBe(202);
+    expect(first.body.started).toBe(true);
+    await poll(inFlight, (n) => n === 1);
+    // Asked again, the one in flight is the answer, not a 429.
+    const again = await redeliver(ids[0]);
+    expect(again.status).toBe(202);
+    expect(again.body.started).toBe(false);
+
+    const refused = await redeliver(ids[1]);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(refused.body.detail).toMatch(/1 webhook redeliveries are in flight for this account \(max_running 1\)/);
+
+    // The account's predictions are not held back by its redeliveries.
+    const predicted = await api('/v1/models/kiln/tiny-llama/predictions', {
+      token,
+      body: { input: { prompt: 'still mine', max_tokens: 2 } },
+      headers: { Prefer: 'wait=60' },
+    });
+    expect(predicted.body.status).toBe('succeeded');
+
+    await temporal.client.workflow.getHandle(redeliveryWorkflowId(ids[0])).terminate('test: the receiver is gone');
+    await poll(inFlight, (n) => n === 0);
+    const next = await redeliver(ids[1]);
+    expect(next.status).toBe(202);
+    expect(next.body.started).toBe(true);
+  } finally {
+    for (const id of ids) {
+      await temporal.client.workflow
+        .getHandle(redeliveryWorkflowId(id))
+        .terminate('test over')
+        .catch(() => undefined);
+    }
+  }
 });
