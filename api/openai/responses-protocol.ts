@@ -123,6 +123,8 @@ export const createResponseBody = z
     max_output_tokens: z.number().int().min(1).max(8192).nullish(),
     temperature: z.number().min(0).max(2).nullish(),
     top_p: z.number().gt(0).max(1).nullish(),
+    // vLLM's extension, as on chat completions: the end of text is held off until this many tokens are out.
+    min_tokens: z.number().int().min(0).max(8192).nullish(),
     metadata: z
       .record(z.string().max(64), z.string().max(512))
       .refine((m) => Object.keys(m).length <= 16, 'holds at most 16 keys')
