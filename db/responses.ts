@@ -6,9 +6,9 @@ import { predictions, responses } from './schema';
 export type ResponseRow = typeof responses.$inferSelect;
 export type PredictionOfResponse = typeof predictions.$inferSelect;
 
-export async function insertResponse(db: Db, row: typeof responses.$inferInsert): Promise<ResponseRow> {
-  const [written] = await db.insert(responses).values(row).returning();
-  return written;
+/** Writes the row once: a create retried with its Idempotency-Key joins the prediction, and its row, already there. */
+export async function insertResponse(db: Db, row: typeof responses.$inferInsert): Promise<void> {
+  await db.insert(responses).values(row).onConflictDoNothing({ target: responses.id });
 }
 
 /** The account's response with its prediction; another account's id reads as none, like a missing one. */

@@ -98,6 +98,17 @@ test('background: answered at once, then polled to the end', async () => {
   expect(done.output_text).toBe((await predictionOf(r.id)).output.join(''));
 });
 
+test('a create retried with its Idempotency-Key is the same response', async () => {
+  const body = { model: MODEL, input: 'Once only.', max_output_tokens: 4 };
+  // The openai client sends no Idempotency-Key of its own: the header is Kiln's, as on every create.
+  const key = (k: string) => ({ headers: { 'Idempotency-Key': k } });
+  const a = await openai.responses.create(body, key(`resp-a-${Date.now()}`));
+  const b = await openai.responses.create(body, key(`resp-b-${a.created_at}`));
+  const again = await openai.responses.create(body, key(`resp-b-${a.created_at}`));
+  expect(again.id).toBe(b.id);
+  expect(b.id).not.toBe(a.id);
+});
+
 test('stream: events numbered from 0 with no gap; the deltas add up to the output; the SDK’s stream helper agrees', async () => {
   const events = await collect(
     await openai.responses.create({ model: MODEL, input: 'Stream please.', max_output_tokens: 30, stream: true }),
