@@ -51,6 +51,8 @@ export interface CreateOptions {
   maxQueueSeconds?: number;
   /** x-session-affinity. */
   session?: string;
+  /** What the Temporal UI shows for the workflow, instead of `<model> for <account>`. */
+  summary?: string;
 }
 
 export async function createPrediction(
@@ -106,6 +108,7 @@ export async function createPrediction(
     reusePolicy: 'REJECT_DUPLICATE',
     // Nothing will ever run it: no row or slot may stay behind.
     undo: () => forgetUnstartedPrediction(deps.db, id),
+    summary: opts.summary,
   });
   return { row: row ?? (await getPrediction(deps.db, account.id, id))!, rateLimit };
 }
@@ -169,6 +172,8 @@ export interface StartRun {
   reusePolicy: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE';
   /** Undoes `writeRow` and the slot when the workflow did not start. */
   undo: () => Promise<void>;
+  /** The Temporal UI's summary of the workflow; `<model> for <account>` if none. */
+  summary?: string;
 }
 
 /**
@@ -204,7 +209,7 @@ export async function admitAndStart(
         { key: KilnModel, value: args.model },
         { key: KilnStatus, value: 'starting' },
       ],
-      staticSummary: `${args.model} for ${account.username}`,
+      staticSummary: run.summary ?? `${args.model} for ${account.username}`,
       // The whole prediction is fair-queued: its workflow tasks and control activities inherit
       // this, so a flood cannot crowd another account out of the control plane either.
       priority: args.priority,

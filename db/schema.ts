@@ -419,3 +419,32 @@ export const batches = pgTable(
   },
   (t) => [index('batches_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc())],
 );
+
+/**
+ * An OpenAI Responses API response (`resp_<prediction id>`): the request behind one prediction of a
+ * text-generation model, so that the response can be read, streamed, chained and cancelled by its
+ * own id. Its status and output are the prediction's (read from that row, never copied), so the
+ * response is exactly as durable as the prediction, and goes when the prediction does.
+ */
+export const responses = pgTable(
+  'responses',
+  {
+    id: text('id').primaryKey(),
+    accountId: accountColumn('account_id'),
+    predictionId: text('prediction_id')
+      .notNull()
+      .references(() => predictions.id, { onDelete: 'cascade' }),
+    /** The response this one continues (its input and output come before this one's input). */
+    previousResponseId: text('previous_response_id'),
+    /** The session-affinity key the chain runs under: the first response's id, or the caller's x-session-affinity. */
+    session: text('session').notNull(),
+    /** The request's parameters, echoed in the response object. */
+    request: jsonb('request').$type<Record<string, unknown>>().notNull(),
+    /** The model's context when the response was made: an answer that fills it is incomplete. */
+    contextSize: integer('context_size'),
+    /** The request's own input items (not the earlier responses'), each with its id. */
+    inputItems: jsonb('input_items').$type<Array<Record<string, unknown>>>().notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [index('responses_prediction_idx').on(t.predictionId)],
+);

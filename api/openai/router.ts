@@ -19,6 +19,7 @@ import { chatCompletion, chatPlan, chatStream } from './serving-chat';
 import { completionPlan, completionStream, textCompletion } from './serving-completions';
 import { embeddingList, embeddingsInput } from './serving-embeddings';
 import { listModels } from './serving-models';
+import { cancelResponse, createResponse, inputItems, removeResponse, retrieveResponse } from './serving-responses';
 import { streamPrediction } from './stream';
 
 export interface OpenAiDeps extends CreateDeps {
@@ -67,6 +68,19 @@ export function openaiRoutes(deps: OpenAiDeps): Router {
     const held = hold('wait', res);
     const row = await startPrediction(deps, req, res, resolved, embeddingsInput(body));
     res.json(embeddingList(body, await finishedPrediction(deps, req, row, held)));
+  });
+
+  const holder = (res: Response) => ({ hold: (kind: ConnectionKind) => hold(kind, res) });
+  router.post('/responses', (req, res) => createResponse(deps, req, res, currentAccount(res), holder(res)));
+  router.get('/responses/:id', (req, res) => retrieveResponse(deps, req, res, currentAccount(res), holder(res)));
+  router.post('/responses/:id/cancel', async (req, res) => {
+    res.json(await cancelResponse(deps, currentAccount(res), req.params.id));
+  });
+  router.delete('/responses/:id', async (req, res) => {
+    res.json(await removeResponse(deps.db, currentAccount(res), req.params.id));
+  });
+  router.get('/responses/:id/input_items', async (req, res) => {
+    res.json(await inputItems(deps.db, currentAccount(res), req.params.id, req.query));
   });
 
   router.use((req, _res, next) => next(new NotFoundError(`No route for ${req.method} ${req.path}`)));
