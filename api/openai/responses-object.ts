@@ -4,6 +4,7 @@
  * the whole `response` object. Everything here is a pure function of those two rows, so every API
  * process, before or after a restart, answers the same.
  */
+import { figure, type PredictionMetrics } from '../../domain/prediction-metrics';
 import type { OpenAiMessage, Tool } from './protocol';
 import type { CreateResponseRequest, OutputItem, ResponseObject, ResponseStatus, ResponseUsage } from './responses-protocol';
 import { finishReason, limitOf, outputText, unixSeconds, type Limit } from './result';
@@ -26,7 +27,7 @@ export interface PredictionState {
   status: string;
   output: unknown;
   error: string | null;
-  metrics: Record<string, number>;
+  metrics: PredictionMetrics;
   completedAt: Date | null;
 }
 
@@ -143,11 +144,11 @@ export function messageItem(predictionId: string, text: string, status: 'in_prog
 }
 
 function usageOf(prediction: PredictionState): ResponseUsage {
-  const input = prediction.metrics.input_token_count ?? 0;
-  const output = prediction.metrics.output_token_count ?? 0;
+  const input = figure(prediction.metrics, 'input_token_count') ?? 0;
+  const output = figure(prediction.metrics, 'output_token_count') ?? 0;
   return {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: prediction.metrics.cached_tokens ?? 0 },
+    input_tokens_details: { cached_tokens: figure(prediction.metrics, 'cached_tokens') ?? 0 },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: input + output,
