@@ -17,6 +17,7 @@ import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import { rejectNulOutsideInput } from './nul-guard';
 import { OpenConnections, type ConnectionLimits } from './open-connections';
+import { openAiErrors } from './openai/errors';
 import { openaiRoutes } from './openai/router';
 import { openApiDocument } from './openapi';
 import { rejectMalformedPath } from './path-guard';
@@ -242,6 +243,8 @@ export function createApp(deps: AppDeps): express.Express {
   );
 
   app.use(notFoundHandler);
+  // What fails before the OpenAI router sees the request (a malformed path) still answers in its shape.
+  app.use('/openai', openAiErrors(deps.logger));
   app.use(errorHandler(deps.logger));
   return app;
 }

@@ -109,7 +109,9 @@ test('text generation: a form from the schema, streamed tokens, the finished pre
   const row = page.locator(`#history tr[data-id="${id}"]`);
   await row.waitFor();
   const link = await row.locator('a').getAttribute('href');
-  expect(link).toBe(`http://127.0.0.1:8233/namespaces/${process.env.TEMPORAL_NAMESPACE ?? 'kiln-test'}/workflows/prediction-${id}`);
+  expect(link).toBe(
+    `${process.env.KILN_TEMPORAL_UI_URL ?? 'http://127.0.0.1:8233'}/namespaces/${process.env.TEMPORAL_NAMESPACE ?? 'kiln-test'}/workflows/prediction-${id}`,
+  );
   expect(await page.locator('#run-link').getAttribute('href')).toBe(link);
   await page.screenshot({ path: path.join(SHOTS, 'playground-text.png'), fullPage: true });
 });
