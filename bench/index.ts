@@ -12,6 +12,7 @@ import { historySize } from './history-size';
 import { kvSnapshot } from './kv-snapshot';
 import { overhead } from './overhead';
 import { defaultThreads, prefixCache } from './prefix-cache';
+import { responsesBench } from './responses';
 import { speculative } from './speculative';
 import { streamIsolation } from './stream-isolation';
 import { streaming } from './streaming';
@@ -84,6 +85,17 @@ program
   .option('-t, --tokens <n>', 'tokens per stream', int, 256)
   .option('-c, --concurrency <list>', 'concurrent streams for the batching table', (v) => v.split(',').map(int), [1, 4])
   .action((o) => streaming({ runs: o.runs, tokens: o.tokens, concurrency: o.concurrency }));
+
+program
+  .command('responses')
+  .description(
+    'the Responses API on kiln/smollm2-135m-instruct through the openai client: time to first text delta of a /responses stream ÷ a /chat/completions one (interleaved, warm; target ≤ 1.1×), and a previous_response_id chain: input, cached and recomputed tokens per turn (target ≤ new + 16)',
+  )
+  .option('-n, --pairs <n>', 'interleaved /responses and /chat/completions streams (pairs)', int, 24)
+  .option('-t, --tokens <n>', 'most tokens of each timed stream', int, 16)
+  .option('--turns <n>', 'turns of the chain', int, 10)
+  .option('--turn-tokens <n>', 'max_output_tokens of each turn', int, 32)
+  .action((o) => responsesBench({ pairs: o.pairs, tokens: o.tokens, turns: o.turns, turnTokens: o.turnTokens }));
 
 program
   .command('stream-isolation')
