@@ -19,7 +19,8 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import type { Token } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Storage } from '../../lib/storage';
@@ -116,6 +117,8 @@ export class KvObjectTier {
     let bytes = 0;
     const tmp = `${file}.${process.pid}.download`;
     try {
+      // The disk tier's folder may have gone since the store opened (an operator cleared it).
+      await mkdir(path.dirname(tmp), { recursive: true });
       await pipeline(
         await this.storage.read(state),
         new Transform({

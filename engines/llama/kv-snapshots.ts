@@ -181,6 +181,8 @@ export class KvSnapshotStore {
       .update(JSON.stringify([versionId, key, tokens]))
       .digest('hex');
     const file = this.stateFile(name);
+    // The folder may have gone since the store opened (an operator cleared it).
+    await mkdir(this.opts.dir, { recursive: true });
     const { fileSize } = await sequence.saveStateToFile(`${file}.tmp`);
     await rename(`${file}.tmp`, file);
     const snapshot: Snapshot = {
