@@ -60,6 +60,9 @@ const ask = async (question: string, text = document) => {
   return r.body;
 };
 
+/** The names of the sidecar files of the snapshots on the suite's engine node. */
+const sidecarsOnDisk = async () => (await readdir(SNAPSHOTS).catch(() => [] as string[])).filter((f) => f.endsWith('.json'));
+
 /** The snapshots on the suite's engine node for this test's version. */
 async function snapshotsOfVersion(): Promise<number> {
   const files = await readdir(SNAPSHOTS).catch(() => [] as string[]);
@@ -86,13 +89,16 @@ test('after a kill -9 and restart of the engine, a prompt sent again restores it
 
 test('after a restart on an empty disk, a prompt sent again restores its prefix from object storage', async () => {
   const letter = 'Dear potter, the glaze ran in the third firing and the lid stuck fast to the jar. '.repeat(12);
-  const before = new Set(await objectsOfVersion());
+  const onDiskBefore = new Set(await sidecarsOnDisk());
   const first = await ask('What stuck?', letter);
   // A sequence may still hold a few opening tokens of an earlier prompt (live); no snapshot has the letter yet.
   expect(first.metrics.restored_tokens).toBeUndefined();
   expect(['none', 'live']).toContain(first.metrics.cache_tier);
-  // Uploaded after the result returned: the sidecar goes up last.
-  await poll(objectsOfVersion, (keys) => keys.some((k) => k.endsWith('.json') && !before.has(k)), { timeoutMs: 30_000 });
+  // Saved on disk before the result returned, uploaded after it (the sidecar last). The earlier
+  // test's snapshots may still be going up meanwhile: wait for the letter's own.
+  const letterSidecars = (await sidecarsOnDisk()).filter((f) => !onDiskBefore.has(f));
+  expect(letterSidecars.length).toBeGreaterThan(0);
+  await poll(objectsOfVersion, (keys) => keys.some((k) => letterSidecars.includes(path.basename(k))), { timeoutMs: 30_000 });
 
   await killSuiteProcess('engine-worker');
   // The restarted engine reads its disk at its first generation: emptied now, it is a node that never saw the letter.
