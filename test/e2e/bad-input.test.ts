@@ -37,7 +37,10 @@ describe('malformed ids', () => {
           const path = template.replace(/\{\w+\}/g, bad);
           const res = await fetch(`${API_URL}${path}`, { method: method.toUpperCase(), headers: auth() });
           const text = await res.text();
-          const ok = res.status === 400 && (method === 'head' || JSON.parse(text).detail.startsWith('path: '));
+          // Replicate's shape says it in `detail`, OpenAI's (under /openai) in `error.message`.
+          const body = method === 'head' ? undefined : (JSON.parse(text) as { detail?: string; error?: { message?: string } });
+          const said = body?.detail ?? body?.error?.message ?? '';
+          const ok = res.status === 400 && (method === 'head' || said.startsWith('path: '));
           if (!ok) answers.push(`${method.toUpperCase()} ${path} → ${res.status} ${text.slice(0, 120)}`);
         }
       }

@@ -32,6 +32,26 @@ const workflowTasks = (events: Event[]) => events.filter((e) => e.workflowTaskCo
 const localActivities = (events: Event[]) =>
   events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length;
 
+/** The closed run's history. */
+const closedHistory = (id: string) =>
+  poll(
+    () => history(id),
+    (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes),
+  );
+
+/**
+ * Sends predictions until one is warm: the API reads the nodes serving a version at most once a
+ * second, so the first after a cold start (the model placed and loaded by the workflow) or after
+ * an engine restart may still go the long way.
+ */
+async function untilWarm(send: () => Promise<string>): Promise<void> {
+  await poll(
+    async () => localActivities(await closedHistory(await send())),
+    (n) => n === 0,
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+}
+
 /** What the engine left behind: the final row, no slot, one usage record, and a `done` event. */
 async function leftBehind(id: string) {
   const [row] = await db.select().from(predictions).where(eq(predictions.id, id));
@@ -45,15 +65,15 @@ test('a warm prediction with no webhook: two workflow tasks, no local activity, 
   const { token } = await newAccount(db, 'hot');
   const echo = (text: string) =>
     api('/v1/models/kiln/echo-fixture/predictions', { token, body: { input: { text } }, headers: { prefer: 'wait' } });
-  // The first may be cold (placed and loaded by the workflow); the second is warm.
-  expect((await echo('warm up')).body.status).toBe('succeeded');
+  await untilWarm(async () => {
+    const warm = (await echo('warm up')).body;
+    expect(warm.status).toBe('succeeded');
+    return warm.id as string;
+  });
   const p = (await echo('hot')).body;
   expect(p).toMatchObject({ status: 'succeeded', output: 'hot' });
 
-  const events = await poll(
-    () => history(p.id),
-    (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes),
-  );
+  const events = await closedHistory(p.id);
   expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({
     workflowTasks: 2,
     localActivities: 0,
@@ -74,11 +94,14 @@ test('a longer one shows processing, written by the engine, and still takes two 
   await pacedLlama(db);
   const create = (max: number) =>
     api('/v1/models/kiln-test/paced-llama/predictions', { token, body: { input: { prompt: 'slow', max_tokens: max, min_tokens: max } } });
-  const warm = (await create(2)).body.id;
-  await poll(
-    () => api(`/v1/predictions/${warm}`, { token }),
-    (r) => TERMINAL.includes(r.body.status),
-  );
+  await untilWarm(async () => {
+    const warm = (await create(2)).body.id as string;
+    await poll(
+      () => api(`/v1/predictions/${warm}`, { token }),
+      (r) => TERMINAL.includes(r.body.status),
+    );
+    return warm;
+  });
   const p = (await create(60)).body;
   const seen = await poll(
     () => api(`/v1/predictions/${p.id}`, { token }),
@@ -91,10 +114,7 @@ test('a longer one shows processing, written by the engine, and still takes two 
     (r) => TERMINAL.includes(r.body.status),
   );
   expect(done.body.status).toBe('succeeded');
-  const events = await poll(
-    () => history(p.id),
-    (h) => h.some((e) => e.workflowExecutionCompletedEventAttributes),
-  );
+  const events = await closedHistory(p.id);
   expect({ workflowTasks: workflowTasks(events), localActivities: localActivities(events) }).toEqual({
     workflowTasks: 2,
     localActivities: 0,
