@@ -38,6 +38,11 @@ import type { ResourceLimits } from './version-resources';
 
 export interface AppDeps {
   db: Db;
+  /**
+   * The pool SSE streams read on (KILN_API_STREAM_DB_CONNECTIONS), apart from `db`: many streams
+   * opening or catching up at once queue there, not ahead of other requests. Absent: `db`.
+   */
+  streamDb?: Db;
   temporal: Client;
   logger: Logger;
   hub: EventHub;
@@ -142,7 +147,7 @@ export function createApp(deps: AppDeps): express.Express {
   const resources = deps.resources ?? DEFAULT_RESOURCES;
   app.use(
     streamRoutes({
-      db: deps.db,
+      db: deps.streamDb ?? deps.db,
       hub: deps.hub,
       signer: deps.signer,
       connections,

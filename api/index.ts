@@ -22,6 +22,7 @@ async function main() {
   const logger = createLogger('api', c.LOG_LEVEL);
   surviveRestartsOfPostgres(logger);
   const db = createDb(c.DATABASE_URL);
+  const streamDb = createDb(c.DATABASE_URL, { max: c.KILN_API_STREAM_DB_CONNECTIONS });
   const tracing = startTracing('kiln-api', c.OTEL_EXPORTER_OTLP_ENDPOINT);
   const storage = Storage.fromConfig(c);
   const connection = await Connection.connect({ address: c.TEMPORAL_ADDRESS });
@@ -37,6 +38,7 @@ async function main() {
   await hub.start();
   const app = createApp({
     db,
+    streamDb,
     temporal,
     logger,
     hub,
@@ -91,6 +93,7 @@ async function main() {
       await hub.stop();
       await connection.close();
       await closeDb(db);
+      await closeDb(streamDb);
       await tracing?.shutdown();
       process.exit(0);
     });

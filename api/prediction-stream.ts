@@ -14,6 +14,7 @@ import type { Db } from '../db/client';
 import { eventIdAtSeq, eventsAfter, lastResetAfter, type PredictionEventRow } from '../db/events';
 import { predictions } from '../db/schema';
 import { isTerminalStatus } from '../domain/statuses';
+import { SharedReads } from '../lib/shared-reads';
 import type { EventHub } from './event-hub';
 
 /**
@@ -25,19 +26,25 @@ const PAGE = 1000;
 
 /**
  * Reads in flight by prediction and position. The streams of one prediction that have caught up
- * wait at the same event, and a notification wakes them all at once: they share one read.
+ * wait at the same event, and a notification wakes them all at once; streams that open together
+ * (a client's many tabs, or many clients on one prediction) ask the same first questions: each
+ * such set of streams shares one read of each.
  */
-const reads = new Map<string, Promise<PredictionEventRow[]>>();
+const reads = new SharedReads();
 
-function sharedEventsAfter(db: Db, predictionId: string, afterId: number): Promise<PredictionEventRow[]> {
-  const key = `${predictionId} ${afterId}`;
-  let read = reads.get(key);
-  if (!read) {
-    read = eventsAfter(db, predictionId, afterId, PAGE).finally(() => reads.delete(key));
-    reads.set(key, read);
-  }
-  return read;
-}
+const sharedEventsAfter = (db: Db, predictionId: string, afterId: number) =>
+  reads.share(`events ${predictionId} ${afterId}`, () => eventsAfter(db, predictionId, afterId, PAGE));
+
+const sharedLastResetAfter = (db: Db, predictionId: string, afterId: number) =>
+  reads.share(`reset ${predictionId} ${afterId}`, () => lastResetAfter(db, predictionId, afterId));
+
+/** Whether the prediction ended with no event after `afterId`: its status, and no event left to read. */
+const sharedEndedWithoutEvents = (db: Db, predictionId: string, afterId: number) =>
+  reads.share(`ended ${predictionId} ${afterId}`, async () => {
+    const [row] = await db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
+    if (!row || !isTerminalStatus(row.status)) return undefined;
+    return (await eventsAfter(db, predictionId, afterId, 1)).length === 0 ? row.status : undefined;
+  });
 
 export function followPrediction(
   deps: { db: Db; hub: EventHub },
@@ -81,7 +88,7 @@ export function followPrediction(
       do {
         again = false;
         last ??= afterSeq > 0 ? await eventIdAtSeq(deps.db, predictionId, afterSeq) : 0;
-        replayFrom ??= await lastResetAfter(deps.db, predictionId, last);
+        replayFrom ??= await sharedLastResetAfter(deps.db, predictionId, last);
         for (;;) {
           const rows = await sharedEventsAfter(deps.db, predictionId, last);
           for (const row of rows) {
@@ -98,9 +105,9 @@ export function followPrediction(
       if (!checkEnd) return;
       checkEnd = false;
       // A prediction that ended without a done event (made before streams existed) still ends.
-      const [row] = await deps.db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
-      if (row && isTerminalStatus(row.status) && (await eventsAfter(deps.db, predictionId, last, 1)).length === 0) {
-        const data = row.status === 'succeeded' ? '{}' : JSON.stringify({ reason: row.status });
+      const ended = await sharedEndedWithoutEvents(deps.db, predictionId, last);
+      if (ended) {
+        const data = ended === 'succeeded' ? '{}' : JSON.stringify({ reason: ended });
         onEvent({ id: last + 1, seq: lastSeq + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });
         finish();
       }

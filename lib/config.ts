@@ -357,6 +357,15 @@ export const configSchema = z.object({
       "Requests one account may have held open for their prediction's end at once on one API process (`Prefer: wait`, OpenAI calls without `stream`); more are answered 429 naming the cap, before any prediction starts. An account's `max_waiting_requests` (`--max-waiting-requests N`) overrides it.",
     ),
   /** Revocation reaches open connections at this pace: one query per API process, whatever number is open. */
+  KILN_API_STREAM_DB_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(50)
+    .default(3)
+    .describe(
+      "Postgres connections each API process keeps for its SSE streams, apart from the pool every other request uses: a burst of streams opening or catching up waits on these, never ahead of another account's request.",
+    ),
   KILN_OPEN_CONNECTION_RECHECK_MS: z.coerce
     .number()
     .int()

@@ -54,6 +54,7 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   KILN_MAX_OPEN_STREAMS: 'API',
   KILN_MAX_WAITING_REQUESTS: 'API',
   KILN_OPEN_CONNECTION_RECHECK_MS: 'API',
+  KILN_API_STREAM_DB_CONNECTIONS: 'API',
 
   DATABASE_URL: 'Postgres',
 

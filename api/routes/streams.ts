@@ -7,6 +7,7 @@ import type { PredictionEventRow } from '../../db/events';
 import { predictions } from '../../db/schema';
 import { renderFileRefs } from '../../lib/file-urls';
 import { sha256Hex } from '../../lib/ids';
+import { SharedReads } from '../../lib/shared-reads';
 import type { UrlSigner } from '../../lib/signing';
 import { bearerToken, optionalAccount } from '../auth';
 import { NotFoundError, UnauthorizedError } from '../errors';
@@ -25,6 +26,12 @@ import { SseWriter, sseFrame } from '../sse';
  * account's streams cost the API work in proportion to their number.
  */
 const frames = new WeakMap<PredictionEventRow, { base: string; frame: string }>();
+
+/**
+ * Streams that open together (a reconnect after a prediction ends, many tabs on one prediction)
+ * ask the same questions of the database: each question in flight is asked once.
+ */
+const openReads = new SharedReads();
 
 function frameOf(e: PredictionEventRow, base: string, signer: UrlSigner): string {
   const known = frames.get(e);
@@ -52,7 +59,9 @@ export function streamRoutes(deps: {
 
   router.get('/v1/predictions/:id/stream', async (req, res) => {
     const id = req.params.id;
-    const [row] = await deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id));
+    const [row] = await openReads.share(`owner ${id}`, () =>
+      deps.db.select({ accountId: predictions.accountId }).from(predictions).where(eq(predictions.id, id)),
+    );
     let owner: Account | undefined;
     let tokenHash: string | undefined;
     if (!verifyStreamUrl(deps.signer, id, req.query.expires, req.query.sig)) {
@@ -62,14 +71,15 @@ export function streamRoutes(deps: {
           'The stream URL has expired or is not signed: read the prediction again for a fresh urls.stream, or pass a bearer token',
         );
       }
-      owner = await optionalAccount(deps.db, req);
+      tokenHash = sha256Hex(token);
+      owner = await openReads.share(`token ${tokenHash}`, () => optionalAccount(deps.db, req));
       if (!owner) throw new UnauthorizedError();
       if (!row || row.accountId !== owner.id) throw new NotFoundError(`Prediction ${id} not found`);
-      tokenHash = sha256Hex(token);
     }
     if (!row) throw new NotFoundError(`Prediction ${id} not found`);
     // A signed URL answers to its account's state at each use: a disabled account's links stop working.
-    owner ??= await activeAccount(deps.db, row.accountId);
+    const accountId = row.accountId;
+    owner ??= await openReads.share(`account ${accountId}`, () => activeAccount(deps.db, accountId));
     if (!owner) throw new UnauthorizedError('The account this stream URL belongs to is disabled');
     const connection = deps.connections.hold('stream', owner, res, tokenHash);
 
