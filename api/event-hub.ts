@@ -26,6 +26,10 @@ export class EventHub {
   private listening?: postgres.Sql;
   /** When each prediction last had events other than output (performance.now()), for waits that begin after. */
   private lastNotice = new LRUCache<string, number>({ max: 50_000 });
+  /** Each prediction's last notification, numbered across all of them, and how many resyncs there were: see noticeMark. */
+  private noticeSeq = new LRUCache<string, number>({ max: 50_000 });
+  private notices = 0;
+  private resyncs = 0;
   /** When anything last came on the channel, the hub's own probes included (performance.now()). */
   private heardAt = performance.now();
   private prober?: NodeJS.Timeout;
@@ -68,12 +72,14 @@ export class EventHub {
     this.heardAt = performance.now();
     if (payload === PROBE) return;
     const { predictionId, outputOnly } = parseNotice(payload);
+    this.noticeSeq.set(predictionId, ++this.notices);
     if (!outputOnly) this.lastNotice.set(predictionId, performance.now());
     this.subscribers.get(predictionId)?.forEach((wake) => wake(outputOnly));
   }
 
   /** Every subscriber looks again: notifications may have been lost. */
   private resync(): void {
+    this.resyncs += 1;
     for (const set of this.subscribers.values()) set.forEach((wake) => wake(false, true));
   }
 
@@ -102,6 +108,15 @@ export class EventHub {
       set.delete(wake);
       if (set.size === 0) this.subscribers.delete(predictionId);
     };
+  }
+
+  /**
+   * Changes with every notification for the prediction and every resync. Reads that streams share
+   * are keyed by it: a stream woken by a notification must not take the result of a read that
+   * began before it, which may lack the events the notification announced.
+   */
+  noticeMark(predictionId: string): string {
+    return `${this.resyncs}.${this.noticeSeq.get(predictionId) ?? 0}`;
   }
 
   /** Whether events other than output came for the prediction at or after `at` (performance.now()). */

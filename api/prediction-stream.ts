@@ -25,22 +25,27 @@ const SAFETY_RECHECK_MS = 30_000;
 const PAGE = 1000;
 
 /**
- * Reads in flight by prediction and position. The streams of one prediction that have caught up
- * wait at the same event, and a notification wakes them all at once; streams that open together
- * (a client's many tabs, or many clients on one prediction) ask the same first questions: each
- * such set of streams shares one read of each.
+ * Reads in flight by prediction, position and the hub's notice mark. The streams of one
+ * prediction that have caught up wait at the same event, and a notification wakes them all at
+ * once; streams that open together (a client's many tabs, or many clients on one prediction) ask
+ * the same first questions: each such set of streams shares one read of each. The mark keeps a
+ * stream woken by a later notification out of a read that began before it.
  */
 const reads = new SharedReads();
 
-const sharedEventsAfter = (db: Db, predictionId: string, afterId: number) =>
-  reads.share(`events ${predictionId} ${afterId}`, () => eventsAfter(db, predictionId, afterId, PAGE));
+type Reads = { db: Db; hub: EventHub };
+const keyOf = (deps: Reads, what: string, predictionId: string, afterId: number) =>
+  `${what} ${predictionId} ${afterId} ${deps.hub.noticeMark(predictionId)}`;
 
-const sharedLastResetAfter = (db: Db, predictionId: string, afterId: number) =>
-  reads.share(`reset ${predictionId} ${afterId}`, () => lastResetAfter(db, predictionId, afterId));
+const sharedEventsAfter = (deps: Reads, predictionId: string, afterId: number) =>
+  reads.share(keyOf(deps, 'events', predictionId, afterId), () => eventsAfter(deps.db, predictionId, afterId, PAGE));
+
+const sharedLastResetAfter = (deps: Reads, predictionId: string, afterId: number) =>
+  reads.share(keyOf(deps, 'reset', predictionId, afterId), () => lastResetAfter(deps.db, predictionId, afterId));
 
 /** Whether the prediction ended with no event after `afterId`: its status, and no event left to read. */
-const sharedEndedWithoutEvents = (db: Db, predictionId: string, afterId: number) =>
-  reads.share(`ended ${predictionId} ${afterId}`, async () => {
+const sharedEndedWithoutEvents = ({ db, hub }: Reads, predictionId: string, afterId: number) =>
+  reads.share(keyOf({ db, hub }, 'ended', predictionId, afterId), async () => {
     const [row] = await db.select({ status: predictions.status }).from(predictions).where(eq(predictions.id, predictionId));
     if (!row || !isTerminalStatus(row.status)) return undefined;
     return (await eventsAfter(db, predictionId, afterId, 1)).length === 0 ? row.status : undefined;
@@ -88,9 +93,9 @@ export function followPrediction(
       do {
         again = false;
         last ??= afterSeq > 0 ? await eventIdAtSeq(deps.db, predictionId, afterSeq) : 0;
-        replayFrom ??= await sharedLastResetAfter(deps.db, predictionId, last);
+        replayFrom ??= await sharedLastResetAfter(deps, predictionId, last);
         for (;;) {
-          const rows = await sharedEventsAfter(deps.db, predictionId, last);
+          const rows = await sharedEventsAfter(deps, predictionId, last);
           for (const row of rows) {
             if (closed) return;
             last = row.id;
@@ -105,7 +110,7 @@ export function followPrediction(
       if (!checkEnd) return;
       checkEnd = false;
       // A prediction that ended without a done event (made before streams existed) still ends.
-      const ended = await sharedEndedWithoutEvents(deps.db, predictionId, last);
+      const ended = await sharedEndedWithoutEvents(deps, predictionId, last);
       if (ended) {
         const data = ended === 'succeeded' ? '{}' : JSON.stringify({ reason: ended });
         onEvent({ id: last + 1, seq: lastSeq + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });

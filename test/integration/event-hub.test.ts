@@ -79,3 +79,31 @@ test('after its connection is lost and Postgres is back, the hub hears again and
     unsubscribe();
   }
 });
+
+test("a prediction's notice mark changes with each of its notifications and no one else's", async () => {
+  const id = newId();
+  const other = newId();
+  const wakes: boolean[] = [];
+  const unsubscribe = hub.subscribe(id, () => wakes.push(true));
+  try {
+    const first = hub.noticeMark(id);
+    await notify(`${other} output`);
+    await notify(`${id} output`);
+    await poll(
+      async () => wakes.length,
+      (n) => n === 1,
+    );
+    const second = hub.noticeMark(id);
+    expect(second).not.toBe(first);
+    const otherMark = hub.noticeMark(other);
+    await notify(`${id} output`);
+    await poll(
+      async () => wakes.length,
+      (n) => n === 2,
+    );
+    expect(hub.noticeMark(id)).not.toBe(second);
+    expect(hub.noticeMark(other)).toBe(otherMark);
+  } finally {
+    unsubscribe();
+  }
+});
