@@ -6,10 +6,13 @@
  * machine's drift falls on both alike. The quiet account's request is a read of its own finished
  * prediction: what the streams compete for is the API process and its Postgres pool.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createAccount, createApiToken } from '../db/accounts';
 import { closeDb, createDb } from '../db/client';
 import { newId } from '../lib/ids';
+import { readPidFile } from '../lib/pid-files';
 import { API_URL, call, ms, percentile, saveResult, table } from './lib';
 
 export interface StreamIsolationOptions {
@@ -85,6 +88,23 @@ interface HolderReport {
   refused: number;
 }
 
+/**
+ * CPU seconds the API process has used so far (user + system, from /proc), or undefined where it
+ * cannot be read: the cost of the streams themselves, steadier than latency on a busy machine.
+ */
+function apiCpuSeconds(): number | undefined {
+  const runDir = process.env.KILN_RUN_DIR;
+  const pid = runDir ? readPidFile(path.join(runDir, 'pids', 'api.pid')) : null;
+  if (!pid) return undefined;
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function streamIsolation(o: StreamIsolationOptions): Promise<void> {
   const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 2 });
   const run = newId().slice(-6).toLowerCase();
@@ -146,16 +166,25 @@ export async function streamIsolation(o: StreamIsolationOptions): Promise<void> 
 
   const alone: number[] = [];
   const beside: number[] = [];
+  /** The API's CPU seconds and the wall seconds of each kind of phase. */
+  const cpu = { alone: 0, beside: 0, aloneWall: 0, besideWall: 0 };
+  const measured = async (phase: 'alone' | 'beside', into: number[]) => {
+    const [c0, t0] = [apiCpuSeconds(), performance.now()];
+    for (let i = 0; i < o.requests; i++) into.push(await quietRead());
+    const c1 = apiCpuSeconds();
+    if (c0 !== undefined && c1 !== undefined) cpu[phase] += c1 - c0;
+    cpu[`${phase}Wall`] += (performance.now() - t0) / 1000;
+  };
   let pastCap = 0;
   for (let round = 0; round < o.rounds; round++) {
-    for (let i = 0; i < o.requests; i++) alone.push(await quietRead());
+    await measured('alone', alone);
     holder.postMessage({ type: 'hold', cap, token: noisy });
     // Every stream open before the quiet account is timed; one more is refused.
     await until((r) => r.open === cap);
     const probe = await fetch(current!.urls.stream, { headers: { authorization: `Bearer ${noisy}` } });
     if (probe.status === 429) pastCap += 1;
     await probe.body?.cancel();
-    for (let i = 0; i < o.requests; i++) beside.push(await quietRead());
+    await measured('beside', beside);
     holder.postMessage({ type: 'stop' });
     await until((r) => r.type === 'stopped');
   }
@@ -182,7 +211,16 @@ export async function streamIsolation(o: StreamIsolationOptions): Promise<void> 
       `${(last.bytes / 1024).toFixed(0)} KiB of events read from the streams; ` +
       `one past the cap answered 429 in ${pastCap} of ${o.rounds} rounds (noisy machine: compare rounds, not runs)`,
   );
+  // The API's busy share in each phase: what the streams cost it beside the quiet reads.
+  const busy = (phase: 'alone' | 'beside') => cpu[phase] / Math.max(cpu[`${phase}Wall`], 1e-9);
+  if (apiCpuSeconds() !== undefined) {
+    console.log(
+      `API process CPU: ${(100 * busy('alone')).toFixed(0)} % of a core alone, ${(100 * busy('beside')).toFixed(0)} % beside the streams ` +
+        `(${cpu.alone.toFixed(2)} s in ${cpu.aloneWall.toFixed(1)} s; ${cpu.beside.toFixed(2)} s in ${cpu.besideWall.toFixed(1)} s)`,
+    );
+  }
   const file = await saveResult('stream-isolation', {
+    apiCpuShare: { alone: busy('alone'), beside: busy('beside') },
     cap,
     rounds: o.rounds,
     requests: o.requests,
