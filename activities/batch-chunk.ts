@@ -46,6 +46,61 @@ function failureType(err: unknown): KilnFailureType {
   return (RETRYABLE_TYPES as Array<string | undefined | null>).includes(type) ? (type as KilnFailureType) : 'EngineFault';
 }
 
+/** The predict request of item `index` of a chunk: a prediction of its own, with no row of its own. */
+function itemRequest(req: BatchChunkRequest, index: number, input: Record<string, unknown>): PredictRequest {
+  const now = new Date().toISOString();
+  const id = `${req.batchId}-${index}`;
+  return {
+    predictionId: id,
+    versionId: req.versionId,
+    task: req.task,
+    input,
+    snapshot: {
+      id,
+      accountId: req.accountId,
+      model: '',
+      versionId: req.versionId,
+      input,
+      output: null,
+      logs: '',
+      error: null,
+      status: 'processing',
+      metrics: {},
+      createdAt: now,
+      startedAt: now,
+      completedAt: null,
+      revision: 0,
+    },
+  };
+}
+
+/**
+ * Runs one item: its output line, or the line saying why the model refused its input (`failed`);
+ * undefined when the chunk is canceled or the run aborted. Any other failure is thrown.
+ */
+async function itemLine(
+  runItem: BatchChunkDeps['runItem'],
+  ctx: Context,
+  req: BatchChunkRequest,
+  index: number,
+  input: Record<string, unknown>,
+): Promise<{ text: string; failed: boolean } | undefined> {
+  // A retry's lines name its attempt, so which items it ran again can be told from the output.
+  const attempt = req.rerunAttempt ? { attempt: req.rerunAttempt } : {};
+  try {
+    // Item heartbeats (tokens) are dropped: the chunk's timer sends its checkpoint.
+    const r = await runItem(itemRequest(req, index, input), ctx, () => undefined);
+    if (r.aborted) return undefined;
+    return { text: JSON.stringify({ index, output: r.output, ...attempt }), failed: false };
+  } catch (err) {
+    if (ctx.cancellationSignal.aborted) return undefined;
+    if (err instanceof ApplicationFailure && (err.nonRetryable || isNonRetryableType(err.type))) {
+      return { text: JSON.stringify({ index, error: `${err.type ? `${err.type}: ` : ''}${err.message}`, ...attempt }), failed: true };
+    }
+    throw err;
+  }
+}
+
 export function createBatchChunkActivities({ storage, nodeId, runItem }: BatchChunkDeps) {
   return {
     async runBatchChunk(req: BatchChunkRequest): Promise<ChunkResult> {
@@ -73,46 +128,10 @@ export function createBatchChunkActivities({ storage, nodeId, runItem }: BatchCh
             progress.lines.push(keptLine);
             continue;
           }
-          // A retry's lines name its attempt, so which items it ran again can be told from the output.
-          const attempt = req.rerunAttempt ? { attempt: req.rerunAttempt } : {};
-          const now = new Date().toISOString();
-          const itemReq: PredictRequest = {
-            predictionId: `${req.batchId}-${index}`,
-            versionId: req.versionId,
-            task: req.task,
-            input: inputs[k],
-            snapshot: {
-              id: `${req.batchId}-${index}`,
-              accountId: req.accountId,
-              model: '',
-              versionId: req.versionId,
-              input: inputs[k],
-              output: null,
-              logs: '',
-              error: null,
-              status: 'processing',
-              metrics: {},
-              createdAt: now,
-              startedAt: now,
-              completedAt: null,
-              revision: 0,
-            },
-          };
-          try {
-            // Item heartbeats (tokens) are dropped: the timer sends the chunk's checkpoint.
-            const r = await runItem(itemReq, ctx, () => undefined);
-            if (r.aborted) break;
-            progress.lines.push(JSON.stringify({ index, output: r.output, ...attempt }));
-          } catch (err) {
-            if (ctx.cancellationSignal.aborted) break;
-            if (err instanceof ApplicationFailure && (err.nonRetryable || isNonRetryableType(err.type))) {
-              // The model refused this input: its line says why, and the batch goes on.
-              progress.lines.push(JSON.stringify({ index, error: `${err.type ? `${err.type}: ` : ''}${err.message}`, ...attempt }));
-              progress.failed += 1;
-            } else {
-              throw err;
-            }
-          }
+          const line = await itemLine(runItem, ctx, req, index, inputs[k]);
+          if (line === undefined) break;
+          progress.lines.push(line.text);
+          if (line.failed) progress.failed += 1;
           progress.items_done = progress.lines.length;
           beat();
         }
