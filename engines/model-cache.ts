@@ -5,7 +5,7 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { VersionFile } from '../domain/statuses';
@@ -153,15 +153,7 @@ export class ModelCache {
     const count = Math.ceil(file.size / partBytes);
     const bounds = (i: number) => ({ start: i * partBytes, end: Math.min(file.size, (i + 1) * partBytes) });
 
-    const done = new Set<number>();
-    const record = await readParts(recordFile);
-    const partialSize = await sizeOf(partial);
-    if (partialSize !== undefined && record?.size === file.size && record.partBytes === partBytes) {
-      for (const i of record.done) if (i >= 0 && i < count) done.add(i);
-    } else if (partialSize !== undefined && !record && partialSize <= file.size) {
-      // Left by a one-stream download: a plain prefix, so every part inside it is there.
-      for (let i = 0; i < count && bounds(i).end <= partialSize; i++) done.add(i);
-    }
+    const done = await partsOnDisk(partial, recordFile, file.size, partBytes);
     const resumed = done.size > 0;
     const save = () => writeParts(recordFile, { size: file.size, partBytes, done: [...done].sort((a, b) => a - b) });
     // The record exists before the first positioned write: a partial without one is always a prefix.
@@ -187,29 +179,11 @@ export class ModelCache {
     const fetchPart = async (i: number) => {
       const { start, end } = bounds(i);
       const body = await this.storage.read(blobKey(file.sha256), { start, end, signal: abort.signal });
-      let at = start;
-      // Chunks arrive at socket size (tens of KiB): gathered into one write of about a MiB, the
-      // thread pool does far fewer round trips.
-      let pending: Buffer[] = [];
-      let pendingBytes = 0;
-      const flush = async () => {
-        await fh.writev(pending, at);
-        at += pendingBytes;
-        received += pendingBytes;
-        downloaded += pendingBytes;
-        pending = [];
-        pendingBytes = 0;
+      await writePart(body as AsyncIterable<Buffer>, fh, { start, end, signal: abort.signal, what: `${file.path}: part ${i}` }, (n) => {
+        received += n;
+        downloaded += n;
         opts.onProgress?.({ file: file.path, bytes: received, total: file.size });
-      };
-      for await (const chunk of body as AsyncIterable<Buffer>) {
-        abort.signal.throwIfAborted();
-        if (at + pendingBytes + chunk.length > end) throw new Error(`${file.path}: part ${i} is longer than asked for`);
-        pending.push(chunk);
-        pendingBytes += chunk.length;
-        if (pendingBytes >= WRITE_BYTES) await flush();
-      }
-      if (pendingBytes > 0) await flush();
-      if (at !== end) throw new Error(`${file.path}: part ${i} ended at ${at}, not ${end}`);
+      });
       done.add(i);
       saving = saving.then(save);
       await saving;
@@ -257,4 +231,53 @@ export class ModelCache {
     await unlink(partial).catch(() => undefined);
     await unlink(`${partial}.parts.json`).catch(() => undefined);
   }
+}
+
+/**
+ * The parts of a partial download already on disk: those its record lists, or, for a partial left
+ * by a one-stream download (a plain prefix, with no record), every part inside it.
+ */
+async function partsOnDisk(partial: string, recordFile: string, size: number, partBytes: number): Promise<Set<number>> {
+  const count = Math.ceil(size / partBytes);
+  const done = new Set<number>();
+  const record = await readParts(recordFile);
+  const partialSize = await sizeOf(partial);
+  if (partialSize !== undefined && record?.size === size && record.partBytes === partBytes) {
+    for (const i of record.done) if (i >= 0 && i < count) done.add(i);
+  } else if (partialSize !== undefined && !record && partialSize <= size) {
+    for (let i = 0; i < count && Math.min(size, (i + 1) * partBytes) <= partialSize; i++) done.add(i);
+  }
+  return done;
+}
+
+/**
+ * Writes one part's body at its offset, checking that it fills exactly `start` to `end`.
+ * Chunks arrive at socket size (tens of KiB): gathered into writes of about a MiB, the thread pool
+ * does far fewer round trips. `wrote` hears each write's byte count.
+ */
+async function writePart(
+  body: AsyncIterable<Buffer>,
+  fh: FileHandle,
+  part: { start: number; end: number; signal: AbortSignal; what: string },
+  wrote: (bytes: number) => void,
+): Promise<void> {
+  let at = part.start;
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  const flush = async () => {
+    await fh.writev(pending, at);
+    at += pendingBytes;
+    wrote(pendingBytes);
+    pending = [];
+    pendingBytes = 0;
+  };
+  for await (const chunk of body) {
+    part.signal.throwIfAborted();
+    if (at + pendingBytes + chunk.length > part.end) throw new Error(`${part.what} is longer than asked for`);
+    pending.push(chunk);
+    pendingBytes += chunk.length;
+    if (pendingBytes >= WRITE_BYTES) await flush();
+  }
+  if (pendingBytes > 0) await flush();
+  if (at !== part.end) throw new Error(`${part.what} ended at ${at}, not ${part.end}`);
 }
