@@ -125,6 +125,49 @@ export class KvSnapshotStore {
     };
   }
 
+  /**
+   * Loads into `sequence` the latest checkpoint of generation `generation` (./exact-decoding.ts)
+   * that holds at most `atMost` tokens (the prompt, the generated tokens evaluated and the one
+   * pending), from disk or else object storage. Undefined where none is usable.
+   */
+  async restoreCheckpoint(
+    versionId: string,
+    owner: string | undefined,
+    generation: string,
+    atMost: number,
+    sequence: LlamaContextSequence,
+  ): Promise<(KvRestore & { held: Token[]; pending: Token[] }) | undefined> {
+    await this.open();
+    const key = owner ?? OWNERLESS;
+    const started = performance.now();
+    const length = (s: KvSnapshotEntry) => s.tokens.length + (s.checkpoint?.pending.length ?? 0);
+    const local = [...this.snapshots.values()]
+      .filter((s) => s.versionId === versionId && s.owner === key && s.checkpoint?.generation === generation && length(s) <= atMost)
+      .sort((a, b) => length(b) - length(a))[0];
+    let found: { snapshot: Snapshot; tier: KvSnapshotTier } | undefined =
+      local && (await this.intact(local)) ? { snapshot: local, tier: 'disk' } : undefined;
+    const remote = this.opts.objects && (await this.opts.objects.findCheckpoint(versionId, key, generation, atMost).catch(() => undefined));
+    if (remote && (!found || length(remote) > length(found.snapshot))) {
+      if (await this.opts.objects!.download(remote, this.stateFile(remote.name))) {
+        const snapshot: Snapshot = { ...remote, usedAt: Date.now() };
+        await this.keep(snapshot);
+        found = { snapshot, tier: 'object' };
+      }
+    }
+    if (!found?.snapshot.checkpoint) return undefined;
+    await sequence.loadStateFromFile(this.stateFile(found.snapshot.name), { acceptRisk: true });
+    found.snapshot.usedAt = Date.now();
+    return {
+      name: found.snapshot.name,
+      tokens: found.snapshot.tokens.length,
+      seconds: (performance.now() - started) / 1000,
+      tier: found.tier,
+      bytes: found.snapshot.bytes,
+      held: found.snapshot.tokens,
+      pending: found.snapshot.checkpoint.pending,
+    };
+  }
+
   /** Whether a snapshot's file is whole; one that is not is removed. */
   private async intact(snapshot: Snapshot): Promise<boolean> {
     const file = this.stateFile(snapshot.name);
@@ -170,15 +213,22 @@ export class KvSnapshotStore {
    * turn starts with both), unless it is short or a snapshot already holds it. Snapshots it
    * extends are removed: it answers every prompt they would.
    */
-  async save(versionId: string, owner: string | undefined, sequence: LlamaContextSequence): Promise<void> {
+  async save(
+    versionId: string,
+    owner: string | undefined,
+    sequence: LlamaContextSequence,
+    checkpoint?: KvSnapshotEntry['checkpoint'],
+  ): Promise<void> {
     await this.open();
     const tokens = [...sequence.contextTokens];
     if (tokens.length < this.opts.minTokens) return;
     const key = owner ?? OWNERLESS;
     const mine = [...this.snapshots.values()].filter((s) => s.versionId === versionId && s.owner === key);
-    if (mine.some((s) => sharedPrefix(s.tokens, tokens) === tokens.length)) return;
+    // A checkpoint is looked up by its generation: only one of the same generation makes it needless.
+    const covering = checkpoint ? mine.filter((s) => s.checkpoint?.generation === checkpoint.generation) : mine;
+    if (covering.some((s) => sharedPrefix(s.tokens, tokens) === tokens.length)) return;
     const name = createHash('sha256')
-      .update(JSON.stringify([versionId, key, tokens]))
+      .update(JSON.stringify(checkpoint ? [versionId, key, tokens, checkpoint.generation] : [versionId, key, tokens]))
       .digest('hex');
     const file = this.stateFile(name);
     // The folder may have gone since the store opened (an operator cleared it).
@@ -193,6 +243,7 @@ export class KvSnapshotStore {
       bytes: fileSize,
       sha256: await sha256OfFileOffThread(file),
       usedAt: Date.now(),
+      ...(checkpoint ? { checkpoint } : {}),
     };
     this.written += 1;
     for (const older of mine) if (sharedPrefix(older.tokens, tokens) === older.tokens.length) await this.remove(older.name);
