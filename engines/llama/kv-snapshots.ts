@@ -221,7 +221,8 @@ export class KvSnapshotStore {
   ): Promise<void> {
     await this.open();
     const tokens = [...sequence.contextTokens];
-    if (tokens.length < this.opts.minTokens) return;
+    // A checkpoint saves a generation's redrawing, however short its prompt: its folder does not depend on minTokens.
+    if (!checkpoint && tokens.length < this.opts.minTokens) return;
     const key = owner ?? OWNERLESS;
     const mine = [...this.snapshots.values()].filter((s) => s.versionId === versionId && s.owner === key);
     // A checkpoint is looked up by its generation: only one of the same generation makes it needless.
