@@ -177,10 +177,10 @@ export interface GenerateOptions {
 }
 
 /**
- * A save may take this share of a generation's time at most: after a checkpoint that took s
- * seconds, the next is taken at the first chunk boundary s / share seconds later.
+ * Checkpoints may take this share of a generation's time at most: after one whose save took s
+ * seconds in all, the next is taken at the first chunk boundary once the share allows it.
  */
-const CHECKPOINT_TIME_SHARE = 0.05;
+const CHECKPOINT_TIME_SHARE = 0.1;
 
 /** A generation as generate() prepares it before it takes a sequence. */
 interface GenerationJob {
@@ -589,14 +589,18 @@ export class LlamaEngine {
       atBoundary: async (all) => {
         if (!snapshots || performance.now() - lastSave < dueAfterMs) return;
         const begun = performance.now();
-        await snapshots
-          .save(versionId, opts.owner, sequence, { generation: run.generation, pending: [all.at(-1)!] })
+        // Due again once the whole save (the copy, then its hash, record and upload, which take
+        // CPU from the decoding too) is a small share of the time since: never while one is under way.
+        dueAfterMs = Infinity;
+        const saved = await snapshots
+          .saveCheckpoint(versionId, opts.owner, sequence, { generation: run.generation, pending: [all.at(-1)!] })
           .catch(() => undefined);
-        const ms = performance.now() - begun;
         run.checkpoints.saved += 1;
-        run.checkpoints.seconds += ms / 1000;
-        lastSave = performance.now();
-        dueAfterMs = ms / CHECKPOINT_TIME_SHARE;
+        run.checkpoints.seconds += (performance.now() - begun) / 1000;
+        void (saved?.recorded ?? Promise.resolve()).then(() => {
+          lastSave = performance.now();
+          dueAfterMs = ((lastSave - begun) * (1 - CHECKPOINT_TIME_SHARE)) / CHECKPOINT_TIME_SHARE;
+        });
       },
     });
     if (resumed && generated.length >= continuedTokens) {

@@ -56,7 +56,7 @@ const OWNERLESS = '';
 export class KvSnapshotStore {
   /** Snapshots written by this process (some may have been evicted since). */
   written = 0;
-  /** Uploads to the object tier under way: they run after the result returned. */
+  /** Uploads to the object tier under way, and checkpoints being recorded: they run after the result returned. */
   private uploading = new Set<Promise<void>>();
   private snapshots = new Map<string, Snapshot>();
   private opened?: Promise<void>;
@@ -213,12 +213,17 @@ export class KvSnapshotStore {
    * turn starts with both), unless it is short or a snapshot already holds it. Snapshots it
    * extends are removed: it answers every prompt they would.
    */
-  async save(
+  async save(versionId: string, owner: string | undefined, sequence: LlamaContextSequence): Promise<void> {
+    await this.store(versionId, owner, sequence);
+  }
+
+  /** save() and saveCheckpoint(): a checkpoint's returns once the state is copied, with the rest under way. */
+  private async store(
     versionId: string,
     owner: string | undefined,
     sequence: LlamaContextSequence,
     checkpoint?: KvSnapshotEntry['checkpoint'],
-  ): Promise<void> {
+  ): Promise<void | { recorded: Promise<void> }> {
     await this.open();
     const tokens = [...sequence.contextTokens];
     // A checkpoint saves a generation's redrawing, however short its prompt: its folder does not depend on minTokens.
@@ -235,6 +240,34 @@ export class KvSnapshotStore {
     // The folder may have gone since the store opened (an operator cleared it).
     await mkdir(this.opts.dir, { recursive: true });
     const { fileSize } = await sequence.saveStateToFile(`${file}.tmp`);
+    // The sequence may go on from here: a checkpoint's generation waits for no more than the state's copy.
+    const recording = this.record(file, { name, versionId, key, tokens, fileSize, checkpoint }, mine);
+    if (!checkpoint) return recording;
+    const background: Promise<void> = recording.catch(() => undefined).finally(() => this.uploading.delete(background));
+    this.uploading.add(background);
+    return { recorded: background };
+  }
+
+  /**
+   * A generation's checkpoint (./exact-decoding.ts): resolves once the sequence's state is copied,
+   * so the generation goes on while the copy is hashed, recorded and uploaded (`recorded`).
+   */
+  async saveCheckpoint(
+    versionId: string,
+    owner: string | undefined,
+    sequence: LlamaContextSequence,
+    checkpoint: NonNullable<KvSnapshotEntry['checkpoint']>,
+  ): Promise<{ recorded: Promise<void> }> {
+    return (await this.store(versionId, owner, sequence, checkpoint)) ?? { recorded: Promise.resolve() };
+  }
+
+  /** A state file just written: its hash and sidecar, the older snapshots it makes needless gone, then the upload. */
+  private async record(
+    file: string,
+    s: { name: string; versionId: string; key: string; tokens: Token[]; fileSize: number; checkpoint?: KvSnapshotEntry['checkpoint'] },
+    mine: Snapshot[],
+  ): Promise<void> {
+    const { name, versionId, key, tokens, fileSize, checkpoint } = s;
     await rename(`${file}.tmp`, file);
     const snapshot: Snapshot = {
       name,
