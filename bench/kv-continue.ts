@@ -126,7 +126,7 @@ async function throughApi(o: KvContinueOptions) {
     },
   ];
   table('kill -9 of the engine at a quarter of a greedy generation (supervisor restarts it)', rows);
-  console.log(logs.filter((l) => /Attempt|KV checkpoint|Continued|Generated/.test(l)).join('\n'));
+  console.log(logs.filter((l) => /Attempt|Warming|Loaded|KV checkpoint|Continued|Generated/.test(l)).join('\n'));
   return rows;
 }
 
