@@ -176,10 +176,19 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       const candidates = placementCandidates(live, excludeNodes);
       if (candidates.length === 0) throw new Error('no engine node is up');
       const serving = servingNodes(candidates, versionId);
-      if (serving.length > 0) {
-        const any = serving[Math.floor(Math.random() * serving.length)].id;
-        const ids = serving.map((n) => n.id);
+      // A node this prediction failed on may have lost what its row says it serves (its engine
+      // restarts empty, and registers again only once up): it is asked to load, which answers at
+      // once where the version is still loaded, instead of being sent work nothing polls for.
+      const trusted = serving.filter((n) => !excludeNodes.includes(n.id));
+      if (trusted.length > 0) {
+        const any = trusted[Math.floor(Math.random() * trusted.length)].id;
+        const ids = trusted.map((n) => n.id);
         return { nodeId: session ? await sessionNode(db, { ...session, versionId }, ids, any) : any, warm: true };
+      }
+      if (serving.length > 0) {
+        const nodeId = serving[0].id;
+        if (session) await sessionNode(db, { ...session, versionId }, [], nodeId);
+        return { nodeId, warm: false };
       }
       // A LoRA adapter needs only its own context where its base is loaded, and its base too elsewhere.
       const loraBase = loraBaseOf(version.settings);

@@ -54,7 +54,14 @@ export function createEngineActivities(deps: EngineDeps) {
       const writer = req.project ? currentRunWriter(ctx.client) : undefined;
       const announcement = announceStart(deps, ctx, req, startedAt, writer);
       // Heartbeats name the node: a workflow whose attempt timed out knows which node to avoid.
-      const heartbeat = (details: unknown) => ctx.heartbeat({ ...(details as object), nodeId: node.nodeId });
+      let lastDetails: object = {};
+      const heartbeat = (details: unknown) => {
+        lastDetails = details as object;
+        ctx.heartbeat({ ...lastDetails, nodeId: node.nodeId });
+      };
+      // Whatever the task does, a beat at least this often: the workflow gives a silent engine up
+      // for lost after a couple of seconds (workflows/prediction.ts PROMPT_ENGINE_LOSS_PATCH).
+      const alive = setInterval(() => heartbeat(lastDetails), LIVENESS_BEAT_MS);
       try {
         const result = await runPrediction(deps, req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
         announcement.cancel();
@@ -65,6 +72,7 @@ export function createEngineActivities(deps: EngineDeps) {
         await announcement.written();
         return await projectSucceeded(db, req, result, writer);
       } finally {
+        clearInterval(alive);
         announcement.cancel();
         untrack?.();
         done();
@@ -72,6 +80,9 @@ export function createEngineActivities(deps: EngineDeps) {
     },
   };
 }
+
+/** How often a running prediction heartbeats at least: four beats fit in the workflow's 2 s heartbeat timeout. */
+const LIVENESS_BEAT_MS = 500;
 
 /**
  * Only a prediction still running after a moment is shown as started: a short one goes straight

@@ -83,6 +83,8 @@ export function generationResult(
   const tokensPerSecond = generated / Math.max(g.predictSeconds, 1e-6);
   const logs = [`Using seed: ${g.seed}`];
   if (continues) logs.push(`Continued the output of the failed attempt (${g.continuedTokens} tokens)`);
+  if (g.resumed) logs.push(resumeLine(g.resumed));
+  if (g.checkpoints) logs.push(`Saved ${g.checkpoints.saved} KV checkpoints in ${g.checkpoints.seconds.toFixed(3)} s`);
   if (g.restored) {
     const where = g.restored.tier === 'object' ? 'in object storage' : 'on disk';
     logs.push(`Restored ${g.restored.tokens} prompt tokens from a KV snapshot ${where} in ${g.restored.seconds.toFixed(3)} s`);
@@ -107,4 +109,15 @@ export function generationResult(
   if (g.restored) Object.assign(metrics, { restored_tokens: g.restored.tokens, restore_time: round(g.restored.seconds) });
   const text = continues ? [continues, ...g.chunks] : g.chunks;
   return { output: text, logs, metrics, startedAt: run.startedAt, aborted: g.aborted, hardware: run.deps.node.hardware };
+}
+
+/** How an exact continuation resumed decoding: from which checkpoint, or from the prompt again. */
+function resumeLine(r: NonNullable<Generation['resumed']>): string {
+  const where = r.tier === 'object' ? 'in object storage' : 'on disk';
+  const from =
+    r.from === 'checkpoint'
+      ? `Restored the failed attempt's KV checkpoint at token ${r.atToken} ${where} in ${r.seconds.toFixed(3)} s`
+      : 'No KV checkpoint of the failed attempt was usable: prefilled the prompt again';
+  const redrawn = `drew again the ${r.redrawn} tokens it had streamed since${r.matched ? '' : ', which differed from the streamed text'}`;
+  return `${from} and ${redrawn}`;
 }

@@ -9,6 +9,7 @@ import { embeddingQuality } from './embedding-quality';
 import { fairness } from './fairness';
 import { floorScenario } from './floor';
 import { historySize } from './history-size';
+import { kvContinue } from './kv-continue';
 import { kvSnapshot } from './kv-snapshot';
 import { overhead } from './overhead';
 import { defaultThreads, prefixCache } from './prefix-cache';
@@ -207,6 +208,17 @@ program
   .option('--model <gguf>', 'a GGUF to measure instead of the generated prefix-cache model')
   .option('--no-object-tier', 'skip the object-storage rows (they need the shared MinIO: bash infra/services.sh)')
   .action((o) => kvSnapshot({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads, model: o.model, objectTier: o.objectTier }));
+
+program
+  .command('kv-continue')
+  .description(
+    "a greedy kiln/tiny-llama generation whose engine is killed at a quarter: output identical to an uninterrupted run, the stream, and kill → done ÷ the remaining tokens' uninterrupted time; then what KV checkpoints cost N streams on the engine directly",
+  )
+  .option('-t, --tokens <n>', 'tokens generated', int, 1500)
+  .option('-s, --streams <n>', 'streams at once for the checkpoint-cost rows', int, 4)
+  .option('--threads <n>', "CPU threads for the direct rows (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
+  .option('--skip-api', 'only the checkpoint-cost rows on the engine directly (no running stack needed)', false)
+  .action((o) => kvContinue({ tokens: o.tokens, streams: o.streams, threads: o.threads, skipApi: o.skipApi }));
 
 program
   .command('embedding-quality')

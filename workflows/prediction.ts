@@ -63,14 +63,14 @@ const admission = proxyLocalActivities<ControlActivities>({
 });
 
 /** `sessionNode`: a session's prediction goes to that node's session queue, not the model's fair queue. */
-function predictOn(versionId: string, priority: PredictionArgs['priority'], sessionNode?: string) {
+function predictOn(versionId: string, priority: PredictionArgs['priority'], sessionNode?: string, heartbeatTimeout = '10 seconds') {
   return proxyActivities<EngineActivities>({
     taskQueue: sessionNode !== undefined ? sessionQueue(sessionNode) : modelQueue(versionId),
     // Bounds the wait in the fair queue: past it the prediction is placed again (another
     // replica, or a fresh load if the serving node is gone).
     scheduleToStartTimeout: '1 minute',
     startToCloseTimeout: '30 minutes',
-    heartbeatTimeout: '10 seconds',
+    heartbeatTimeout,
     // Wait for the engine to stop, so that a canceled prediction keeps the output it had.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     // No retry on the same queue: the workflow places the work again, avoiding the node that failed.
@@ -97,6 +97,14 @@ export const LEAN_HOT_PATH = 'lean-hot-path';
 /** x-session-affinity: placement keeps a session on one node and its predictions go to that node's session queue. */
 export const SESSION_AFFINITY_PATCH = 'session-affinity';
 
+/**
+ * A dead engine is noticed within ENGINE_HEARTBEAT_TIMEOUT, not 10 s: the engine beats every
+ * 500 ms whatever it runs (activities/engine.ts), and a killed or lost node's attempt then fails
+ * soon enough for the next one to continue its generation at once.
+ */
+export const PROMPT_ENGINE_LOSS_PATCH = 'prompt-engine-loss';
+const ENGINE_HEARTBEAT_TIMEOUT = '2 seconds';
+
 /** max_queue_seconds: a timer that aborts the prediction if it has not started by then. */
 export const QUEUE_DEADLINE_PATCH = 'queue-deadline';
 
@@ -113,6 +121,7 @@ export async function predictionWorkflow(args: PredictionArgs): Promise<Predicti
   run.armDeadline();
   run.armQueueDeadline();
   run.choosePath();
+  run.chooseEngineLossTimeout();
   try {
     await run.work.run(() => run.attempts(startWebhook));
     if (run.endedByEngine()) return run.state;
@@ -142,6 +151,7 @@ class PredictionRun {
   private sent: PredictionSnapshot | undefined;
   /** The node the current attempt runs on, as far as the workflow knows. */
   private node = '';
+  private heartbeatTimeout = '10 seconds';
 
   constructor(private readonly args: PredictionArgs) {
     this.state = {
@@ -242,6 +252,11 @@ class PredictionRun {
       args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
   }
 
+  /** How long a silent engine has before its attempt is given up for lost (histories from before the patch: 10 s). */
+  chooseEngineLossTimeout(): void {
+    this.heartbeatTimeout = patched(PROMPT_ENGINE_LOSS_PATCH) ? ENGINE_HEARTBEAT_TIMEOUT : '10 seconds';
+  }
+
   /** Admission, then attempts until one gives a result; a failure with no attempt left is thrown. */
   async attempts(startWebhook: Promise<void>): Promise<void> {
     const { args, session } = this;
@@ -281,7 +296,7 @@ class PredictionRun {
   private async leanAttempt(sent: PredictionSnapshot, sessionNode: string | undefined): Promise<void> {
     const { args, session } = this;
     try {
-      this.result = await predictOn(args.versionId, args.priority, sessionNode).predict({
+      this.result = await predictOn(args.versionId, args.priority, sessionNode, this.heartbeatTimeout).predict({
         predictionId: args.id,
         versionId: args.versionId,
         task: args.task,
@@ -307,7 +322,7 @@ class PredictionRun {
       attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
     // The engine signals when it really starts; until then the prediction waits in the fair queue.
     this.started = undefined;
-    const running = predictOn(args.versionId, args.priority, sessionNode).predict({
+    const running = predictOn(args.versionId, args.priority, sessionNode, this.heartbeatTimeout).predict({
       predictionId: args.id,
       versionId: args.versionId,
       task: args.task,

@@ -23,6 +23,7 @@ import { EngineError } from '../engine-error';
 import { loadLlamaBackend, type SourceBuildSetting } from './backend';
 import { chatWrapperOf } from './chat-template';
 import { DecodeGatherer } from './decode-gatherer';
+import { decodeExactly, generationKey, isRepeatable } from './exact-decoding';
 import { generationPrompt, reuseProbe, type GenerationPrompt } from './generation-prompt';
 import {
   cacheTierOf,
@@ -31,6 +32,7 @@ import {
   generationResult,
   nothingToGenerate,
   type CacheTier,
+  type ExactResume,
   type GenerationEnding,
   type GenerationResult,
   type GenerationRun,
@@ -44,6 +46,7 @@ import { decode } from './sequence-decoding';
 import { SequencePool } from './sequence-pool';
 import { draftCounts, SpeculativeDecoding } from './speculative';
 import { stopStringsOf } from './stop-strings';
+import { cleanText } from './text';
 import { releaseThreadsAtOnce } from './thread-release';
 import { tokenBiasPolicy } from './token-bias-policy';
 import { contextLimits, tokensLeft, type TokenLimits } from './token-budget';
@@ -172,6 +175,12 @@ export interface GenerateOptions {
   /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
   owner?: string;
 }
+
+/**
+ * Checkpoints may take this share of a generation's time at most: after one whose save took s
+ * seconds in all, the next is taken at the first chunk boundary once the share allows it.
+ */
+const CHECKPOINT_TIME_SHARE = 0.1;
 
 /** A generation as generate() prepares it before it takes a sequence. */
 interface GenerationJob {
@@ -401,9 +410,21 @@ export class LlamaEngine {
   ): Promise<GenerationRun> {
     const { request, limits, continuedTokens } = job;
     const probe = reuseProbe(entry.model, job.prompt);
+    // Decoded token by token in seeded chunks, so that an attempt that continues it draws the same tokens.
+    const exact =
+      job.prompt.kind === 'completion' &&
+      !job.grammar &&
+      !entry.speculative &&
+      isRepeatable(request) &&
+      (!job.continues || opts.continuedTokens !== undefined)
+        ? { generation: generationKey(versionId, opts.owner, request, job.seed) }
+        : undefined;
     const lent = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
     const { id: sequenceId, sequence } = lent;
-    const restored = await this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner).catch((err: unknown) => {
+    const resuming = exact !== undefined && continuedTokens > 0;
+    const restored = await (
+      resuming ? Promise.resolve(undefined) : this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner)
+    ).catch((err: unknown) => {
       entry.pool.release(sequence);
       throw err;
     });
@@ -440,22 +461,35 @@ export class LlamaEngine {
     });
     const disposers: Array<() => void> = [];
     let ending: GenerationEnding;
+    let resumed: ExactResume | undefined;
+    const checkpoints = { saved: 0, seconds: 0 };
     try {
       const { prompt, continues } = job;
       const onDispose = (dispose: () => void) => disposers.push(dispose);
-      const stopReason = await decode({
-        nlc,
-        sequence,
-        contextSize: entry.context.contextSize,
-        prompt,
-        continues,
-        continuedTokens,
-        limits,
-        options,
-        stream,
-        signal,
-        onDispose,
-      });
+      const stopReason = exact
+        ? await this.decodeExactlyOn(versionId, entry, sequence, job, opts, {
+            generation: exact.generation,
+            probe,
+            stream,
+            signal,
+            tokenBias: () => biasFor(stream.outputTokens),
+            onCounted: (tokens) => options.onToken(tokens),
+            onResumed: (r) => (resumed = r),
+            checkpoints,
+          })
+        : await decode({
+            nlc,
+            sequence,
+            contextSize: entry.context.contextSize,
+            prompt,
+            continues,
+            continuedTokens,
+            limits,
+            options,
+            stream,
+            signal,
+            onDispose,
+          });
       const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
       const canceled = opts.signal?.aborted === true;
       const { stopped: atStopString, firstChunkAt } = stream;
@@ -468,7 +502,13 @@ export class LlamaEngine {
       entry.gatherer.leave(sequenceId);
     }
     await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
-    const output = { chunks: stream.chunks, outputTokens: stream.outputTokens, cachedTokens: cachedTokens ?? 0 };
+    const output = {
+      chunks: stream.chunks,
+      outputTokens: stream.outputTokens,
+      cachedTokens: cachedTokens ?? 0,
+      ...(resumed ? { resumed } : {}),
+      ...(checkpoints.saved > 0 ? { checkpoints } : {}),
+    };
     this.observer?.promptCached?.(
       cacheTierOf(output.cachedTokens, restored),
       output.cachedTokens,
@@ -476,6 +516,97 @@ export class LlamaEngine {
       restored?.bytes ?? 0,
     );
     return { output: restored ? { ...output, restored } : output, ending };
+  }
+
+  /**
+   * A repeatable completion, decoded by ./exact-decoding.ts. One that continues a failed attempt
+   * restores that generation's latest checkpoint holding no more than was streamed (or prefills
+   * the prompt again where none is usable) and draws again the streamed tokens after it, streaming
+   * only the ones after them. At chunk boundaries a checkpoint is saved, as often as its cost allows.
+   */
+  private async decodeExactlyOn(
+    versionId: string,
+    entry: LoadedModel,
+    sequence: LlamaContextSequence,
+    job: GenerationJob,
+    opts: GenerateOptions,
+    run: {
+      generation: string;
+      probe: Token[];
+      stream: GenerationStream;
+      signal: AbortSignal;
+      tokenBias: () => import('node-llama-cpp').TokenBias;
+      onCounted: (tokens: Token[]) => void;
+      onResumed: (resumed: ExactResume) => void;
+      checkpoints: { saved: number; seconds: number };
+    },
+  ): Promise<string> {
+    const { model } = entry;
+    const { continuedTokens, continues } = job;
+    const promptTokens = run.probe;
+    const snapshots = this.opts.snapshots;
+    let start: Token[] = [];
+    let resumed: ExactResume | undefined;
+    if (continuedTokens > 0) {
+      const begun = performance.now();
+      const checkpoint = await snapshots
+        ?.restoreCheckpoint(versionId, opts.owner, run.generation, promptTokens.length + continuedTokens, sequence)
+        .catch(() => undefined);
+      const usable = checkpoint && checkpoint.held.length >= promptTokens.length && promptTokens.every((t, i) => checkpoint.held[i] === t);
+      if (checkpoint && usable) start = [...checkpoint.held.slice(promptTokens.length), ...checkpoint.pending];
+      else if (checkpoint) await sequence.clearHistory();
+      resumed = {
+        from: usable ? 'checkpoint' : 'prefill',
+        ...(usable ? { tier: checkpoint.tier } : {}),
+        atToken: start.length,
+        seconds: (performance.now() - begun) / 1000,
+        redrawn: continuedTokens - start.length,
+        matched: true,
+      };
+      run.onResumed(resumed);
+    }
+    // Text goes out by whole characters: a token that ends inside one waits for the next (at most 4 bytes).
+    let textFrom = continuedTokens;
+    let lastSave = performance.now();
+    let dueAfterMs = 0;
+    const { stopReason, generated } = await decodeExactly({
+      model,
+      sequence,
+      promptTokens,
+      start: { generated: start },
+      maxTokens: job.limits.max_tokens,
+      sampling: { temperature: job.request.temperature, topK: job.request.top_k, topP: job.request.top_p, seed: job.seed },
+      tokenBias: run.tokenBias,
+      signal: run.signal,
+      onToken: (token, index, all) => {
+        if (index < continuedTokens) return;
+        run.onCounted([token]);
+        const text = model.detokenize(all.slice(textFrom, index + 1), false, all.slice(Math.max(0, textFrom - 8), textFrom));
+        if (text.endsWith('\uFFFD') && index + 1 - textFrom < 4) return;
+        textFrom = index + 1;
+        run.stream.takeText(text);
+      },
+      atBoundary: async (all) => {
+        if (!snapshots || performance.now() - lastSave < dueAfterMs) return;
+        const begun = performance.now();
+        // Due again once the whole save (the copy, then its hash, record and upload, which take
+        // CPU from the decoding too) is a small share of the time since: never while one is under way.
+        dueAfterMs = Infinity;
+        const saved = await snapshots
+          .saveCheckpoint(versionId, opts.owner, sequence, { generation: run.generation, pending: [all.at(-1)!] })
+          .catch(() => undefined);
+        run.checkpoints.saved += 1;
+        run.checkpoints.seconds += (performance.now() - begun) / 1000;
+        void (saved?.recorded ?? Promise.resolve()).then(() => {
+          lastSave = performance.now();
+          dueAfterMs = ((lastSave - begun) * (1 - CHECKPOINT_TIME_SHARE)) / CHECKPOINT_TIME_SHARE;
+        });
+      },
+    });
+    if (resumed && generated.length >= continuedTokens) {
+      resumed.matched = cleanText(model.detokenize(generated.slice(0, continuedTokens))) === cleanText(continues);
+    }
+    return stopReason;
   }
 
   /** Where a snapshot (on disk, else in object storage) holds more of the prompt than the lent sequence does, it is loaded in. */

@@ -35,6 +35,25 @@ export interface GenerationResult {
   predictSeconds: number;
   /** Draft tokens accepted and rejected, where the version decodes speculatively. */
   draft?: DraftCounts;
+  /** How a continued generation resumed the failed attempt's decoding exactly (./exact-decoding.ts). */
+  resumed?: ExactResume;
+  /** KV checkpoints saved while it generated, and the seconds they took. */
+  checkpoints?: { saved: number; seconds: number };
+}
+
+/**
+ * Where an exact continuation started decoding again: from a KV checkpoint (its tier and how many
+ * generated tokens it held) or from the prompt, prefilled again (no checkpoint was usable); and
+ * how many already streamed tokens were drawn again and not streamed twice.
+ */
+export interface ExactResume {
+  from: 'checkpoint' | 'prefill';
+  tier?: 'disk' | 'object';
+  atToken: number;
+  seconds: number;
+  redrawn: number;
+  /** Whether the tokens drawn again gave the streamed text. */
+  matched: boolean;
 }
 
 /** How a generation ended, with its timings. */
@@ -48,7 +67,14 @@ export interface GenerationEnding {
 
 /** What a generation produced, and how it ended. */
 export interface GenerationRun {
-  output: { chunks: string[]; outputTokens: number; cachedTokens: number; restored?: KvRestore };
+  output: {
+    chunks: string[];
+    outputTokens: number;
+    cachedTokens: number;
+    restored?: KvRestore;
+    resumed?: ExactResume;
+    checkpoints?: { saved: number; seconds: number };
+  };
   ending: GenerationEnding;
 }
 
@@ -113,5 +139,7 @@ export function generationResult(
     timeToFirstToken: ending.timeToFirstToken,
     predictSeconds: ending.predictSeconds,
     ...(ending.draft ? { draft: ending.draft } : {}),
+    ...(output.resumed ? { resumed: output.resumed } : {}),
+    ...(output.checkpoints ? { checkpoints: output.checkpoints } : {}),
   };
 }

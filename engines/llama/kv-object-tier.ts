@@ -34,6 +34,11 @@ export interface KvSnapshotEntry {
   tokens: Token[];
   bytes: number;
   sha256: string;
+  /**
+   * A generation's checkpoint (./exact-decoding.ts): the generation's key, under which a later
+   * attempt looks it up, and the token it drew last, which the state does not hold yet.
+   */
+  checkpoint?: { generation: string; pending: Token[] };
 }
 
 export interface KvObjectTierOptions {
@@ -68,8 +73,15 @@ export class KvObjectTier {
     return `${this.prefix}${versionId}/${sha256(owner)}/${anchor}/`;
   }
 
+  /** A generation's checkpoints: a folder of their own, found by the generation's key (its generated tokens are not known before). */
+  checkpointFolder(versionId: string, owner: string, generation: string): string {
+    return `${this.prefix}${versionId}/${sha256(owner)}/checkpoints/${generation}/`;
+  }
+
   private keys(entry: KvSnapshotEntry) {
-    const folder = this.folder(entry.versionId, entry.owner, entry.tokens)!;
+    const folder = entry.checkpoint
+      ? this.checkpointFolder(entry.versionId, entry.owner, entry.checkpoint.generation)
+      : this.folder(entry.versionId, entry.owner, entry.tokens)!;
     return { sidecar: `${folder}${entry.name}.json`, state: `${folder}${entry.name}.kvstate` };
   }
 
@@ -88,6 +100,22 @@ export class KvObjectTier {
       }
     }
     return best && best.shared >= this.opts.minTokens ? best : undefined;
+  }
+
+  /** The generation's checkpoint in the tier holding the most tokens, at most `atMost` (state and pending together). */
+  async findCheckpoint(versionId: string, owner: string, generation: string, atMost: number): Promise<KvSnapshotEntry | undefined> {
+    let best: KvSnapshotEntry | undefined;
+    for await (const page of this.storage.list(this.checkpointFolder(versionId, owner, generation))) {
+      for (const key of page) {
+        if (!key.endsWith('.json')) continue;
+        const entry = await this.sidecar(key);
+        if (!entry?.checkpoint || entry.checkpoint.generation !== generation || entry.versionId !== versionId || entry.owner !== owner)
+          continue;
+        const length = entry.tokens.length + entry.checkpoint.pending.length;
+        if (length <= atMost && length > (best ? best.tokens.length + best.checkpoint!.pending.length : 0)) best = entry;
+      }
+    }
+    return best;
   }
 
   private async sidecar(key: string): Promise<KvSnapshotEntry | undefined> {

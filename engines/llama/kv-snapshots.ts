@@ -56,7 +56,7 @@ const OWNERLESS = '';
 export class KvSnapshotStore {
   /** Snapshots written by this process (some may have been evicted since). */
   written = 0;
-  /** Uploads to the object tier under way: they run after the result returned. */
+  /** Uploads to the object tier under way, and checkpoints being recorded: they run after the result returned. */
   private uploading = new Set<Promise<void>>();
   private snapshots = new Map<string, Snapshot>();
   private opened?: Promise<void>;
@@ -125,6 +125,49 @@ export class KvSnapshotStore {
     };
   }
 
+  /**
+   * Loads into `sequence` the latest checkpoint of generation `generation` (./exact-decoding.ts)
+   * that holds at most `atMost` tokens (the prompt, the generated tokens evaluated and the one
+   * pending), from disk or else object storage. Undefined where none is usable.
+   */
+  async restoreCheckpoint(
+    versionId: string,
+    owner: string | undefined,
+    generation: string,
+    atMost: number,
+    sequence: LlamaContextSequence,
+  ): Promise<(KvRestore & { held: Token[]; pending: Token[] }) | undefined> {
+    await this.open();
+    const key = owner ?? OWNERLESS;
+    const started = performance.now();
+    const length = (s: KvSnapshotEntry) => s.tokens.length + (s.checkpoint?.pending.length ?? 0);
+    const local = [...this.snapshots.values()]
+      .filter((s) => s.versionId === versionId && s.owner === key && s.checkpoint?.generation === generation && length(s) <= atMost)
+      .sort((a, b) => length(b) - length(a))[0];
+    let found: { snapshot: Snapshot; tier: KvSnapshotTier } | undefined =
+      local && (await this.intact(local)) ? { snapshot: local, tier: 'disk' } : undefined;
+    const remote = this.opts.objects && (await this.opts.objects.findCheckpoint(versionId, key, generation, atMost).catch(() => undefined));
+    if (remote && (!found || length(remote) > length(found.snapshot))) {
+      if (await this.opts.objects!.download(remote, this.stateFile(remote.name))) {
+        const snapshot: Snapshot = { ...remote, usedAt: Date.now() };
+        await this.keep(snapshot);
+        found = { snapshot, tier: 'object' };
+      }
+    }
+    if (!found?.snapshot.checkpoint) return undefined;
+    await sequence.loadStateFromFile(this.stateFile(found.snapshot.name), { acceptRisk: true });
+    found.snapshot.usedAt = Date.now();
+    return {
+      name: found.snapshot.name,
+      tokens: found.snapshot.tokens.length,
+      seconds: (performance.now() - started) / 1000,
+      tier: found.tier,
+      bytes: found.snapshot.bytes,
+      held: found.snapshot.tokens,
+      pending: found.snapshot.checkpoint.pending,
+    };
+  }
+
   /** Whether a snapshot's file is whole; one that is not is removed. */
   private async intact(snapshot: Snapshot): Promise<boolean> {
     const file = this.stateFile(snapshot.name);
@@ -171,19 +214,60 @@ export class KvSnapshotStore {
    * extends are removed: it answers every prompt they would.
    */
   async save(versionId: string, owner: string | undefined, sequence: LlamaContextSequence): Promise<void> {
+    await this.store(versionId, owner, sequence);
+  }
+
+  /** save() and saveCheckpoint(): a checkpoint's returns once the state is copied, with the rest under way. */
+  private async store(
+    versionId: string,
+    owner: string | undefined,
+    sequence: LlamaContextSequence,
+    checkpoint?: KvSnapshotEntry['checkpoint'],
+  ): Promise<void | { recorded: Promise<void> }> {
     await this.open();
     const tokens = [...sequence.contextTokens];
-    if (tokens.length < this.opts.minTokens) return;
+    // A checkpoint saves a generation's redrawing, however short its prompt: its folder does not depend on minTokens.
+    if (!checkpoint && tokens.length < this.opts.minTokens) return;
     const key = owner ?? OWNERLESS;
     const mine = [...this.snapshots.values()].filter((s) => s.versionId === versionId && s.owner === key);
-    if (mine.some((s) => sharedPrefix(s.tokens, tokens) === tokens.length)) return;
+    // A checkpoint is looked up by its generation: only one of the same generation makes it needless.
+    const covering = checkpoint ? mine.filter((s) => s.checkpoint?.generation === checkpoint.generation) : mine;
+    if (covering.some((s) => sharedPrefix(s.tokens, tokens) === tokens.length)) return;
     const name = createHash('sha256')
-      .update(JSON.stringify([versionId, key, tokens]))
+      .update(JSON.stringify(checkpoint ? [versionId, key, tokens, checkpoint.generation] : [versionId, key, tokens]))
       .digest('hex');
     const file = this.stateFile(name);
     // The folder may have gone since the store opened (an operator cleared it).
     await mkdir(this.opts.dir, { recursive: true });
     const { fileSize } = await sequence.saveStateToFile(`${file}.tmp`);
+    // The sequence may go on from here: a checkpoint's generation waits for no more than the state's copy.
+    const recording = this.record(file, { name, versionId, key, tokens, fileSize, checkpoint }, mine);
+    if (!checkpoint) return recording;
+    const background: Promise<void> = recording.catch(() => undefined).finally(() => this.uploading.delete(background));
+    this.uploading.add(background);
+    return { recorded: background };
+  }
+
+  /**
+   * A generation's checkpoint (./exact-decoding.ts): resolves once the sequence's state is copied,
+   * so the generation goes on while the copy is hashed, recorded and uploaded (`recorded`).
+   */
+  async saveCheckpoint(
+    versionId: string,
+    owner: string | undefined,
+    sequence: LlamaContextSequence,
+    checkpoint: NonNullable<KvSnapshotEntry['checkpoint']>,
+  ): Promise<{ recorded: Promise<void> }> {
+    return (await this.store(versionId, owner, sequence, checkpoint)) ?? { recorded: Promise.resolve() };
+  }
+
+  /** A state file just written: its hash and sidecar, the older snapshots it makes needless gone, then the upload. */
+  private async record(
+    file: string,
+    s: { name: string; versionId: string; key: string; tokens: Token[]; fileSize: number; checkpoint?: KvSnapshotEntry['checkpoint'] },
+    mine: Snapshot[],
+  ): Promise<void> {
+    const { name, versionId, key, tokens, fileSize, checkpoint } = s;
     await rename(`${file}.tmp`, file);
     const snapshot: Snapshot = {
       name,
@@ -193,6 +277,7 @@ export class KvSnapshotStore {
       bytes: fileSize,
       sha256: await sha256OfFileOffThread(file),
       usedAt: Date.now(),
+      ...(checkpoint ? { checkpoint } : {}),
     };
     this.written += 1;
     for (const older of mine) if (sharedPrefix(older.tokens, tokens) === older.tokens.length) await this.remove(older.name);
