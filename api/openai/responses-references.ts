@@ -5,7 +5,7 @@
  * item of any stored response can be named; an id the caller chose for an item of its own is looked
  * up in the chain the request continues.
  */
-import { ValidationError } from '../errors';
+import { ApiError } from '../errors';
 import type { Turn } from './responses-conversation';
 import type { InputItem, OutputItem, ResolvedInputItem, StoredInputItem } from './responses-protocol';
 
@@ -27,7 +27,7 @@ function asInput(item: StoredInputItem | OutputItem): ResolvedInputItem {
   }
 }
 
-/** The input with every item_reference replaced by the item it names; one that names none is a 422 naming its place. */
+/** The input with every item_reference replaced by the item it names; one that names none is a 400 naming its place. */
 export async function resolveItemReferences(
   input: string | InputItem[],
   chain: Turn[],
@@ -49,13 +49,15 @@ export async function resolveItemReferences(
     input.map(async (item, n) => {
       if (item.type !== 'item_reference') return item;
       const found = await find(item.id);
-      if (!found)
-        throw new ValidationError([
-          {
-            field: `input.${n}.id`,
-            description: `no item '${item.id}' in this account's stored responses (an answer's items exist once its response has completed; an id of your own is looked up in the previous_response_id chain)`,
-          },
-        ]);
+      if (!found) {
+        // OpenAI's 400 naming the item's place (the create body's own `input`, not a prediction input's field).
+        const field = `input.${n}.id`;
+        const description = `no item '${item.id}' in this account's stored responses (an answer's items exist once its response has completed; an id of your own is looked up in the previous_response_id chain)`;
+        throw new ApiError(400, 'Bad request', `${field}: ${description}`, {
+          openai_param: field,
+          invalid_fields: [{ type: 'invalid', field, description }],
+        });
+      }
       return asInput(found);
     }),
   );

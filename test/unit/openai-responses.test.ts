@@ -358,7 +358,7 @@ describe('item references', () => {
     ]);
   });
 
-  test('a reference that names nothing (unknown, or another account’s) is a 422 naming its place', async () => {
+  test('a reference that names nothing (unknown, or another account’s) is a 400 naming its place', async () => {
     for (const id of ['x', 'msg_cccccccccccccccccccccccccc', 'chosen']) {
       const { input } = createResponseBody.parse({
         model: 'a/b',
@@ -367,10 +367,7 @@ describe('item references', () => {
           { type: 'item_reference', id },
         ],
       });
-      await expect(resolveItemReferences(input, [], itemsOf)).rejects.toMatchObject({
-        status: 422,
-        fields: [expect.objectContaining({ field: 'input.1.id' })],
-      });
+      await expect(resolveItemReferences(input, [], itemsOf)).rejects.toMatchObject({ status: 400, extra: { openai_param: 'input.1.id' } });
     }
   });
 });
