@@ -401,6 +401,13 @@ test('errors: what Kiln cannot honour is a 400 naming it; another account’s re
     status: 400,
     param: 'truncation',
   });
+  // A field of the body's own input is named by its whole path.
+  await expect(
+    openai.responses.create({
+      model: MODEL,
+      input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x', detail: 'auto' }] }],
+    }),
+  ).rejects.toMatchObject({ status: 400, param: expect.stringMatching(/^input\.0\.content/) });
 
   const mine = await openai.responses.create({ model: MODEL, input: 'mine', max_output_tokens: 2 });
   const other = new OpenAI({
