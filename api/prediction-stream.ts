@@ -3,7 +3,9 @@
  * the hub says it arrived, until `done`. Late joiners get everything produced so far; a
  * reconnect with Last-Event-ID resumes with no gap and no duplicate. The replay leaves out the
  * output of engine attempts that failed (the output before the last `reset`): the reset still
- * goes out, for a client that had some of that output before it reconnected. An `attempt` event
+ * goes out, for a client that had some of that output before it reconnected. A reader that numbers
+ * the events itself (the Responses API) asks for that output too, marked void, so that its
+ * numbering is the same live and replayed. An `attempt` event
  * (a new attempt continues the output so far) changes nothing for a reader and is not passed on.
  *
  * Clients see and resume from each event's `seq`, its number in the prediction's stream; the
@@ -55,8 +57,9 @@ export function followPrediction(
   deps: { db: Db; hub: EventHub },
   predictionId: string,
   afterSeq: number,
-  onEvent: (e: PredictionEventRow) => void,
+  onEvent: (e: PredictionEventRow, voided: boolean) => void,
   onEnd: () => void,
+  opts: { withVoided?: boolean } = {},
 ): () => void {
   /** The serial id of the last event read (undefined until the resume point is found). */
   let last: number | undefined;
@@ -100,8 +103,9 @@ export function followPrediction(
             if (closed) return;
             last = row.id;
             lastSeq = row.seq;
-            if ((row.event === 'output' && row.id < replayFrom) || row.event === 'attempt') continue;
-            onEvent(row);
+            const voided = row.event === 'output' && row.id < replayFrom;
+            if ((voided && !opts.withVoided) || row.event === 'attempt') continue;
+            onEvent(row, voided);
             if (row.event === 'done') return finish();
           }
           if (rows.length < PAGE) break;
@@ -113,7 +117,10 @@ export function followPrediction(
       const ended = await sharedEndedWithoutEvents(deps, predictionId, last);
       if (ended) {
         const data = ended === 'succeeded' ? '{}' : JSON.stringify({ reason: ended });
-        onEvent({ id: last + 1, seq: lastSeq + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() });
+        onEvent(
+          { id: last + 1, seq: lastSeq + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() },
+          false,
+        );
         finish();
       }
     } catch {

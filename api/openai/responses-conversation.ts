@@ -4,11 +4,11 @@
  * so a chain runs through the same prompt, tools and grammar as chat completions.
  */
 import type { OpenAiMessage, ToolCall } from './protocol';
-import type { InputItem, OutputItem, StoredInputItem } from './responses-protocol';
+import type { OutputItem, ResolvedInputItem, StoredInputItem } from './responses-protocol';
 
 /** The request's input as stored items, each with an id (the caller's, else one made from the prediction id). */
-export function storedInputItems(input: string | InputItem[], predictionId: string): StoredInputItem[] {
-  const items: InputItem[] = typeof input === 'string' ? [{ type: 'message', role: 'user', content: input }] : input;
+export function storedInputItems(input: string | ResolvedInputItem[], predictionId: string): StoredInputItem[] {
+  const items: ResolvedInputItem[] = typeof input === 'string' ? [{ type: 'message', role: 'user', content: input }] : input;
   return items.map((item, i): StoredInputItem => {
     const id = item.id ?? `${item.type === 'message' ? 'msg' : item.type === 'function_call' ? 'fc' : 'fco'}_${predictionId}_in${i}`;
     if (item.type === 'message') {

@@ -28,6 +28,14 @@ export class ResponseEvents {
     this.holding = plan.toolMode !== 'none';
   }
 
+  /** A reset in the log: the output so far is void, and the answer starts again (its message opens anew). */
+  restart(): void {
+    this.held = '';
+    this.holding = this.plan.toolMode !== 'none';
+    this.opened = false;
+    this.streamed = '';
+  }
+
   private get messageId(): string {
     return `msg_${this.predictionId}`;
   }

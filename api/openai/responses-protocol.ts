@@ -48,15 +48,20 @@ export const functionCallOutputItem = z.object({
   output: contentText,
 });
 
+/** An item of a stored response (its input or its output) named by its id, in place of the item itself. */
+export const itemReference = z.object({ type: z.literal('item_reference'), id: z.string().min(1).max(128) });
+
 /** An input item; a message may leave out its `type`, as OpenAI's easy input messages do. */
 const inputItem = z.preprocess(
   (item) => (item && typeof item === 'object' && !('type' in item) && 'role' in item ? { ...item, type: 'message' } : item),
-  z.discriminatedUnion('type', [messageItem, functionCallItem, functionCallOutputItem], {
-    message: 'Kiln takes message, function_call and function_call_output items (no item_reference, reasoning or built-in tool items)',
+  z.discriminatedUnion('type', [messageItem, functionCallItem, functionCallOutputItem, itemReference], {
+    message: 'Kiln takes message, function_call, function_call_output and item_reference items (no reasoning or built-in tool items)',
   }),
 );
 
 export type InputItem = z.output<typeof inputItem>;
+/** An input item with its references resolved: what a conversation is made of. */
+export type ResolvedInputItem = Exclude<InputItem, { type: 'item_reference' }>;
 
 const inputItems = z.array(inputItem).min(1).max(4096);
 
@@ -69,7 +74,7 @@ const responseInputField = z
     for (const issue of parsed.error.issues) ctx.addIssue({ ...issue } as never);
     return z.NEVER;
   })
-  .describe('a string (one user message), or message, function_call and function_call_output items');
+  .describe('a string (one user message), or message, function_call, function_call_output and item_reference items');
 
 export const functionTool = z.object({
   type: z.literal('function', { message: 'Kiln runs function tools only' }),

@@ -33,6 +33,7 @@ import {
   type StoredRequest,
 } from './responses-object';
 import { createResponseBody, type ResponseObject, type StoredInputItem } from './responses-protocol';
+import { resolveItemReferences } from './responses-references';
 import { streamResponse } from './responses-stream';
 
 type Deps = CreateDeps & { hub: EventHub };
@@ -85,16 +86,38 @@ async function chainBefore(db: Db, account: Account, previousId: string): Promis
   return { turns, session: session! };
 }
 
+/** A stored response's items, its input then its output (none until it completed). */
+async function itemsOfResponse(db: Db, account: Account, id: string) {
+  const found = await getResponse(db, account.id, id);
+  if (!found) return undefined;
+  const output = outputItems(found.prediction, responsePlan(stateOf(found.response)));
+  return [...(found.response.inputItems as StoredInputItem[]), ...output];
+}
+
 export interface Held {
   hold(kind: 'stream' | 'wait'): OpenConnection;
 }
 
+/**
+ * The create body, or OpenAI's 400 naming the field by its whole path: the body's own `input` is
+ * kept (`input.0.content`), where a prediction input's `input.` prefix is dropped on these routes.
+ */
+function parseCreateBody(value: unknown) {
+  try {
+    return parseOr422(createResponseBody, value);
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    throw new ApiError(400, 'Bad request', err.message, { openai_param: err.fields[0]?.field ?? null, ...err.extra });
+  }
+}
+
 /** POST /responses: starts the prediction, then answers at once (background), with a stream, or when it ends. */
 export async function createResponse(deps: Deps, req: Request, res: Response, account: Account, held: Held): Promise<void> {
-  const body = parseOr422(createResponseBody, req.body ?? {});
-  const { input: items, ...request } = body;
+  const body = parseCreateBody(req.body ?? {});
+  const { input: given, ...request } = body;
   const resolved = await resolveModel(deps.db, account, body.model, 'text-generation');
   const chain = body.previous_response_id ? await chainBefore(deps.db, account, body.previous_response_id) : undefined;
+  const items = await resolveItemReferences(given, chain?.turns ?? [], (id) => itemsOfResponse(deps.db, account, id));
   const contextSize = contextSizeOf(resolved);
   const newItems = storedInputItems(items, 'new');
   const messages = conversationMessages([...(chain?.turns ?? []), { inputItems: newItems, outputItems: [] }], body.instructions);

@@ -149,7 +149,7 @@ test('a dropped stream resumes with starting_after: exactly the events missed, t
   const all = [...seen, ...rest];
   expect(all.map((e) => e.sequence_number)).toEqual(all.map((_, i) => i));
   // min_tokens holds the end off to max_output_tokens: the answer is cut there.
-  expect(rest.at(-1)!.type).toBe('response.incomplete');
+  expect(['response.completed', 'response.incomplete']).toContain(rest.at(-1)!.type);
   const p = await predictionOf(id);
   expect(deltas(all)).toBe(p.output.join(''));
   // A second reader of the whole stream sees the same events.
@@ -173,6 +173,43 @@ test('cancel: the prediction is canceled, and cancelling again answers the same'
   expect((await predictionOf(r.id)).status).toBe('canceled');
   expect(await openai.responses.cancel(r.id)).toEqual(cancelled);
   expect((await openai.responses.retrieve(r.id)).status).toBe('cancelled');
+});
+
+test('a response that runs again (a retry of its prediction) voids the text streamed before: a reader holding it is told where to read again, and every reader ends with the one answer', async () => {
+  const first = await openai.responses.create({
+    model: PACED,
+    input: 'Start over.',
+    max_output_tokens: 150,
+    min_tokens: 150,
+    background: true,
+    stream: true,
+  } as OpenAI.Responses.ResponseCreateParamsStreaming);
+  const seen = await collect(first, (e) => e.type === 'response.output_text.delta' && e.sequence_number >= 6);
+  const id = (seen[0] as { response: { id: string } }).response.id;
+  expect((await openai.responses.cancel(id)).status).toBe('cancelled');
+  const heldText = deltas(seen);
+  expect(heldText.length).toBeGreaterThan(0);
+
+  const retried = await api(`/v1/predictions/${id.replace(/^resp_/, '')}/retry`, { token, body: {} });
+  expect(retried.status).toBe(201);
+  // The client comes back after the last event it holds, which the retry voided.
+  const told = await collect(await openai.responses.retrieve(id, { stream: true, starting_after: seen.at(-1)!.sequence_number })).then(
+    () => undefined,
+    (err: InstanceType<typeof OpenAI.APIError>) => err.error as { code: string; starting_after: number },
+  );
+  expect(told).toMatchObject({ code: 'response_restarted', starting_after: expect.any(Number) });
+  const kept = seen.filter((e) => e.sequence_number <= told!.starting_after);
+  expect(deltas(kept)).toBe('');
+  const rest = await collect(await openai.responses.retrieve(id, { stream: true, starting_after: told!.starting_after }));
+  const transcript = [...kept, ...rest];
+  const seqs = transcript.map((e) => e.sequence_number);
+  expect(seqs.every((n, i) => i === 0 || n > seqs[i - 1])).toBe(true);
+  expect(['response.completed', 'response.incomplete']).toContain(rest.at(-1)!.type);
+  const stored = await openai.responses.retrieve(id);
+  expect(deltas(transcript)).toBe(stored.output_text);
+  expect(stored.output_text).toBe((await predictionOf(id)).output.join(''));
+  // A reader of the whole stream now gets the same events, numbered the same.
+  expect(await collect(await openai.responses.retrieve(id, { stream: true }))).toEqual(transcript);
 });
 
 test('previous_response_id: the chain continues the conversation in one session, and the prefix is reused', async () => {
@@ -271,6 +308,69 @@ test('function tools: a function_call item with call_id, and its function_call_o
   expect(events.at(-1)!.type).toBe('response.completed');
 });
 
+test('item_reference: an item of a stored response stands in for itself; input_items lists it under its own id; one that names nothing is a 400 naming it', async () => {
+  const r1 = await openai.responses.create({
+    model: MODEL,
+    input: [
+      // An earlier answer given back with an id of the caller's own, as clients that keep history do.
+      {
+        type: 'message',
+        id: 'note_1',
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text: 'Kilns fire clay.', annotations: [] }],
+      },
+      { role: 'user', content: 'Name a kiln.' },
+    ],
+    max_output_tokens: 8,
+  });
+  const answer = r1.output[0] as OpenAI.Responses.ResponseOutputMessage;
+  expect(answer.id).toMatch(/^msg_/);
+  // No previous_response_id: the answer is found by the id Kiln gave it; the caller's own id needs the chain.
+  const r2 = await openai.responses.create({
+    model: MODEL,
+    input: [
+      { type: 'item_reference', id: answer.id },
+      { role: 'user', content: 'Another?' },
+    ],
+    max_output_tokens: 8,
+  });
+  expect((await predictionOf(r2.id)).input.messages).toEqual([
+    { role: 'assistant', content: r1.output_text },
+    { role: 'user', content: 'Another?' },
+  ]);
+  const r3 = await openai.responses.create({
+    model: MODEL,
+    previous_response_id: r1.id,
+    input: [{ type: 'item_reference', id: 'note_1' }],
+    max_output_tokens: 8,
+  });
+  expect((await predictionOf(r3.id)).input.messages.at(-1)).toEqual({ role: 'assistant', content: 'Kilns fire clay.' });
+  const listed = [];
+  for await (const item of openai.responses.inputItems.list(r2.id, { order: 'asc' })) listed.push(item);
+  expect(listed).toEqual([
+    { type: 'message', id: answer.id, status: answer.status, role: 'assistant', content: [{ type: 'output_text', text: r1.output_text }] },
+    expect.objectContaining({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Another?' }] }),
+  ]);
+  // Another account's item reads as none, like a missing one.
+  const stranger = new OpenAI({ apiKey: (await newAccount(db, 'responses-ref')).token, baseURL: `${API_URL}/openai/v1`, maxRetries: 0 });
+  for (const [client, id] of [
+    [openai, 'msg_aaaaaaaaaaaaaaaaaaaaaaaaaa'],
+    [openai, 'note_1'],
+    [stranger, answer.id],
+  ] as const) {
+    await expect(
+      client.responses.create({
+        model: MODEL,
+        input: [
+          { role: 'user', content: 'x' },
+          { type: 'item_reference', id },
+        ],
+      }),
+    ).rejects.toMatchObject({ status: 400, param: 'input.1.id' });
+  }
+});
+
 test('text.format json_schema uses the same grammar as chat completions', async () => {
   const r = await openai.responses.create({
     model: MODEL,
@@ -301,6 +401,13 @@ test('errors: what Kiln cannot honour is a 400 naming it; another account’s re
     status: 400,
     param: 'truncation',
   });
+  // A field of the body's own input is named by its whole path.
+  await expect(
+    openai.responses.create({
+      model: MODEL,
+      input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x', detail: 'auto' }] }],
+    }),
+  ).rejects.toMatchObject({ status: 400, param: expect.stringMatching(/^input\.0\.content/) });
 
   const mine = await openai.responses.create({ model: MODEL, input: 'mine', max_output_tokens: 2 });
   const other = new OpenAI({

@@ -12,6 +12,8 @@ import {
   type StoredRequest,
 } from '../../api/openai/responses-object';
 import { createResponseBody, responseBody, type CreateResponseRequest, type FunctionTool } from '../../api/openai/responses-protocol';
+import { ResponseStreamReader, type NumberedEvent } from '../../api/openai/responses-reader';
+import { resolveItemReferences } from '../../api/openai/responses-references';
 
 const weather: FunctionTool = {
   type: 'function',
@@ -248,5 +250,124 @@ describe('stream events', () => {
     const events = run(s, [' ', 'Sunny', '.'], prediction({ output: [' ', 'Sunny', '.'], metrics: { output_token_count: 3 } }));
     expect(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta)).toEqual([' Sunny', '.']);
     expect(events.at(-1)!.type).toBe('response.completed');
+  });
+});
+
+describe('stream readers', () => {
+  const s = state({ background: true });
+  const final = prediction({ output: ['Wor', 'ld'], metrics: { output_token_count: 2 } });
+  /** The log of a generation whose first attempt ('Hel', 'lo') a reset voided; the second made 'World'. */
+  const log = [
+    { output: 'Hel', voidedLater: true },
+    { output: 'lo', voidedLater: true },
+    { reset: true },
+    { output: 'Wor' },
+    { output: 'ld' },
+  ];
+  /**
+   * A reader of the log after starting_after; `resetKnown`: it connected after the reset was written (the
+   * first attempt's output reaches it marked void). Stops where it is told to read again.
+   */
+  const read = (startingAfter: number, resetKnown: boolean) => {
+    const reader = new ResponseStreamReader(new ResponseEvents('p1', responsePlan(s)), startingAfter);
+    const sent: NumberedEvent[] = reader.start(responseObject(s, final, 'queued'), responseObject(s, final, 'in_progress'));
+    for (const entry of log) {
+      if ('reset' in entry) {
+        const restart = reader.reset();
+        if (restart) return { sent, restart };
+      } else sent.push(...reader.output(entry.output, resetKnown && entry.voidedLater === true));
+    }
+    sent.push(...reader.end(final, responseObject(s, final)));
+    return { sent, restart: undefined };
+  };
+  const text = (events: NumberedEvent[]) => events.flatMap((e) => (e.type === 'response.output_text.delta' ? [e.delta] : [])).join('');
+  const numbers = (events: NumberedEvent[]) => events.map((e) => e.sequence_number);
+
+  test('a reader that comes after the reset gets one whole answer, numbered as the live reader numbered it', () => {
+    const replay = read(-1, true);
+    expect(replay.restart).toBeUndefined();
+    expect(text(replay.sent)).toBe('World');
+    const seqs = numbers(replay.sent);
+    expect(seqs.every((n, i) => i === 0 || n > seqs[i - 1])).toBe(true);
+    // The voided attempt's four events (item, part, two deltas) keep their numbers: the second attempt's start after them.
+    expect(seqs.slice(0, 3)).toEqual([0, 1, 6]);
+    expect(replay.sent.filter((e) => e.type === 'response.output_item.added')).toHaveLength(1);
+    expect(replay.sent.at(-1)!.type).toBe('response.completed');
+  });
+
+  test('a reader that holds some of the voided attempt is told where to read again, and that read completes it exactly', () => {
+    const live = read(-1, false);
+    expect(text(live.sent)).toBe('Hello');
+    expect(live.restart).toEqual({ startingAfter: 1 });
+    const again = read(live.restart!.startingAfter, true);
+    const transcript = [...live.sent.filter((e) => e.sequence_number <= live.restart!.startingAfter), ...again.sent];
+    expect(transcript).toEqual(read(-1, true).sent);
+    // A reader that resumes inside the voided attempt after the reset was written is told the same, and sent nothing void.
+    const inside = read(3, true);
+    expect(inside).toEqual({ sent: [], restart: { startingAfter: 1 } });
+  });
+
+  test('a held-back call that a reset voids asks nothing of any reader', () => {
+    const calling = state({ tools: [weather], tool_choice: 'required' });
+    const reader = new ResponseStreamReader(new ResponseEvents('p1', responsePlan(calling)), -1);
+    reader.start(responseObject(calling, final, 'queued'), responseObject(calling, final, 'in_progress'));
+    expect(reader.output('{"name":"get_w', false)).toEqual([]);
+    expect(reader.reset()).toBeUndefined();
+  });
+});
+
+describe('item references', () => {
+  const earlier = {
+    inputItems: storedInputItems(
+      [{ type: 'message', id: 'mine_1', role: 'user', content: 'Weather in Oslo?' }],
+      'aaaaaaaaaaaaaaaaaaaaaaaaaa',
+    ),
+    outputItems: outputItems(prediction({ id: 'aaaaaaaaaaaaaaaaaaaaaaaaaa', output: ['Sunny.'] }), responsePlan(state({}))),
+  };
+  const other = outputItems(prediction({ id: 'bbbbbbbbbbbbbbbbbbbbbbbbbb', output: ['Rain.'] }), responsePlan(state({})));
+  const lookups: string[] = [];
+  const itemsOf = async (responseId: string) => {
+    lookups.push(responseId);
+    return responseId === 'resp_bbbbbbbbbbbbbbbbbbbbbbbbbb' ? other : undefined;
+  };
+
+  test('a reference becomes the item it names: from the chain by any id, from any stored response by the id Kiln gave it', async () => {
+    const input = createResponseBody.parse({
+      model: 'a/b',
+      input: [
+        { type: 'item_reference', id: 'mine_1' },
+        { type: 'item_reference', id: 'msg_aaaaaaaaaaaaaaaaaaaaaaaaaa' },
+        { type: 'item_reference', id: 'msg_bbbbbbbbbbbbbbbbbbbbbbbbbb' },
+        { role: 'user', content: 'And now?' },
+      ],
+    }).input;
+    const resolved = await resolveItemReferences(input, [earlier], itemsOf);
+    expect(resolved).toEqual([
+      { type: 'message', id: 'mine_1', status: undefined, role: 'user', content: 'Weather in Oslo?' },
+      { type: 'message', id: 'msg_aaaaaaaaaaaaaaaaaaaaaaaaaa', status: 'completed', role: 'assistant', content: 'Sunny.' },
+      { type: 'message', id: 'msg_bbbbbbbbbbbbbbbbbbbbbbbbbb', status: 'completed', role: 'assistant', content: 'Rain.' },
+      { type: 'message', role: 'user', content: 'And now?' },
+    ]);
+    // The chain's items are at hand: only the other response was read.
+    expect(lookups).toEqual(['resp_bbbbbbbbbbbbbbbbbbbbbbbbbb']);
+    expect(storedInputItems(resolved as Exclude<typeof resolved, string>, 'p2').map((i) => i.id)).toEqual([
+      'mine_1',
+      'msg_aaaaaaaaaaaaaaaaaaaaaaaaaa',
+      'msg_bbbbbbbbbbbbbbbbbbbbbbbbbb',
+      'msg_p2_in3',
+    ]);
+  });
+
+  test('a reference that names nothing (unknown, or another account’s) is a 400 naming its place', async () => {
+    for (const id of ['x', 'msg_cccccccccccccccccccccccccc', 'chosen']) {
+      const { input } = createResponseBody.parse({
+        model: 'a/b',
+        input: [
+          { role: 'user', content: 'hi' },
+          { type: 'item_reference', id },
+        ],
+      });
+      await expect(resolveItemReferences(input, [], itemsOf)).rejects.toMatchObject({ status: 400, extra: { openai_param: 'input.1.id' } });
+    }
   });
 });
