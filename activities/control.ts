@@ -23,8 +23,9 @@ import { currentRunWriter } from './run-writer';
 
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
-import { modelQueue, type Placement, type ReplicaLoad } from '../domain/contracts';
-import { coldNodeFor, freeBytes, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
+import { modelQueue, type Placement, type ReplicaLoad, type SplitPlacement } from '../domain/contracts';
+import { coldNodeFor, freeBytes, holds, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
+import { chooseSplit } from '../domain/prefill-split';
 import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
 
@@ -189,6 +190,21 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: freeBytes(best) });
       if (session) await sessionNode(db, { ...session, versionId }, [], best.id);
       return { nodeId: best.id, warm: false };
+    },
+
+    /**
+     * A long prompt's two nodes (domain/prefill-split.ts): the `prefill` node with the fewest prompt
+     * tokens in flight and the `decode` node with the fewest active sequences and KV bytes, each
+     * warm or to be warmed up; null where the roles are not both live for the version.
+     */
+    async placeSplit({ versionId, excludeNodes = [] }: { versionId: string; excludeNodes?: string[] }): Promise<SplitPlacement | null> {
+      const [version, live] = await Promise.all([cached.version(versionId), liveNodes(db)]);
+      if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
+      const choice = chooseSplit(live, { versionId, memoryBytes: version.memoryBytes, excludeNodes });
+      if (!choice) return null;
+      const placed = (n: (typeof live)[number]): Placement => ({ nodeId: n.id, warm: holds(n, versionId) });
+      log.info('splitting prefill and decode', { versionId, prefill: choice.prefill.id, decode: choice.decode.id });
+      return { prefill: placed(choice.prefill), decode: placed(choice.decode) };
     },
   };
 

@@ -4,7 +4,7 @@
  * attempt continues it (docs/architecture.md#what-survives-a-crash).
  */
 import { log } from '@temporalio/activity';
-import type { PredictResult } from '../domain/contracts';
+import type { PredictResult, PrefillResult } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
 import type { PredictionMetrics } from '../domain/prediction-metrics';
 import type { TextGenerationInput } from '../domain/tasks/text-generation';
@@ -66,7 +66,8 @@ export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) =>
     if ((g.aborted || replaced.signal.aborted) && !ctx.cancellationDetails?.cancelRequested) {
       throw kilnFailure('EngineInterrupted', `generation interrupted on node ${deps.node.nodeId}`);
     }
-    return generationResult(run, g, continues);
+    const result = generationResult(run, g, continues);
+    return req.prefilled ? withPrefill(result, req.prefilled, g, deps.node.nodeId) : result;
   } finally {
     clearInterval(beat);
     webhooks?.stop();
@@ -107,4 +108,27 @@ export function generationResult(
   if (g.restored) Object.assign(metrics, { restored_tokens: g.restored.tokens, restore_time: round(g.restored.seconds) });
   const text = continues ? [continues, ...g.chunks] : g.chunks;
   return { output: text, logs, metrics, startedAt: run.startedAt, aborted: g.aborted, hardware: run.deps.node.hardware };
+}
+
+/**
+ * A split prediction (domain/prefill-split.ts): its metrics name both nodes and what each step
+ * took, and its logs say whether the prefill node's snapshot was restored here or the prompt was
+ * prefilled here after all (the snapshot was missing).
+ */
+export function withPrefill(result: PredictResult, prefilled: PrefillResult, g: Generation, nodeId: string): PredictResult {
+  const used = prefilled.snapshot !== null && g.restored?.name === prefilled.snapshot;
+  const metrics: PredictionMetrics = {
+    ...result.metrics,
+    prefill_node: prefilled.nodeId,
+    prefill_time: prefilled.prefillSeconds,
+    kv_upload_time: prefilled.uploadSeconds,
+    kv_transfer_bytes: used ? prefilled.bytes : 0,
+    decode_node: nodeId,
+    decode_time: result.metrics.predict_time,
+    prefill_split: used ? 'restored' : 'prefilled on the decode node',
+  };
+  const line = used
+    ? `Prefilled on node ${prefilled.nodeId} in ${prefilled.prefillSeconds.toFixed(3)} s; its KV snapshot (${prefilled.bytes} bytes) restored on node ${nodeId} in ${g.restored!.seconds.toFixed(3)} s`
+    : `Prefilled on node ${prefilled.nodeId}, but its KV snapshot ${prefilled.snapshot ?? '(none kept)'} was not restored here: prefilled on node ${nodeId} instead`;
+  return { ...result, metrics, logs: [line, ...result.logs] };
 }
