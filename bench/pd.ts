@@ -97,7 +97,7 @@ async function startNode(n: ReturnType<typeof nodesOf>[number]): Promise<ChildPr
 }
 
 async function stopNode(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+  if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   await exited;
