@@ -97,7 +97,9 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       const [live, limits] = await Promise.all([liveNodes(db), replicaLimits(db)]);
       const free = new Map(live.map((n) => [n.id, freeBytes(n)]));
       const holders = new Map<string, Set<string>>();
-      for (const n of live) for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
+      // A prefill node's copy serves no predictions: it is no replica.
+      for (const n of live.filter((x) => x.role !== 'prefill'))
+        for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
       const busy = new Set(loading.map((l) => l.versionId));
       const plan: ReplicaLoad[] = [];
       const versions = new Set([...holders.keys(), ...[...limits].filter(([, l]) => l.min > 0).map(([v]) => v)]);
