@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { BATCHING_MODELS } from './batching';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
@@ -30,6 +30,9 @@ export interface PdOptions {
   /** Seconds between long prompts. */
   intervalS: number;
 }
+
+/** A generated model whose trained context holds the long prompt: the batching benchmark's small one, deeper. */
+const MODEL: LlamaSpecInput = { ...BATCHING_MODELS.small, layers: 8, contextLength: 4096 };
 
 /** The issue's targets. */
 const TARGETS = { stallRatio: 1.5, ttftRatio: 1.2, throughputRatio: 0.9 };
@@ -156,14 +159,14 @@ async function phase(token: string, model: string, o: PdOptions, long: boolean):
 export async function pd(o: PdOptions): Promise<void> {
   const token = await apiToken();
   const run = Date.now().toString(36);
-  const spec = BATCHING_MODELS.small;
+  const spec = MODEL;
   const dir = path.join(DATA_DIR, 'bench', 'models');
   await mkdir(dir, { recursive: true });
-  const file = path.join(dir, 'pd-small.gguf');
-  const written = await writeLlamaGguf(file, { ...spec, name: 'kiln-pd-small' });
+  const file = path.join(dir, 'pd-model.gguf');
+  const written = await writeLlamaGguf(file, { ...spec, name: 'kiln-pd' });
   const contextSize = Math.ceil((o.promptTokens + 64) / 256) * 256;
   console.log(
-    `model small: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ${spec.type}; ` +
+    `model: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ${spec.type}; ` +
       `${o.streams} streams of ${o.streamTokens} tokens; a ${o.promptTokens}-token prompt every ${o.intervalS} s; ${o.seconds} s a phase; ` +
       `${os.availableParallelism()} cores; load average ${os
         .loadavg()
