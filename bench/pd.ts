@@ -198,7 +198,7 @@ export async function pd(o: PdOptions): Promise<void> {
       );
       console.log(
         `${layout}: ${nodes.map((n) => `${n.id} (${n.role}, cores ${n.cores}, ${n.threads} threads)`).join(', ')}; ` +
-          `warm-up on ${warm.logs?.match(/node (\S+)/)?.[1] ?? '?'}; long prompt ${warmLong.metrics?.input_token_count} tokens, ` +
+          `warm-up ${warm.status}; long prompt ${warmLong.metrics?.input_token_count} tokens, ` +
           `prefill ${warmLong.metrics?.prefill_node ?? 'colocated'} → decode ${warmLong.metrics?.decode_node ?? 'colocated'}`,
       );
       const quiet = await phase(token, model, o, false);

@@ -32,6 +32,8 @@ const HEARTBEAT_MS = 5_000;
 const UNLOAD_GRACE_MS = 5_000;
 /** LoRA adapter contexts one base keeps at most; the least recently used idle one makes way. */
 const MAX_ADAPTERS_PER_BASE = 8;
+/** Prefills a `prefill` node runs at once; the rest wait in its queue, in order. */
+const PREFILLS_AT_ONCE = 1;
 
 interface Served {
   /** Polls the version's fair queue; a `prefill` node has none (it takes only prefills, on its own queue). */
@@ -166,7 +168,9 @@ export class EngineNode implements NodeHooks {
         taskQueue: prefillQueue(this.nodeId),
         plugins: this.deps.plugins,
         activities: { prefill: this.activities.prefill },
-        ...modelWorkerTuning(this.opts.sequences),
+        // One at a time: a prefill is compute-bound, and prefills sharing the cores all finish late
+        // (measured by bench/pd.ts: five at once on one core took 27 s each), where in turn the first is done soon.
+        ...modelWorkerTuning(PREFILLS_AT_ONCE),
       });
     } else {
       // Sessions (x-session-affinity) placed here, whatever their version: the engine keeps their
