@@ -32,8 +32,6 @@ const HEARTBEAT_MS = 5_000;
 const UNLOAD_GRACE_MS = 5_000;
 /** LoRA adapter contexts one base keeps at most; the least recently used idle one makes way. */
 const MAX_ADAPTERS_PER_BASE = 8;
-/** Prefills a `prefill` node runs at once; the rest wait in its queue, in order. */
-const PREFILLS_AT_ONCE = 1;
 
 interface Served {
   /** Polls the version's fair queue; a `prefill` node has none (it takes only prefills, on its own queue). */
@@ -168,9 +166,10 @@ export class EngineNode implements NodeHooks {
         taskQueue: prefillQueue(this.nodeId),
         plugins: this.deps.plugins,
         activities: { prefill: this.activities.prefill },
-        // One at a time: a prefill is compute-bound, and prefills sharing the cores all finish late
-        // (measured by bench/pd.ts: five at once on one core took 27 s each), where in turn the first is done soon.
-        ...modelWorkerTuning(PREFILLS_AT_ONCE),
+        // As many as the context has sequences. One at a time would finish the first sooner, but a
+        // backlog past the prefill's schedule-to-start timeout then falls back to the decode node,
+        // which stalls its streams (bench/pd.ts, 2026-11-27: 2 of 4 long prompts fell back at one at a time).
+        ...modelWorkerTuning(this.opts.sequences),
       });
     } else {
       // Sessions (x-session-affinity) placed here, whatever their version: the engine keeps their
