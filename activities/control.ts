@@ -23,8 +23,9 @@ import { currentRunWriter } from './run-writer';
 
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
-import { modelQueue, type Placement, type ReplicaLoad } from '../domain/contracts';
-import { coldNodeFor, freeBytes, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
+import { modelQueue, type Placement, type ReplicaLoad, type SplitPlacement } from '../domain/contracts';
+import { coldNodeFor, freeBytes, holds, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
+import { chooseSplit } from '../domain/prefill-split';
 import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
 
@@ -96,7 +97,9 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       const [live, limits] = await Promise.all([liveNodes(db), replicaLimits(db)]);
       const free = new Map(live.map((n) => [n.id, freeBytes(n)]));
       const holders = new Map<string, Set<string>>();
-      for (const n of live) for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
+      // A prefill node's copy serves no predictions: it is no replica.
+      for (const n of live.filter((x) => x.role !== 'prefill'))
+        for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
       const busy = new Set(loading.map((l) => l.versionId));
       const plan: ReplicaLoad[] = [];
       const versions = new Set([...holders.keys(), ...[...limits].filter(([, l]) => l.min > 0).map(([v]) => v)]);
@@ -198,6 +201,21 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: freeBytes(best) });
       if (session) await sessionNode(db, { ...session, versionId }, [], best.id);
       return { nodeId: best.id, warm: false };
+    },
+
+    /**
+     * A long prompt's two nodes (domain/prefill-split.ts): the `prefill` node with the fewest prompt
+     * tokens in flight and the `decode` node with the fewest active sequences and KV bytes, each
+     * warm or to be warmed up; null where the roles are not both live for the version.
+     */
+    async placeSplit({ versionId, excludeNodes = [] }: { versionId: string; excludeNodes?: string[] }): Promise<SplitPlacement | null> {
+      const [version, live] = await Promise.all([cached.version(versionId), liveNodes(db)]);
+      if (!version) throw kilnFailure('ModelVersionNotFound', `model version ${versionId} does not exist`);
+      const choice = chooseSplit(live, { versionId, memoryBytes: version.memoryBytes, excludeNodes });
+      if (!choice) return null;
+      const placed = (n: (typeof live)[number]): Placement => ({ nodeId: n.id, warm: holds(n, versionId) });
+      log.info('splitting prefill and decode', { versionId, prefill: choice.prefill.id, decode: choice.decode.id });
+      return { prefill: placed(choice.prefill), decode: placed(choice.decode) };
     },
   };
 

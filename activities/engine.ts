@@ -16,6 +16,7 @@ import { createBatchChunkActivities } from './batch-chunk';
 import type { EngineDeps } from './engine-deps';
 import { mappingEngineErrors } from './engine-failures';
 import { createModelLoader } from './model-load';
+import { createPrefillActivities } from './prefill';
 import { currentRunWriter } from './run-writer';
 import { runTask } from './task-runners';
 
@@ -42,6 +43,8 @@ export function createEngineActivities(deps: EngineDeps) {
     }),
 
     loadModel: mappingEngineErrors(loadModel),
+
+    ...createPrefillActivities(deps),
 
     async predict(req: PredictRequest): Promise<PredictResult> {
       const ctx = Context.current();

@@ -4,7 +4,7 @@
  * attempt continues it (docs/architecture.md#what-survives-a-crash).
  */
 import { log } from '@temporalio/activity';
-import type { PredictResult } from '../domain/contracts';
+import type { PredictResult, PrefillResult } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
 import type { PredictionMetrics } from '../domain/prediction-metrics';
 import type { TextGenerationInput } from '../domain/tasks/text-generation';
@@ -66,7 +66,8 @@ export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) =>
     if ((g.aborted || replaced.signal.aborted) && !ctx.cancellationDetails?.cancelRequested) {
       throw kilnFailure('EngineInterrupted', `generation interrupted on node ${deps.node.nodeId}`);
     }
-    return generationResult(run, g, continues);
+    const result = generationResult(run, g, continues);
+    return req.prefilled ? withPrefill(result, req.prefilled, g, deps.node.nodeId) : result;
   } finally {
     clearInterval(beat);
     webhooks?.stop();
@@ -120,4 +121,27 @@ function resumeLine(r: NonNullable<Generation['resumed']>): string {
       : 'No KV checkpoint of the failed attempt was usable: prefilled the prompt again';
   const redrawn = `drew again the ${r.redrawn} tokens it had streamed since${r.matched ? '' : ', which differed from the streamed text'}`;
   return `${from} and ${redrawn}`;
+}
+
+/**
+ * A split prediction (domain/prefill-split.ts): its metrics name both nodes and what each step
+ * took, and its logs say whether the prefill node's snapshot was restored here or the prompt was
+ * prefilled here after all (the snapshot was missing).
+ */
+export function withPrefill(result: PredictResult, prefilled: PrefillResult, g: Generation, nodeId: string): PredictResult {
+  const used = prefilled.snapshot !== null && g.restored?.name === prefilled.snapshot;
+  const metrics: PredictionMetrics = {
+    ...result.metrics,
+    prefill_node: prefilled.nodeId,
+    prefill_time: prefilled.prefillSeconds,
+    kv_upload_time: prefilled.uploadSeconds,
+    kv_transfer_bytes: used ? prefilled.bytes : 0,
+    decode_node: nodeId,
+    decode_time: result.metrics.predict_time,
+    prefill_split: used ? 'restored' : 'prefilled on the decode node',
+  };
+  const line = used
+    ? `Prefilled on node ${prefilled.nodeId} in ${prefilled.prefillSeconds.toFixed(3)} s; its KV snapshot (${prefilled.bytes} bytes) restored on node ${nodeId} in ${g.restored!.seconds.toFixed(3)} s`
+    : `Prefilled on node ${prefilled.nodeId}, but its KV snapshot ${prefilled.snapshot ?? '(none kept)'} was not restored here: prefilled on node ${nodeId} instead`;
+  return { ...result, metrics, logs: [line, ...result.logs] };
 }

@@ -76,7 +76,7 @@ export interface AppDeps {
   /** Rotations and redeliveries an account may ask for per minute. */
   webhookLimits?: WebhookRoutesDeps['limits'];
   /** Bounds on what versions and deployments may hold of the engine nodes. */
-  resources?: ResourceLimits & { pinnedNodeShare: number };
+  resources?: ResourceLimits & { pinnedNodeShare: number; prefillSplitMinTokens?: number };
   /** Each account's caps on open streams and waiting requests, and how often their tokens are checked. */
   connectionLimits?: ConnectionLimits;
 }
@@ -84,7 +84,13 @@ export interface AppDeps {
 const DEFAULT_WEBHOOK_LIMITS = { rotationsPerMinute: 5, redeliveriesPerMinute: 10 };
 const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { maxOpenStreams: 32, maxWaitingRequests: 64, recheckMs: 2_000 };
 
-const DEFAULT_RESOURCES = { defaultContextSize: 4096, defaultSequences: 4, maxContextSize: 32768, maxSequences: 16, pinnedNodeShare: 0.5 };
+const DEFAULT_RESOURCES: ResourceLimits & { pinnedNodeShare: number; prefillSplitMinTokens?: number } = {
+  defaultContextSize: 4096,
+  defaultSequences: 4,
+  maxContextSize: 32768,
+  maxSequences: 16,
+  pinnedNodeShare: 0.5,
+};
 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
@@ -178,6 +184,7 @@ export function createApp(deps: AppDeps): express.Express {
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       defaultSequences: resources.defaultSequences,
+      prefillSplitMinTokens: resources.prefillSplitMinTokens,
       urls,
     }),
   );
@@ -201,6 +208,7 @@ export function createApp(deps: AppDeps): express.Express {
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       defaultSequences: resources.defaultSequences,
+      prefillSplitMinTokens: resources.prefillSplitMinTokens,
       urls,
       pinnedNodeShare: resources.pinnedNodeShare,
     }),
@@ -241,6 +249,7 @@ export function createApp(deps: AppDeps): express.Express {
       controlQueue: deps.controlQueue,
       allowPrivateWebhooks: deps.allowPrivateWebhooks,
       defaultSequences: resources.defaultSequences,
+      prefillSplitMinTokens: resources.prefillSplitMinTokens,
       hub: deps.hub,
       connections,
       logger: deps.logger,

@@ -18,6 +18,7 @@ import { sessionNode, type SessionKey } from '../db/session-affinity';
 import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../domain/contracts';
 import { servingNodes } from '../domain/node-placement';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
+import { estimatePromptTokens, splitCandidate } from '../domain/prefill-split';
 import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
 import { webhookEvents, type WebhookEvent } from '../domain/statuses';
 import { taskInputSchema } from '../domain/tasks';
@@ -39,6 +40,8 @@ export interface CreateDeps {
   allowPrivateWebhooks: boolean;
   /** Sequences a node gives a version whose settings name none (KILN_ENGINE_SEQUENCES): the queue estimate's slots. */
   defaultSequences: number;
+  /** KILN_PREFILL_SPLIT_MIN_TOKENS: a prompt this long is prefilled on a `prefill` node, where one is live (absent: never). */
+  prefillSplitMinTokens?: number;
 }
 
 export interface CreateOptions {
@@ -187,16 +190,18 @@ export async function admitAndStart(
   args: PredictionArgs,
   run: StartRun,
 ): Promise<{ row: PredictionRow | undefined; runId?: string }> {
-  const [{ row, admitted }, placement] = await Promise.all([
+  const [{ row, admitted }, placement, longPrompt] = await Promise.all([
     run.admit(),
     servingNode(
       deps.db,
       args.versionId,
       args.session !== undefined ? { accountId: account.id, session: args.session, versionId: args.versionId } : undefined,
     ),
+    longPromptOf(deps, args),
   ]);
   if (admitted) args.admitted = true;
   if (placement) args.placement = placement;
+  if (longPrompt) args.longPrompt = longPrompt;
   try {
     const handle = await deps.temporal.workflow.start<typeof predictionWorkflow>('predictionWorkflow', {
       workflowId: predictionWorkflowId(args.id),
@@ -248,6 +253,18 @@ export function admitWith(
  * node that stopped since its last heartbeat always could.
  */
 const createsLiveNodes = recentLiveNodes(1_000);
+
+/**
+ * A text generation whose prompt is long enough for a prefill/decode split, while `prefill` and
+ * `decode` nodes are live (domain/prefill-split.ts). A session keeps its one node instead.
+ */
+async function longPromptOf(deps: CreateDeps, args: PredictionArgs): Promise<PredictionArgs['longPrompt']> {
+  const minTokens = deps.prefillSplitMinTokens;
+  if (minTokens === undefined || args.task !== 'text-generation' || args.session !== undefined) return undefined;
+  const tokens = estimatePromptTokens(args.input);
+  if (tokens < minTokens) return undefined;
+  return splitCandidate(await createsLiveNodes(deps.db), tokens, minTokens) ? { tokens } : undefined;
+}
 
 /** A live node that has the version loaded (its queue is polled), if any: the prediction is warm. A session keeps its node. */
 async function servingNode(db: Db, versionId: string, session?: SessionKey): Promise<Placement | undefined> {

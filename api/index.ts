@@ -73,6 +73,7 @@ async function main() {
       maxContextSize: c.KILN_MAX_CONTEXT_SIZE,
       maxSequences: c.KILN_MAX_SEQUENCES,
       pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
+      prefillSplitMinTokens: c.KILN_PREFILL_SPLIT_MIN_TOKENS,
     },
   });
   // Express 5 calls this with the error when listening fails (the port is taken): exit, so that

@@ -183,7 +183,20 @@ export const modelBody = z
 
 export const blobUploadBody = z.object({ sha256: z.string(), size: z.number().int(), created: z.boolean() }).meta({ id: 'BlobUpload' });
 
-export const hardwareBody = z.array(z.object({ name: z.string(), sku: z.string(), nodes: z.number().int() })).meta({ id: 'Hardware' });
+export const hardwareBody = z
+  .array(
+    z.object({
+      name: z.string(),
+      sku: z.string(),
+      nodes: z.number().int(),
+      roles: z
+        .array(z.object({ node: z.string(), role: z.enum(['prefill', 'decode', 'both']) }))
+        .describe(
+          'Each node of this kind and its role (KILN_ENGINE_ROLE): long prompts are prefilled on `prefill` nodes and decoded on `decode` nodes',
+        ),
+    }),
+  )
+  .meta({ id: 'Hardware' });
 
 export const deploymentBody = z
   .object({

@@ -12,6 +12,7 @@ import { historySize } from './history-size';
 import { kvContinue } from './kv-continue';
 import { kvSnapshot } from './kv-snapshot';
 import { overhead } from './overhead';
+import { pd } from './pd';
 import { defaultThreads, prefixCache } from './prefix-cache';
 import { responsesBench } from './responses';
 import { speculative } from './speculative';
@@ -196,6 +197,20 @@ program
   .option('-p, --prefix-tokens <n>', 'tokens in the shared prefix', int, 2000)
   .option('--threads <n>', "CPU threads for the direct floor (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .action((o) => prefixCache({ runs: o.runs, prefixTokens: o.prefixTokens, threads: o.threads }));
+
+program
+  .command('pd')
+  .description(
+    "prefill/decode disaggregation: decoding streams' time per output token (p50, p99) with long prompts arriving at a fixed rate and without, the long prompts' TTFT and aggregate tokens/s, one `both` node on all cores against a `prefill` and a `decode` node on a core each (taskset); run with KILN_PREFILL_SPLIT_MIN_TOKENS below a quarter of the prompt tokens",
+  )
+  .option('-d, --seconds <n>', 'seconds of each phase', int, 30)
+  .option('-s, --streams <n>', 'decoding streams kept going', int, 4)
+  .option('-t, --stream-tokens <n>', 'tokens each stream prediction generates', int, 64)
+  .option('-p, --prompt-tokens <n>', 'tokens of each long prompt', int, 2000)
+  .option('-i, --interval <s>', 'seconds between long prompts', Number, 3)
+  .action((o) =>
+    pd({ seconds: o.seconds, streams: o.streams, streamTokens: o.streamTokens, promptTokens: o.promptTokens, intervalS: o.interval }),
+  );
 
 program
   .command('kv-snapshot')

@@ -1,4 +1,5 @@
 import { eq, gt, sql } from 'drizzle-orm';
+import type { EngineRole, NodeLoad } from '../domain/prefill-split';
 import { type LoadedVersion } from '../domain/statuses';
 import { builtOnce, type Db } from './client';
 import { nodes } from './schema';
@@ -8,20 +9,21 @@ export type NodeRow = typeof nodes.$inferSelect;
 /** A node whose heartbeat is older than this is treated as gone. */
 export const NODE_TTL_MS = 15_000;
 
-export async function registerNode(db: Db, n: { id: string; memoryBytes: number; gpu: string | null }): Promise<void> {
+export async function registerNode(db: Db, n: { id: string; memoryBytes: number; gpu: string | null; role?: EngineRole }): Promise<void> {
+  const role = n.role ?? 'both';
   await db
     .insert(nodes)
-    .values({ ...n, loaded: [] })
+    .values({ ...n, role, loaded: [] })
     .onConflictDoUpdate({
       target: nodes.id,
-      set: { memoryBytes: n.memoryBytes, gpu: n.gpu, loaded: [], heartbeatAt: sql`now()`, startedAt: sql`now()` },
+      set: { memoryBytes: n.memoryBytes, gpu: n.gpu, role, loaded: [], load: null, heartbeatAt: sql`now()`, startedAt: sql`now()` },
     });
 }
 
-export async function heartbeatNode(db: Db, id: string, loaded: LoadedVersion[]): Promise<void> {
+export async function heartbeatNode(db: Db, id: string, loaded: LoadedVersion[], load?: NodeLoad): Promise<void> {
   await db
     .update(nodes)
-    .set({ loaded, heartbeatAt: sql`now()` })
+    .set({ loaded, ...(load ? { load } : {}), heartbeatAt: sql`now()` })
     .where(eq(nodes.id, id));
 }
 

@@ -25,6 +25,7 @@ import {
   type WebhookEvent,
 } from '../domain/statuses';
 
+import type { NodeLoad } from '../domain/prefill-split';
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 
 /** A column that names an account; its rows go when the account goes. */
@@ -363,6 +364,10 @@ export const nodes = pgTable('nodes', {
   gpu: text('gpu'),
   /** Version ids loaded and polled on `model:<versionId>`, with their memory and last use. */
   loaded: jsonb('loaded').$type<LoadedVersion[]>().notNull().default([]),
+  /** `prefill`, `decode` or `both` (KILN_ENGINE_ROLE): what placement sends here (domain/prefill-split.ts). */
+  role: text('role').notNull().default('both'),
+  /** Prompt tokens in flight, active sequences and their KV bytes, as of the last heartbeat: token-aware placement. */
+  load: jsonb('load').$type<NodeLoad>(),
   heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' })
     .notNull()
     .default(sql`now()`),

@@ -34,6 +34,11 @@ export interface PredictionArgs {
    * `sessions:<node>`), where the engine keeps the session's evaluated tokens.
    */
   session?: string;
+  /**
+   * A prompt long enough for a prefill/decode split (its estimated tokens), set by the API when a
+   * prefill node was live: the workflow then asks placement for a split (domain/prefill-split.ts).
+   */
+  longPrompt?: { tokens: number };
 }
 
 /** How often and how soon a failed attempt is tried again (set per model version). */
@@ -61,6 +66,12 @@ export interface Placement {
   nodeId: string;
   /** The version is already loaded there and its queue is polled. */
   warm: boolean;
+}
+
+/** A long prompt's prefill node and decode node (domain/prefill-split.ts). */
+export interface SplitPlacement {
+  prefill: Placement;
+  decode: Placement;
 }
 
 /** The one replica scaler of a namespace (workflows/replica-scaler.ts). */
@@ -107,6 +118,31 @@ export interface PredictRequest {
   project?: boolean;
   /** x-session-affinity: the engine keeps this session's sequence state for its next request. */
   session?: string;
+  /** The prompt was prefilled on another node, whose KV snapshot this engine restores (or prefills again where it cannot). */
+  prefilled?: PrefillResult;
+}
+
+/** Prefill on a prefill node: evaluate the prompt and put its KV snapshot in the object tier. */
+export interface PrefillRequest {
+  predictionId: string;
+  versionId: string;
+  input: Record<string, unknown>;
+  /** Whose prompt it is: snapshots are kept per owner. */
+  owner: string;
+}
+
+/** What a prefill left for the decode node: the snapshot, where it was made, and what each part cost. */
+export interface PrefillResult {
+  nodeId: string;
+  /** The snapshot's name (sha256 of version, owner, tokens), or null when the prompt was too short to keep one. */
+  snapshot: string | null;
+  tokens: number;
+  /** The snapshot's state file, in bytes: what the decode node downloads. */
+  bytes: number;
+  /** Seconds evaluating the prompt (tokens a snapshot on the node already held are not evaluated again). */
+  prefillSeconds: number;
+  /** Seconds saving the state file and putting it in the object tier. */
+  uploadSeconds: number;
 }
 
 export interface PredictResult {
@@ -139,6 +175,8 @@ export const modelQueue = (versionId: string): string => `model:${versionId}`;
 export const nodeQueue = (nodeId: string): string => `node:${nodeId}`;
 /** Predictions of sessions (x-session-affinity) placed on the node, whatever their version. */
 export const sessionQueue = (nodeId: string): string => `sessions:${nodeId}`;
+/** Prefills placed on the node (role `prefill`), whatever their version. */
+export const prefillQueue = (nodeId: string): string => `prefill:${nodeId}`;
 
 /** One webhook event: the prediction as it was at that moment, and where to send it. */
 export interface WebhookDelivery {

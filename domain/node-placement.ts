@@ -11,19 +11,26 @@ export interface NodeCapacity {
   id: string;
   memoryBytes: number;
   loaded: Array<Pick<LoadedVersion, 'versionId' | 'memoryBytes'>>;
+  /** KILN_ENGINE_ROLE: a `prefill` node takes only prefills (domain/prefill-split.ts); absent means `both`. */
+  role?: string;
 }
+
+/** A `prefill` node only prefills: predictions go to the others. */
+const takesPredictions = (n: NodeCapacity): boolean => n.role !== 'prefill';
 
 export const freeBytes = (n: NodeCapacity): number => n.memoryBytes - n.loaded.reduce((s, l) => s + l.memoryBytes, 0);
 
 export const holds = (n: NodeCapacity, versionId: string): boolean => n.loaded.some((l) => l.versionId === versionId);
 
 /** The nodes that serve the version now. */
-export const servingNodes = <N extends NodeCapacity>(nodes: N[], versionId: string): N[] => nodes.filter((n) => holds(n, versionId));
+export const servingNodes = <N extends NodeCapacity>(nodes: N[], versionId: string): N[] =>
+  nodes.filter((n) => takesPredictions(n) && holds(n, versionId));
 
 /** Nodes that failed this prediction are a last resort, not a first choice. */
 export function placementCandidates<N extends NodeCapacity>(live: N[], excludeNodes: string[]): N[] {
-  const others = live.filter((n) => !excludeNodes.includes(n.id));
-  return others.length > 0 ? others : live;
+  const predicting = live.filter(takesPredictions);
+  const others = predicting.filter((n) => !excludeNodes.includes(n.id));
+  return others.length > 0 ? others : predicting;
 }
 
 /** What a cold version needs: its own memory, and its LoRA base's where the base is not loaded. */
@@ -86,6 +93,6 @@ export function replicaNodeFor<N extends NodeCapacity>(
   memoryBytes: number,
 ): N | undefined {
   return live
-    .filter((n) => !holders.has(n.id) && (free.get(n.id) ?? 0) >= memoryBytes)
+    .filter((n) => takesPredictions(n) && !holders.has(n.id) && (free.get(n.id) ?? 0) >= memoryBytes)
     .sort((a, b) => (free.get(a.id) ?? 0) - (free.get(b.id) ?? 0))[0];
 }

@@ -7,7 +7,7 @@ import type { ModelCache } from './model-cache';
 import type { OnnxEngine } from './onnx/engine';
 
 /** A text model engine: generation, embeddings, LoRA adapters (llama.cpp). */
-export type TextEngine = Pick<LlamaEngine, 'isLoaded' | 'load' | 'loadAdapter' | 'generate' | 'embed'>;
+export type TextEngine = Pick<LlamaEngine, 'isLoaded' | 'load' | 'loadAdapter' | 'generate' | 'embed' | 'prefill'>;
 /** An image model engine: background removal (ONNX Runtime). */
 export type ImageEngine = Pick<OnnxEngine, 'isLoaded' | 'load' | 'removeBackground' | 'providers'>;
 /** A node's local copy of weight files, fetched from object storage on first use. */

@@ -140,6 +140,30 @@ function gpuBackend(file: string): ComponentStatus[] {
   return [{ component: 'llama.cpp', up: true, pid: null, uptimeS: null, restarts: null, health }];
 }
 
+/** The engine nodes registered in the stack's database and live, each with its role (KILN_ENGINE_ROLE) and what it holds. */
+async function engineNodes(url: string): Promise<ComponentStatus[]> {
+  const sql = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => undefined });
+  try {
+    const rows = await sql<{ id: string; role: string; loaded: unknown[]; age: number }[]>`
+      select id, role, loaded, extract(epoch from now() - heartbeat_at)::float as age from nodes order by id`;
+    return rows
+      .filter((n) => n.age < 15)
+      .map((n) => ({
+        component: `node:${n.id}`,
+        up: true,
+        pid: null,
+        uptimeS: null,
+        restarts: null,
+        health: `role ${n.role}, ${n.loaded.length} version(s) loaded, heartbeat ${n.age.toFixed(0)} s ago`,
+      }));
+  } catch {
+    // No database yet, or one from before roles: the processes' rows say enough.
+    return [];
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
 function formatUptime(s: number | null): string {
   if (s === null) return '-';
   if (s < 60) return `${s}s`;
@@ -168,7 +192,8 @@ export async function stackStatus(): Promise<ComponentStatus[]> {
   const test = await kilnProcesses(path.join(data, 'test'), 'test:');
   if (dev.length === 0)
     dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
-  return [...services, ...gpuBackend(path.join(process.env.KILN_GPU_STATE_DIR ?? data, GPU_BUILD_STATE)), ...dev, ...test];
+  const nodes = await engineNodes(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln');
+  return [...services, ...gpuBackend(path.join(process.env.KILN_GPU_STATE_DIR ?? data, GPU_BUILD_STATE)), ...dev, ...nodes, ...test];
 }
 
 async function main() {

@@ -47,6 +47,9 @@ export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$((4318 + slot * 10))" OTEL
 export KILN_BATCH_CHUNKS_PER_RUN=4
 # A small cap on a batch's input file, so the suite can go over it with a 1 MiB upload.
 export KILN_BATCH_INPUT_MAX_BYTES=1048576
+# Prompts of some 2,400 characters are split between prefill and decode nodes (test/e2e/prefill-split.test.ts):
+# the generated models' prompts run one token a character or so, and must fit their 4,096-token context.
+export KILN_PREFILL_SPLIT_MIN_TOKENS=600
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
 if $own_temporal; then
   export TEMPORAL_ADDRESS="127.0.0.1:$((17233 + slot))" KILN_TEMPORAL_UI_URL="http://127.0.0.1:$((18233 + slot))"

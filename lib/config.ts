@@ -304,6 +304,12 @@ export const configSchema = z.object({
     .describe(
       "An engine node's memory budget for placement on the CPU, in MiB (on a GPU the node offers the card's free VRAM less a reserve instead).",
     ),
+  KILN_ENGINE_ROLE: z
+    .enum(['prefill', 'decode', 'both'])
+    .default('both')
+    .describe(
+      "An engine node's role in prefill/decode disaggregation: `prefill` only evaluates long prompts and writes their KV snapshots to object storage (its queue `prefill:<id>`), `decode` restores them and generates, `both` does all of its predictions' work itself. Long prompts are split only while a `prefill` and a `decode` node are both live.",
+    ),
   /** Concurrent sequences per loaded llama.cpp model (continuous batching). */
   KILN_ENGINE_SEQUENCES: z.coerce
     .number()
@@ -382,6 +388,14 @@ export const configSchema = z.object({
     .min(256)
     .default(32768)
     .describe("The largest `contextSize`, in tokens, a version's settings may ask for (the model's trained context caps it too)."),
+  KILN_PREFILL_SPLIT_MIN_TOKENS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(1024)
+    .describe(
+      'Prompts of this many tokens or more (estimated at four characters a token) are prefilled on a `prefill` node and decoded on a `decode` node, where both are live (KILN_ENGINE_ROLE); shorter prompts are prefilled where they are decoded. Keep it at or above KILN_KV_SNAPSHOT_MIN_TOKENS: a shorter prompt leaves no snapshot to hand over.',
+    ),
   KILN_MAX_SEQUENCES: z.coerce.number().int().min(1).max(64).default(16).describe("The most `sequences` a version's settings may ask for."),
   /**
    * The share of one node's memory that one account's pinned replicas (deployments'

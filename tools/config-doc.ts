@@ -107,6 +107,7 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
 
   KILN_NODE_ID: 'Engine nodes',
   KILN_NODE_MEMORY_MB: 'Engine nodes',
+  KILN_ENGINE_ROLE: 'Engine nodes',
   KILN_ENGINE_SEQUENCES: 'Engine nodes',
   KILN_ENGINE_CONTEXT_SIZE: 'Engine nodes',
   KILN_ENGINE_THREADS: 'Engine nodes',
@@ -122,6 +123,7 @@ export const configGroups: Record<ConfigKey, ConfigGroup> = {
   KILN_MODEL_DOWNLOAD_STREAMS: 'Engine nodes',
 
   KILN_MAX_CONTEXT_SIZE: 'Versions, placement and replicas',
+  KILN_PREFILL_SPLIT_MIN_TOKENS: 'Versions, placement and replicas',
   KILN_MAX_SEQUENCES: 'Versions, placement and replicas',
   KILN_PINNED_NODE_SHARE: 'Versions, placement and replicas',
   KILN_REPLICA_BACKLOG: 'Versions, placement and replicas',

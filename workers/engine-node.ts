@@ -13,8 +13,9 @@ import type { NodeHooks } from '../activities/node-hooks';
 import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
 import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
-import { modelQueue, nodeQueue, sessionQueue } from '../domain/contracts';
+import { modelQueue, nodeQueue, prefillQueue, sessionQueue } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
+import type { EngineRole } from '../domain/prefill-split';
 import type { LoadedVersion } from '../domain/statuses';
 import type { LlamaEngine } from '../engines/llama/engine';
 import type { ModelCache } from '../engines/model-cache';
@@ -33,7 +34,8 @@ const UNLOAD_GRACE_MS = 5_000;
 const MAX_ADAPTERS_PER_BASE = 8;
 
 interface Served {
-  worker: Worker;
+  /** Polls the version's fair queue; a `prefill` node has none (it takes only prefills, on its own queue). */
+  worker?: Worker;
   run: Promise<void>;
   memoryBytes: number;
   lastUsedAt: Date;
@@ -56,6 +58,8 @@ export interface EngineNodeOptions {
   pinnedNodeShare: number;
   /** How long a stream's chunks are gathered into one write (KILN_STREAM_BATCH_MS). */
   streamBatchMs?: number;
+  /** KILN_ENGINE_ROLE: a `prefill` node polls `prefill:<id>` and no model or session queue (domain/prefill-split.ts). */
+  role?: EngineRole;
 }
 
 export class EngineNode implements NodeHooks {
@@ -70,8 +74,13 @@ export class EngineNode implements NodeHooks {
   private unloading = new Map<string, Promise<void>>();
   private nodeWorker?: Worker;
   private sessionWorker?: Worker;
+  private prefillWorker?: Worker;
   private timer?: NodeJS.Timeout;
   private activities: ReturnType<typeof createEngineActivities>;
+
+  private get role(): EngineRole {
+    return this.opts.role ?? 'both';
+  }
 
   constructor(
     private opts: EngineNodeOptions,
@@ -124,11 +133,11 @@ export class EngineNode implements NodeHooks {
     const capacity = nodeCapacity({ gpu: await this.deps.llama.gpuState(), cpuMemoryBytes: this.opts.memoryBytes });
     this.memoryBytes = capacity.memoryBytes;
     this.hardware = capacity.sku;
-    await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: capacity.memoryBytes, gpu: capacity.gpu });
+    await registerNode(this.deps.db, { id: this.nodeId, memoryBytes: capacity.memoryBytes, gpu: capacity.gpu, role: this.role });
     // After the registration, which says nothing is loaded here any more: the lost attempts' retries place anew.
     await this.reportLost();
     this.deps.logger.info(
-      { nodeId: this.nodeId, gpu: capacity.gpu ?? 'cpu', sku: capacity.sku, memoryBytes: capacity.memoryBytes },
+      { nodeId: this.nodeId, role: this.role, gpu: capacity.gpu ?? 'cpu', sku: capacity.sku, memoryBytes: capacity.memoryBytes },
       'engine node up',
     );
     this.timer = setInterval(() => {
@@ -148,18 +157,35 @@ export class EngineNode implements NodeHooks {
       // download chunk and nothing more.
       maxHeartbeatThrottleInterval: '500 ms',
     });
-    // Sessions (x-session-affinity) placed here, whatever their version: the engine keeps their sequences.
-    this.sessionWorker = await Worker.create({
-      connection: this.deps.connection,
-      namespace: this.opts.namespace,
-      dataConverter: this.deps.dataConverter,
-      taskQueue: sessionQueue(this.nodeId),
-      plugins: this.deps.plugins,
-      activities: { predict: this.activities.predict },
-      // The engine's sequence pool is the limit: past it a session's request waits there for a sequence.
-      ...modelWorkerTuning(this.opts.sequences * 4),
-    });
-    const running = Promise.all([this.nodeWorker.run(), this.sessionWorker.run()]);
+    if (this.role === 'prefill') {
+      // Prefills placed here, whatever their version: the prompt's evaluation, then its KV snapshot's upload.
+      this.prefillWorker = await Worker.create({
+        connection: this.deps.connection,
+        namespace: this.opts.namespace,
+        dataConverter: this.deps.dataConverter,
+        taskQueue: prefillQueue(this.nodeId),
+        plugins: this.deps.plugins,
+        activities: { prefill: this.activities.prefill },
+        // As many as the context has sequences. One at a time would finish the first sooner, but a
+        // backlog past the prefill's schedule-to-start timeout then falls back to the decode node,
+        // which stalls its streams (bench/pd.ts, 2026-11-27: 2 of 4 long prompts fell back at one at a time).
+        ...modelWorkerTuning(this.opts.sequences),
+      });
+    } else {
+      // Sessions (x-session-affinity) placed here, whatever their version: the engine keeps their
+      // sequences. A split's decode step comes here too: it is placed on this very node.
+      this.sessionWorker = await Worker.create({
+        connection: this.deps.connection,
+        namespace: this.opts.namespace,
+        dataConverter: this.deps.dataConverter,
+        taskQueue: sessionQueue(this.nodeId),
+        plugins: this.deps.plugins,
+        activities: { predict: this.activities.predict },
+        // The engine's sequence pool is the limit: past it a session's request waits there for a sequence.
+        ...modelWorkerTuning(this.opts.sequences * 4),
+      });
+    }
+    const running = Promise.all([this.nodeWorker.run(), (this.sessionWorker ?? this.prefillWorker)!.run()]);
     announceReady();
     await running;
   }
@@ -177,7 +203,7 @@ export class EngineNode implements NodeHooks {
   }
 
   async heartbeat(): Promise<void> {
-    await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions());
+    await heartbeatNode(this.deps.db, this.nodeId, this.loadedVersions(), this.deps.llama.currentLoad());
     const [limits, live] = await Promise.all([replicaLimits(this.deps.db), liveNodes(this.deps.db)]);
     this.pinned = pinnedVersions({
       nodeId: this.nodeId,
@@ -192,17 +218,22 @@ export class EngineNode implements NodeHooks {
   async serve(versionId: string, memoryBytes: number, concurrency?: number, idleTtlSeconds?: number, base?: string): Promise<void> {
     await this.settled(versionId);
     if (this.served.has(versionId)) return;
-    const worker = await Worker.create({
-      connection: this.deps.connection,
-      namespace: this.opts.namespace,
-      dataConverter: this.deps.dataConverter,
-      taskQueue: modelQueue(versionId),
-      plugins: this.deps.plugins,
-      activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
-      // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
-      ...modelWorkerTuning(concurrency ?? this.opts.sequences),
-    });
-    const run = worker.run().catch((err: Error) => this.deps.logger.error({ err: err.message, versionId }, 'model worker stopped'));
+    const worker =
+      this.role === 'prefill'
+        ? undefined
+        : await Worker.create({
+            connection: this.deps.connection,
+            namespace: this.opts.namespace,
+            dataConverter: this.deps.dataConverter,
+            taskQueue: modelQueue(versionId),
+            plugins: this.deps.plugins,
+            activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
+            // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
+            ...modelWorkerTuning(concurrency ?? this.opts.sequences),
+          });
+    const run = worker
+      ? worker.run().catch((err: Error) => this.deps.logger.error({ err: err.message, versionId }, 'model worker stopped'))
+      : Promise.resolve();
     this.served.set(versionId, {
       worker,
       run,
@@ -300,7 +331,7 @@ export class EngineNode implements NodeHooks {
     await Promise.all(adapters.map((id) => this.unload(id, graceMs)));
     await this.heartbeat().catch(() => undefined);
     if (graceMs > 0) await new Promise((resolve) => setTimeout(resolve, graceMs));
-    s.worker.shutdown();
+    s.worker?.shutdown();
     await s.run;
     if (this.served.get(versionId) === s) this.served.delete(versionId);
     await this.deps.llama.unload(versionId);
@@ -313,8 +344,9 @@ export class EngineNode implements NodeHooks {
     clearInterval(this.timer);
     // Leave the registry first so no new work is placed here while we drain.
     await removeNode(this.deps.db, this.nodeId).catch(() => {});
-    for (const s of this.served.values()) s.worker.shutdown();
+    for (const s of this.served.values()) s.worker?.shutdown();
     if (this.sessionWorker?.getState() === 'RUNNING') this.sessionWorker.shutdown();
+    if (this.prefillWorker?.getState() === 'RUNNING') this.prefillWorker.shutdown();
     await Promise.all([...this.served.values()].map((s) => s.run));
     if (this.nodeWorker && this.nodeWorker.getState() === 'RUNNING') this.nodeWorker.shutdown();
   }

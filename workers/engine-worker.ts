@@ -84,6 +84,7 @@ async function main() {
       sequences: c.KILN_ENGINE_SEQUENCES,
       pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
       streamBatchMs: c.KILN_STREAM_BATCH_MS,
+      role: c.KILN_ENGINE_ROLE,
     },
     {
       db,

@@ -32,6 +32,7 @@ import {
   type PredictionStartedSignal,
   type PredictionStatus,
   type PredictResult,
+  type PrefillResult,
 } from '../domain/contracts';
 import { ENGINE_REVISIONS, succeededSnapshot } from '../domain/engine-projection';
 import { NON_RETRYABLE_TYPES } from '../domain/failures';
@@ -39,6 +40,7 @@ import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { KilnStatus } from '../domain/search-attributes';
 import type { WebhookEvent } from '../domain/statuses';
 import { describeFailure, isRetryableFault, nodeOfFailure, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
+import { PREFILL_SPLIT_PATCH, prefillSplit, type SplitAttempt } from './prefill-split';
 import { webhookDeliveryWorkflow } from './webhook-delivery';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
@@ -152,6 +154,8 @@ class PredictionRun {
   /** The node the current attempt runs on, as far as the workflow knows. */
   private node = '';
   private heartbeatTimeout = '10 seconds';
+  /** What a split's prefill node left for this attempt's decode node (workflows/prefill-split.ts). */
+  private prefilled: PrefillResult | undefined;
 
   constructor(private readonly args: PredictionArgs) {
     this.state = {
@@ -272,12 +276,15 @@ class PredictionRun {
     // Nodes where an attempt failed (died, or never took the work): placement avoids them.
     const excludeNodes: string[] = [];
     for (let attempt = 1; !this.result; attempt++) {
-      const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
-      const sessionNode = session ? place.nodeId : undefined;
+      const split = attempt === 1 ? await this.splitPrefill() : undefined;
+      const place = split?.decode ?? firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
+      // A split's decode step goes to its node's own queue, as a session's predictions do.
+      const sessionNode = session || split ? place.nodeId : undefined;
       firstPlace = undefined;
       this.node = place.nodeId;
+      this.prefilled = split?.prefilled;
       try {
-        setupSeconds += await warmUp(place, args.model, args.versionId, this.logLine);
+        setupSeconds += (split?.setupSeconds ?? 0) + (await warmUp(place, args.model, args.versionId, this.logLine));
         if (setupSeconds > 0) this.state.metrics.setup_time = Number(setupSeconds.toFixed(3));
         this.sent = { ...this.state, status: 'processing' };
         // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
@@ -292,6 +299,13 @@ class PredictionRun {
     }
   }
 
+  /** A long prompt's prefill on a `prefill` node (workflows/prefill-split.ts), where the API marked it long and a split is placed. */
+  private async splitPrefill(): Promise<SplitAttempt | undefined> {
+    const { args } = this;
+    if (!args.longPrompt || args.session !== undefined || !patched(PREFILL_SPLIT_PATCH)) return undefined;
+    return prefillSplit(args, this.logLine);
+  }
+
   /** The engine writes `processing` and the final row itself; the workflow only waits for it. */
   private async leanAttempt(sent: PredictionSnapshot, sessionNode: string | undefined): Promise<void> {
     const { args, session } = this;
@@ -304,6 +318,7 @@ class PredictionRun {
         snapshot: sent,
         project: true,
         ...(session ? { session: session.session } : {}),
+        ...(this.prefilled ? { prefilled: this.prefilled } : {}),
       });
     } catch (err) {
       this.node = nodeOfFailure(err) ?? this.node;
@@ -331,6 +346,7 @@ class PredictionRun {
       attempt,
       ...continues,
       ...(session ? { session: session.session } : {}),
+      ...(this.prefilled ? { prefilled: this.prefilled } : {}),
     });
     const markStarted = this.markStarted();
     // A deadline may cancel the wait for the start signal before `running` settles (the

@@ -276,7 +276,7 @@ export function modelRoutes(deps: {
     }
   });
 
-  /** What the engine nodes that are up offer. */
+  /** What the engine nodes that are up offer, and each one's role. */
   router.get('/hardware', async (_req, res) => {
     const nodes = await liveNodes(db);
     const kinds = new Map(nodes.map((n) => [skuOfNode(n), n.gpu ?? 'CPU']));
@@ -287,6 +287,11 @@ export function modelRoutes(deps: {
           name,
           sku,
           nodes: nodes.filter((n) => skuOfNode(n) === sku).length,
+          // KILN_ENGINE_ROLE per node: long prompts are split between `prefill` and `decode` nodes.
+          roles: nodes
+            .filter((n) => skuOfNode(n) === sku)
+            .sort((a, b) => a.id.localeCompare(b.id))
+            .map((n) => ({ node: n.id, role: n.role })),
         })),
     );
   });

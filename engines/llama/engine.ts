@@ -14,6 +14,7 @@ import type {
   Token,
 } from 'node-llama-cpp';
 import { open } from 'node:fs/promises';
+import type { NodeLoad } from '../../domain/prefill-split';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
 import type { TextGenerationInput } from '../../domain/tasks/text-generation';
@@ -39,11 +40,12 @@ import {
 } from './generation-result';
 import { GenerationStream } from './generation-stream';
 import { GrammarCache, grammarKey, jsonSchemaGrammar } from './grammar';
+import type { KvSnapshotEntry } from './kv-object-tier';
 import type { KvSnapshotStore } from './kv-snapshots';
 import { cachedPromptTokens } from './prefix-reuse';
 import { samplingOptions } from './sampling-options';
 import { decode } from './sequence-decoding';
-import { SequencePool } from './sequence-pool';
+import { SequencePool, sharedPrefix } from './sequence-pool';
 import { draftCounts, SpeculativeDecoding } from './speculative';
 import { stopStringsOf } from './stop-strings';
 import { cleanText } from './text';
@@ -120,6 +122,19 @@ interface LoadedModel {
 }
 
 export type { GenerationResult } from './generation-result';
+
+/** Bytes of f16 keys and values one token takes in the KV cache, from the model's shape. */
+function kvBytesPerToken(model: LlamaModel): number {
+  const arch = (model.fileInfo.architectureMetadata ?? {}) as {
+    block_count?: number;
+    embedding_length?: number;
+    attention?: { head_count?: number; head_count_kv?: number };
+  };
+  const { block_count: layers = 0, embedding_length: embedding = 0 } = arch;
+  const heads = arch.attention?.head_count ?? 1;
+  const kvHeads = arch.attention?.head_count_kv ?? heads;
+  return layers * 2 * (embedding / heads) * kvHeads * 2;
+}
 
 /**
  * How long a gathered decode waits for a sequence of the last batch that has not asked again: the
@@ -205,6 +220,8 @@ export class LlamaEngine {
   private llama?: Promise<Llama>;
   private loaded = new Map<string, LoadedModel>();
   private grammars = new GrammarCache();
+  /** Prompt tokens of the prefills running now (prefill/decode split). */
+  private prefilling = 0;
 
   constructor(
     private opts: LlamaEngineOptions,
@@ -607,6 +624,67 @@ export class LlamaEngine {
       resumed.matched = cleanText(model.detokenize(generated.slice(0, continuedTokens))) === cleanText(continues);
     }
     return stopReason;
+  }
+
+  /**
+   * Prefill/decode split, prefill side: evaluates the request's prompt on a sequence (from a
+   * snapshot where one holds part of it) and puts its KV snapshot in the object tier, where the
+   * decode node finds it by the same prompt. `snapshot` is undefined when none could be kept (the
+   * prompt is shorter than the store's minimum, or there is no object tier): the decode node then
+   * prefills it itself.
+   */
+  async prefill(
+    versionId: string,
+    request: Pick<TextGenerationInput, 'prompt' | 'messages'>,
+    opts: { owner?: string; signal?: AbortSignal } = {},
+  ): Promise<{ snapshot?: KvSnapshotEntry; tokens: number; prefillSeconds: number; uploadSeconds: number }> {
+    const entry = this.entryOf(versionId);
+    const nlc = await loadNodeLlamaCpp();
+    const probe = reuseProbe(
+      entry.model,
+      generationPrompt(entry.model, request, (model) => chatWrapperOf(nlc, model)),
+    );
+    if (probe.length > entry.context.contextSize) {
+      throw new EngineError(
+        'ContextLengthExceeded',
+        `the prompt is ${probe.length} tokens, more than the context of ${entry.context.contextSize}`,
+      );
+    }
+    this.prefilling += probe.length;
+    const { sequence } = await entry.pool.acquire(opts.signal, probe, { owner: opts.owner }).catch((err: unknown) => {
+      this.prefilling -= probe.length;
+      throw err;
+    });
+    try {
+      const started = performance.now();
+      await this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner);
+      const held = sharedPrefix(sequence.contextTokens, probe);
+      if (held < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start: held, end: sequence.nextTokenIndex }]);
+      if (held < probe.length) await sequence.evaluateWithoutGeneratingNewTokens(probe.slice(held));
+      const saving = performance.now();
+      const snapshot = entry.speculative ? undefined : await this.opts.snapshots?.publish(versionId, opts.owner, sequence);
+      return {
+        snapshot,
+        tokens: probe.length,
+        prefillSeconds: (saving - started) / 1000,
+        uploadSeconds: (performance.now() - saving) / 1000,
+      };
+    } finally {
+      this.prefilling -= probe.length;
+      entry.pool.release(sequence);
+    }
+  }
+
+  /** What this engine is doing now, for token-aware placement: prompt tokens being prefilled, sequences lent, their KV bytes. */
+  currentLoad(): NodeLoad {
+    let activeSequences = 0;
+    let kvBytes = 0;
+    for (const entry of this.loaded.values()) {
+      const lent = entry.pool.lentSequences();
+      activeSequences += lent.length;
+      kvBytes += lent.reduce((sum, s) => sum + s.nextTokenIndex, 0) * kvBytesPerToken(entry.model);
+    }
+    return { promptTokensInFlight: this.prefilling, activeSequences, kvBytes };
   }
 
   /** Where a snapshot (on disk, else in object storage) holds more of the prompt than the lent sequence does, it is loaded in. */

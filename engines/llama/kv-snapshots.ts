@@ -285,6 +285,29 @@ export class KvSnapshotStore {
     this.upload(snapshot);
   }
 
+  /**
+   * Saves what `sequence` holds (as save does) and has it in the object tier before it returns:
+   * a prefill node hands its snapshot to the decode node this way. The snapshot that holds the
+   * sequence's tokens (a longer one may already hold them), or undefined when they are too few
+   * to keep or no object tier is configured.
+   */
+  async publish(versionId: string, owner: string | undefined, sequence: LlamaContextSequence): Promise<KvSnapshotEntry | undefined> {
+    const objects = this.opts.objects;
+    if (!objects) return undefined;
+    await this.save(versionId, owner, sequence);
+    const tokens = sequence.contextTokens;
+    const key = owner ?? OWNERLESS;
+    const holding = [...this.snapshots.values()]
+      .filter((s) => s.versionId === versionId && s.owner === key && sharedPrefix(s.tokens, tokens) === tokens.length)
+      .sort((a, b) => a.tokens.length - b.tokens.length)[0];
+    if (!holding) return undefined;
+    await this.settled();
+    const { usedAt: _usedAt, ...entry } = holding;
+    // Idempotent: where the background upload got it there, only its sidecar is put again.
+    await objects.upload(entry, this.stateFile(holding.name));
+    return entry;
+  }
+
   /** Off the result's path: the upload reads the file, not the context, and a failed one costs only the tier's copy. */
   private upload(snapshot: Snapshot): void {
     const objects = this.opts.objects;

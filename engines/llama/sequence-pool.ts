@@ -141,6 +141,11 @@ export class SequencePool {
     return { id: picked.id, sequence: picked.sequence, heldTokens: held.get(picked)! };
   }
 
+  /** The sequences lent out now (generating, or prefilling). */
+  lentSequences(): LlamaContextSequence[] {
+    return [...this.ids].filter(([, id]) => this.lent.has(id)).map(([sequence]) => sequence);
+  }
+
   release(sequence: LlamaContextSequence): void {
     const id = this.ids.get(sequence)!;
     this.out -= 1;

@@ -113,6 +113,12 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
     query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
     shows: (h) => patchedWith(h, 'session-affinity'),
   },
+  // A long prompt prefilled on a prefill node, decoded on a decode node (test/e2e/prefill-split.test.ts).
+  {
+    file: 'prediction-prefill-split',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => patchedWith(h, 'prefill-split') && count(h, 'prefill') === 1 && count(h, 'predict') === 1,
+  },
   {
     file: 'webhook-delivered',
     query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'",

@@ -1,0 +1,239 @@
+/**
+ * Issue 35's benchmark: prefill/decode disaggregation under a mixed load. A steady set of decoding
+ * streams runs while long prompts (~2,000 tokens) arrive at a fixed rate; measured are the streams'
+ * time per output token (p50, p99), the long prompts' time to first token and the aggregate output
+ * tokens/s, colocated (one `both` node on all the cores) against split (a `prefill` node and a
+ * `decode` node, each pinned to a core of its own with taskset), each beside the same streams with
+ * no long prompts. The engine nodes are started here beside the bench stack's own, and a fresh
+ * version per layout is placed on them (they offer less memory than the stack's node, so best fit
+ * puts it there). The API must split prompts of this length: run with
+ * KILN_PREFILL_SPLIT_MIN_TOKENS at or below a quarter of the prompt's characters.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { BATCHING_MODELS } from './batching';
+import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
+
+export interface PdOptions {
+  /** Seconds of each phase (streams alone, then with long prompts arriving). */
+  seconds: number;
+  /** Decoding streams kept going. */
+  streams: number;
+  /** Tokens each stream's prediction generates. */
+  streamTokens: number;
+  /** Tokens of each long prompt (one token a character with the generated vocabulary). */
+  promptTokens: number;
+  /** Seconds between long prompts. */
+  intervalS: number;
+}
+
+/** A generated model whose trained context holds the long prompt: the batching benchmark's small one, deeper. */
+const MODEL: LlamaSpecInput = { ...BATCHING_MODELS.small, layers: 8, contextLength: 4096 };
+
+/** The issue's targets. */
+const TARGETS = { stallRatio: 1.5, ttftRatio: 1.2, throughputRatio: 0.9 };
+
+const FILLER = 'the kiln was warm and the model ran on it all night long ';
+
+type Layout = 'colocated' | 'split';
+
+/** The engine nodes of a layout: role, the cores it is pinned to, its llama.cpp threads. */
+function nodesOf(layout: Layout, run: string) {
+  const cpus = os.availableParallelism();
+  const all = cpus > 1 ? `0-${cpus - 1}` : '0';
+  if (layout === 'colocated') return [{ id: `pd-both-${run}`, role: 'both', cores: all, threads: cpus }];
+  const half = Math.max(1, Math.floor(cpus / 2));
+  return [
+    { id: `pd-prefill-${run}`, role: 'prefill', cores: half > 1 ? `0-${half - 1}` : '0', threads: half },
+    { id: `pd-decode-${run}`, role: 'decode', cores: cpus - half > 1 ? `${half}-${cpus - 1}` : String(half), threads: cpus - half },
+  ];
+}
+
+/** What setup wrote for engines (infra/engine-env.ts), over this environment less the root secrets. */
+function engineEnv(): NodeJS.ProcessEnv {
+  const handed = Object.fromEntries(
+    readFileSync(path.join(DATA_DIR, 'engine.env'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1).replace(/^'(.*)'$/, '$1')]),
+  );
+  const secrets = [
+    'DATABASE_URL',
+    'S3_ACCESS_KEY_ID',
+    'S3_SECRET_ACCESS_KEY',
+    'KILN_URL_SIGNING_KEY',
+    'KILN_SECRETS_KEY',
+    'KILN_ENGINE_DB_PASSWORD',
+  ];
+  return { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !secrets.includes(k))), ...handed };
+}
+
+/** Starts an engine node pinned with taskset and waits for its ready file. */
+async function startNode(n: ReturnType<typeof nodesOf>[number]): Promise<ChildProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${n.id}-`));
+  const ready = path.join(dir, 'ready');
+  const log = openSync(path.join(dir, 'engine.log'), 'w');
+  const child = spawn('taskset', ['-c', n.cores, 'node', '--import', 'tsx', 'workers/engine-worker.ts'], {
+    env: {
+      ...engineEnv(),
+      KILN_NODE_ID: n.id,
+      KILN_ENGINE_ROLE: n.role,
+      KILN_ENGINE_THREADS: String(n.threads),
+      KILN_NODE_MEMORY_MB: '3000',
+      KILN_DATA_DIR: dir,
+      KILN_METRICS_PORT: '0',
+      KILN_READY_FILE: ready,
+    },
+    stdio: ['ignore', log, log],
+  });
+  const t0 = Date.now();
+  while (!existsSync(ready)) {
+    if (child.exitCode !== null) throw new Error(`${n.id} exited with ${child.exitCode}; its log is in ${dir}`);
+    if (Date.now() - t0 > 120_000) throw new Error(`${n.id} not ready after 120 s; its log is in ${dir}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return child;
+}
+
+async function stopNode(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/** A long prompt no other one shares more than its first few characters with (no prefix reuse). */
+const longPrompt = (tokens: number, i: number) =>
+  `q${i}x${Date.now().toString(36)} ${FILLER.repeat(Math.ceil(tokens / FILLER.length))}`.slice(0, tokens - 1);
+
+interface Phase {
+  /** Time per output token of each stream prediction, ms. */
+  tpot: number[];
+  ttft: number[];
+  outputTokens: number;
+  seconds: number;
+  split: number;
+}
+
+/** `streams` streams for `seconds`, and long prompts every `intervalS` seconds when `long` is set. */
+async function phase(token: string, model: string, o: PdOptions, long: boolean): Promise<Phase> {
+  const end = performance.now() + o.seconds * 1000;
+  const result: Phase = { tpot: [], ttft: [], outputTokens: 0, seconds: 0, split: 0 };
+  const t0 = performance.now();
+  const stream = async (s: number) => {
+    for (let i = 0; performance.now() < end; i++) {
+      const input = { prompt: `s${s}-${i} the kiln`, max_tokens: o.streamTokens, min_tokens: o.streamTokens, temperature: 0 };
+      const r = await streamPrediction(token, model, input);
+      result.tpot.push((r.total - r.ttft) / (o.streamTokens - 1));
+      result.outputTokens += o.streamTokens;
+    }
+  };
+  const longs: Array<Promise<void>> = [];
+  const arrivals = long
+    ? (async () => {
+        for (let i = 0; performance.now() < end; i++) {
+          longs.push(
+            (async () => {
+              const input = { prompt: longPrompt(o.promptTokens, i), max_tokens: 16, min_tokens: 16, temperature: 0 };
+              const r = await streamPrediction(token, model, input);
+              result.ttft.push(r.ttft);
+              result.outputTokens += 16;
+              const p = await call(token, `/v1/predictions/${r.id}`);
+              if (p.metrics?.prefill_split === 'restored') result.split += 1;
+            })(),
+          );
+          await new Promise((resolve) => setTimeout(resolve, o.intervalS * 1000));
+        }
+      })()
+    : Promise.resolve();
+  await Promise.all([...Array.from({ length: o.streams }, (_, s) => stream(s)), arrivals]);
+  await Promise.all(longs);
+  result.seconds = (performance.now() - t0) / 1000;
+  return result;
+}
+
+export async function pd(o: PdOptions): Promise<void> {
+  const token = await apiToken();
+  const run = Date.now().toString(36);
+  const spec = MODEL;
+  const dir = path.join(DATA_DIR, 'bench', 'models');
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, 'pd-model.gguf');
+  const written = await writeLlamaGguf(file, { ...spec, name: 'kiln-pd' });
+  const contextSize = Math.ceil((o.promptTokens + 64) / 256) * 256;
+  console.log(
+    `model: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ${spec.type}; ` +
+      `${o.streams} streams of ${o.streamTokens} tokens; a ${o.promptTokens}-token prompt every ${o.intervalS} s; ${o.seconds} s a phase; ` +
+      `${os.availableParallelism()} cores; load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+  );
+  const rows: Array<Record<string, string | number>> = [];
+  const figures: Record<string, { quiet: Phase; loaded: Phase }> = {};
+  for (const layout of ['colocated', 'split'] as const) {
+    const nodes = nodesOf(layout, run);
+    const children = await Promise.all(nodes.map(startNode));
+    try {
+      const model = await pushGguf(token, { path: file, sha256: written.sha256, size: (await stat(file)).size }, `pd-${layout}-${run}`, {
+        sequences: o.streams + 2,
+        contextSize,
+      });
+      // Loads the version where the layout's nodes are (cold start), then its prefill node too (a first long prompt).
+      const warm = await call(
+        token,
+        `/v1/models/${model}/predictions`,
+        { input: { prompt: 'warm', max_tokens: 2 } },
+        { prefer: 'wait=60' },
+      );
+      const warmLong = await call(
+        token,
+        `/v1/models/${model}/predictions`,
+        { input: { prompt: longPrompt(o.promptTokens, -1), max_tokens: 2 } },
+        { prefer: 'wait=60' },
+      );
+      console.log(
+        `${layout}: ${nodes.map((n) => `${n.id} (${n.role}, cores ${n.cores}, ${n.threads} threads)`).join(', ')}; ` +
+          `warm-up ${warm.status}; long prompt ${warmLong.metrics?.input_token_count} tokens, ` +
+          `prefill ${warmLong.metrics?.prefill_node ?? 'colocated'} → decode ${warmLong.metrics?.decode_node ?? 'colocated'}`,
+      );
+      const quiet = await phase(token, model, o, false);
+      const loaded = await phase(token, model, o, true);
+      figures[layout] = { quiet, loaded };
+      const f = (v: number) => Number(v.toFixed(1));
+      rows.push({
+        layout,
+        'TPOT p50 quiet (ms)': f(percentile(quiet.tpot, 50)),
+        'TPOT p99 quiet (ms)': f(percentile(quiet.tpot, 99)),
+        'TPOT p50 loaded (ms)': f(percentile(loaded.tpot, 50)),
+        'TPOT p99 loaded (ms)': f(percentile(loaded.tpot, 99)),
+        'p99 loaded ÷ quiet': Number((percentile(loaded.tpot, 99) / percentile(quiet.tpot, 99)).toFixed(2)),
+        'long TTFT p50 (ms)': f(percentile(loaded.ttft, 50)),
+        'long TTFT p99 (ms)': f(percentile(loaded.ttft, 99)),
+        'tok/s loaded': f(loaded.outputTokens / loaded.seconds),
+        'long prompts (split)': `${loaded.ttft.length} (${loaded.split})`,
+      });
+    } finally {
+      await Promise.all(children.map(stopNode));
+    }
+  }
+  table('decode streams beside long prompts, colocated and split (this machine is shared: ratios within one run only)', rows);
+  const { colocated, split } = figures;
+  const stall = (l: { quiet: Phase; loaded: Phase }) => percentile(l.loaded.tpot, 99) / percentile(l.quiet.tpot, 99);
+  const ttft = percentile(split.loaded.ttft, 50) / percentile(colocated.loaded.ttft, 50);
+  const tput = split.loaded.outputTokens / split.loaded.seconds / (colocated.loaded.outputTokens / colocated.loaded.seconds);
+  const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  console.log(
+    [
+      `decode p99 TPOT with long prompts ÷ without, split: ${stall(split).toFixed(2)}x (target ≤ ${TARGETS.stallRatio}x: ${verdict(stall(split) <= TARGETS.stallRatio)}); colocated: ${stall(colocated).toFixed(2)}x`,
+      `long prompts' TTFT p50, split ÷ colocated: ${ttft.toFixed(2)}x (target ≤ ${TARGETS.ttftRatio}x: ${verdict(ttft <= TARGETS.ttftRatio)})`,
+      `aggregate tokens/s, split ÷ colocated: ${tput.toFixed(2)}x (target ≥ ${TARGETS.throughputRatio}x: ${verdict(tput >= TARGETS.throughputRatio)})`,
+    ].join('\n'),
+  );
+  const saved = await saveResult('pd', { options: o, figures, stallSplit: stall(split), stallColocated: stall(colocated), ttft, tput });
+  console.log(`saved ${saved}`);
+}
