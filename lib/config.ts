@@ -537,14 +537,14 @@ export const configSchema = z.object({
   /**
    * CPU hosts: llama.cpp built from node-llama-cpp's source for this CPU (infra/llama-addon-build.sh,
    * cached per user) instead of the prebuilt (issue 19: about twice the prompt speed on an AVX-512
-   * host). auto: run it where it is cached (built by `KILN_LLAMA_SOURCE_BUILD=true npm start` or by
-   * the benchmarks that compare with llama.cpp), else the prebuilt; true: also build it at install
-   * (half an hour on two cores, once); false: always the prebuilt.
+   * host; issue 31: the whole stack's tokens/s). auto: npm start builds it in the background and the
+   * engine runs it from its next idle restart; true: install builds it before the stack starts
+   * (~6 min on two cores, once); false: always the prebuilt, nothing built.
    */
   KILN_LLAMA_SOURCE_BUILD: llamaSourceBuild
     .default('auto')
     .describe(
-      "CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: wherever that build is cached; `true`: also build it at install (about half an hour on two cores, once); `false`: always the prebuilt. GPU hosts ignore it.",
+      "CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: the prebuilt serves at first while `npm start` builds it in the background (about 6 minutes on two cores, once, at the lowest priority); the engine switches to it the next time it is idle; `true`: build it at install, before the stack starts; `false`: always the prebuilt, nothing built. GPU hosts ignore it.",
     ),
   KILN_OPTIONAL_MODELS: z
     .string()
