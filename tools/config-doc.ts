@@ -213,6 +213,13 @@ export const scriptVariables: ScriptVariable[] = [
     readBy: ['infra/app.sh'],
   },
   {
+    names: ['KILN_CONTROL_NICE'],
+    default: '`0`',
+    description:
+      "The `nice` of the API and the control worker on the local stack (0–19): above 0 the engine's llama.cpp threads win the CPU when both want it, and the control plane runs on what they leave.",
+    readBy: ['infra/run-app.sh'],
+  },
+  {
     names: ['KILN_ARCHIVE_BUCKET'],
     default: '`kiln-archive`',
     description: "The full server's archival bucket (Temporal's `s3store`, on MinIO).",
