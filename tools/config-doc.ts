@@ -135,7 +135,7 @@ export const computedDefaults: Partial<Record<ConfigKey, string>> = {
   KILN_DATA_DIR: '`.data` in the working directory',
   KILN_NODE_ID: 'the host name',
   KILN_NODE_MEMORY_MB: 'half the RAM',
-  KILN_ENGINE_THREADS: 'CPU cores − 1 (at least 1)',
+  KILN_ENGINE_THREADS: 'the CPU cores',
 };
 
 /** A variable the scripts read (infra/, bench/, cli/) that the processes' schema does not. */
