@@ -21,7 +21,7 @@ import { closeSync, existsSync, openSync, renameSync, rmSync, writeFileSync } fr
 import path from 'node:path';
 import { createLogger } from '../lib/logger';
 import { processAlive, readPidFile } from '../lib/pid-files';
-import { announceReady, RESTART_EXIT_CODE } from '../lib/ready';
+import { announceReady, RESTART_EXIT_CODE, stateFileOf } from '../lib/ready';
 import { KILN_ROOT } from './checkout';
 import { STATE_FILE, type ProgramStatus, type SupervisorState } from './supervisor-state';
 
@@ -188,7 +188,9 @@ async function main() {
     }
     writeState();
     await waitUntilGone(pids, STOP_GRACE_MS);
-    for (const name of names) for (const file of [pidFile(name), readyFile(name)]) rmSync(file, { force: true });
+    // What the programs said about themselves (lib/ready.ts announceState) goes with them.
+    for (const name of names)
+      for (const file of [pidFile(name), readyFile(name), stateFileOf(readyFile(name), 'llama')]) rmSync(file, { force: true });
     writeState();
     logger.info('stopped');
     process.exit(exitCode);
