@@ -32,7 +32,7 @@ export const configSchema = z.object({
     .enum(['development', 'test', 'production'])
     .default('development')
     .describe(
-      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. Only `test` lets `infra/empty-bucket.ts` empty the bucket at the start of a suite.',
+      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. Only `test` lets `infra/empty-bucket.ts` empty the bucket at the start of a suite; under `test` an engine keeps the llama.cpp build it started with (it does not restart onto a source build that arrives meanwhile).',
     ),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])

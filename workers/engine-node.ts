@@ -61,6 +61,11 @@ export interface EngineNodeOptions {
   pinnedNodeShare: number;
   /** How long a stream's chunks are gathered into one write (KILN_STREAM_BATCH_MS). */
   streamBatchMs?: number;
+  /**
+   * Restart when idle onto a llama.cpp source build that arrived after the start (not in the test
+   * suite, whose tests count the engine's restarts and keep whichever build is there).
+   */
+  switchToNewBuild?: boolean;
 }
 
 export class EngineNode implements NodeHooks {
@@ -296,7 +301,7 @@ export class EngineNode implements NodeHooks {
    * again, loading its model on the new process.
    */
   private restartForNewBuild(): void {
-    if (this.restartRequested || !this.deps.llama.sourceBuildArrived()) return;
+    if (this.opts.switchToNewBuild === false || this.restartRequested || !this.deps.llama.sourceBuildArrived()) return;
     const now = Date.now();
     const busy =
       this.unloading.size > 0 ||

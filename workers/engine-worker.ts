@@ -86,6 +86,7 @@ async function main() {
       sequences: c.KILN_ENGINE_SEQUENCES,
       pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
       streamBatchMs: c.KILN_STREAM_BATCH_MS,
+      switchToNewBuild: c.KILN_ENV !== 'test',
     },
     {
       db,
