@@ -1,13 +1,15 @@
 /**
  * Publishes an engine's output chunks to the prediction's stream as they come. The first chunk
- * goes out at once (time to first token); later ones are batched for `batchMs` (KILN_STREAM_BATCH_MS)
+ * goes out at once (time to first token); later ones are batched for up to `batchMs` (KILN_STREAM_BATCH_MS,
+ * on a clock all streams share, so that a node's streams are written together)
  * so a fast model does not turn every token into a database round trip (and a read for each SSE
  * reader), and the last goes as the generation ends (close); chunks that come while a
  * write is in flight join the next write instead of queueing writes of their own: a slow
  * database (a busy host) then means bigger writes, never a backlog that the stream falls behind by.
  */
 import type { Db } from '../db/client';
-import { appendFirstOutput, appendOutput, landedOutput, StaleAttemptError } from '../db/events';
+import { appendFirstOutput, landedOutput, StaleAttemptError } from '../db/events';
+import { outputAppender } from './output-appender';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
@@ -58,7 +60,9 @@ export class OutputStream {
       this.sentAny = true;
       this.flush(true);
     } else {
-      this.timer ??= setTimeout(() => this.flush(), this.batchMs);
+      // At the next tick of a clock every stream shares: the streams of a node due at once go to the
+      // database in one write (output-appender.ts).
+      this.timer ??= setTimeout(() => this.flush(), this.batchMs - (Date.now() % Math.max(1, this.batchMs)));
     }
   }
 
@@ -100,7 +104,7 @@ export class OutputStream {
           // The first write of an attempt says, if need be, that a failed attempt's output came before it.
           ({ id: this.lastId, attempt: this.attempt } = await appendFirstOutput(this.db, this.predictionId, data, this.attempt, tokens));
         } else {
-          this.lastId = await appendOutput(this.db, this.predictionId, data, this.attempt!, tokens);
+          this.lastId = await outputAppender(this.db).append(this.predictionId, data, this.attempt!, tokens);
         }
         return;
       } catch (err) {

@@ -11,6 +11,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +19,7 @@ import { textGenerationInput } from '../domain/tasks/text-generation';
 import { cpuHost, sourceBuildSetting } from '../engines/llama/backend';
 import { LlamaEngine } from '../engines/llama/engine';
 import { MIN_REUSED_TOKENS } from '../engines/llama/sequence-pool';
+import { stateFileOf } from '../lib/ready';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 import { batchedBench, batchedBenchBinary } from './llama-floor';
@@ -40,7 +42,10 @@ export interface BatchingOptions {
   tokens: number;
   promptTokens: number;
   rounds: number;
+  /** The engine's threads, in this process (direct); the API's engine worker has its own KILN_ENGINE_THREADS. */
   threads: number;
+  /** llama-batched-bench's threads: all cores, the floor issue 31 measures against. */
+  floorThreads: number;
   skipApi: boolean;
   /** Prompt length of the time-to-first-token table; 0 skips it. */
   ttftPromptTokens: number;
@@ -60,7 +65,7 @@ function ensureSourceBuild(): void {
 
 /** llama.cpp's aggregate: N sequences of `prompt` tokens each, then `tokens` decoded for all N at once. */
 async function floorOnce(bin: string, file: string, n: number, o: BatchingOptions): Promise<number> {
-  const r = await batchedBench(bin, file, n, o.promptTokens, o.tokens, o.threads);
+  const r = await batchedBench(bin, file, n, o.promptTokens, o.tokens, o.floorThreads);
   return (r.pl * r.tg) / r.t;
 }
 
@@ -100,6 +105,19 @@ function coldPrompt(engine: LlamaEngine, version: string, tokens: number): strin
   throw new Error(`no prompt of ${tokens} tokens found`);
 }
 
+/** Which llama.cpp the bench stack's engine worker runs, and on how many threads (workers/engine-worker.ts says). */
+function apiEngineLlama(): { binary: string; threads: number } | undefined {
+  try {
+    const s = JSON.parse(readFileSync(stateFileOf(path.join(DATA_DIR, 'pids', 'engine-worker.ready'), 'llama'), 'utf8')) as {
+      binary: string;
+      threads: number;
+    };
+    return { binary: s.binary.startsWith('source build') ? 'source build' : s.binary, threads: s.threads };
+  } catch {
+    return undefined;
+  }
+}
+
 async function timed(n: number, tokens: number, one: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await Promise.all(Array.from({ length: n }, one));
@@ -125,7 +143,8 @@ export async function batching(o: BatchingOptions) {
   const input = { prompt, max_tokens: o.tokens, min_tokens: o.tokens, temperature: 0 };
   console.log(
     `model ${o.model}: ${(written.size / 2 ** 20).toFixed(0)} MiB, ${(written.parameters / 1e6).toFixed(0)}M parameters, ` +
-      `${spec.type}; ${o.tokens} tokens per stream after a ~${o.promptTokens}-token prompt; ${o.threads} thread(s); greedy`,
+      `${spec.type}; ${o.tokens} tokens per stream after a ~${o.promptTokens}-token prompt; greedy; ` +
+      `threads: llama.cpp ${o.floorThreads}, engine direct ${o.threads}`,
   );
   console.log(
     `floor: ${bin}; load average ${os
@@ -143,6 +162,7 @@ export async function batching(o: BatchingOptions) {
 
   let token: string | undefined;
   let model: string | undefined;
+  let apiEngine: { binary: string; threads: number } | undefined;
   if (!o.skipApi) {
     token = await apiToken();
     model = await pushGguf(
@@ -157,8 +177,10 @@ export async function batching(o: BatchingOptions) {
     // Loads it on a node (cold start), and checks that it generates what is asked.
     const warm = await call(token, `/v1/models/${model}/predictions`, { input }, { prefer: 'wait=60' });
     if (warm.status !== 'succeeded') throw new Error(`warm-up prediction ${warm.id}: ${warm.status} ${warm.error ?? ''}`);
+    apiEngine = apiEngineLlama();
     console.log(
-      `API: ${model} on ${warm.metrics?.output_token_count} tokens per stream, ${warm.metrics?.tokens_per_second} tokens/s alone`,
+      `API: ${model} on ${warm.metrics?.output_token_count} tokens per stream, ${warm.metrics?.tokens_per_second} tokens/s alone; ` +
+        `its engine runs llama.cpp ${apiEngine?.binary ?? '(unknown)'} on ${apiEngine?.threads ?? '?'} thread(s)`,
     );
   }
 
@@ -208,7 +230,7 @@ export async function batching(o: BatchingOptions) {
     ttft.cached.length = 0;
     ttft.apiCached.length = 0;
     for (let r = 0; r < o.rounds; r++) {
-      ttft.floor.push(await promptFloorMs(bin, file, o.ttftPromptTokens, o.threads));
+      ttft.floor.push(await promptFloorMs(bin, file, o.ttftPromptTokens, o.floorThreads));
       ttft.direct.push(await directTtft());
       if (token && model) ttft.api.push(await apiTtft());
       const f = (xs: number[]) => (xs.length ? `${xs.at(-1)!.toFixed(0)} ms` : '-');
@@ -232,9 +254,14 @@ export async function batching(o: BatchingOptions) {
       'direct ÷ floor': ratio(eng, floor),
       'API tok/s': Number.isFinite(api) ? Number(api.toFixed(1)) : '-',
       'API ÷ floor': ratio(api, floor),
+      target: '≥ 0.85×',
     };
   });
-  table(`Batching: aggregate generated tokens/s at N streams (model ${o.model}, ${o.tokens} tokens each, p50 of rounds)`, rows);
+  table(
+    `Batching: aggregate generated tokens/s at N streams (model ${o.model}, ${o.tokens} tokens each, p50 of rounds; ` +
+      `llama.cpp on ${o.floorThreads} thread(s), the API's engine ${apiEngine ? `${apiEngine.binary} on ${apiEngine.threads}` : '-'})`,
+    rows,
+  );
   const ttftRows: Array<Record<string, string | number>> = [];
   if (o.ttftPromptTokens > 0) {
     const floor = percentile(ttft.floor, 50);
@@ -265,6 +292,6 @@ export async function batching(o: BatchingOptions) {
     .join(' ');
   console.log(`load average at the end: ${load}`);
   console.log(
-    `saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds], ttft: { promptTokens: o.ttftPromptTokens, rows: ttftRows, ...ttft } })}`,
+    `saved ${await saveResult('batching', { model: o.model, spec, threads: o.threads, floorThreads: o.floorThreads, apiEngine, tokens: o.tokens, host: os.hostname(), binary, load, rows, rounds: [...rounds], ttft: { promptTokens: o.ttftPromptTokens, rows: ttftRows, ...ttft } })}`,
   );
 }

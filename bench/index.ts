@@ -1,5 +1,6 @@
 /** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
 import { Command, Option } from 'commander';
+import os from 'node:os';
 import { DEFAULT_DRAFT_TOKENS } from '../engines/llama/speculative';
 import { archiveCost } from './archive';
 import { batching, BATCHING_MODELS } from './batching';
@@ -149,6 +150,12 @@ program
     int,
     defaultThreads(),
   )
+  .option(
+    '--floor-threads <n>',
+    "CPU threads for llama-batched-bench (default: all cores, issue 31's floor)",
+    int,
+    os.availableParallelism(),
+  )
   .option('--skip-api', 'only llama.cpp and the engine direct (no running stack needed)', false)
   .option(
     '--ttft-prompt-tokens <n>',
@@ -164,6 +171,7 @@ program
       promptTokens: o.promptTokens,
       rounds: o.rounds,
       threads: o.threads,
+      floorThreads: o.floorThreads,
       skipApi: o.skipApi,
       ttftPromptTokens: o.ttftPromptTokens,
     }),

@@ -6,9 +6,9 @@
  */
 import type { LlamaContextSequence } from 'node-llama-cpp';
 import { mkdir } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { loadNodeLlamaCpp } from '../engines/llama/engine';
+import { defaultEngineThreads } from '../lib/config';
 import { newId } from '../lib/ids';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { apiToken, DATA_DIR, ms, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
@@ -122,4 +122,4 @@ export async function prefixCache(o: PrefixCacheOptions) {
   console.log(`saved ${await saveResult('prefix-cache', { prefixTokens, rows, runs })}`);
 }
 
-export const defaultThreads = () => Number(process.env.KILN_ENGINE_THREADS) || Math.max(1, os.availableParallelism() - 1);
+export const defaultThreads = () => Number(process.env.KILN_ENGINE_THREADS) || defaultEngineThreads();

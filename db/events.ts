@@ -99,6 +99,41 @@ export async function appendOutput(db: Db, predictionId: string, data: string, a
 }
 
 /**
+ * Output chunks of several streams in one round trip and one commit, each as appendOutput writes
+ * it (its stream's lock, the attempt fence, the insert, the notification): an id per chunk, in
+ * order, or a StaleAttemptError where a later attempt writes that stream now.
+ */
+export async function appendOutputs(
+  db: Db,
+  chunks: { predictionId: string; data: string; attempt: number; tokens?: number }[],
+): Promise<(number | StaleAttemptError)[]> {
+  if (chunks.length === 1) {
+    const [c] = chunks;
+    return [await appendOutput(db, c.predictionId, c.data, c.attempt, c.tokens).catch(staleOrThrow)];
+  }
+  const json = JSON.stringify(chunks.map((c) => ({ p: c.predictionId, d: withoutNul(c.data), a: c.attempt, t: c.tokens ?? null })));
+  const rows = await db.execute<{ n: string; id: string | null }>(
+    sql`select u.n, kiln_append_output(u.p, u.d, u.a, u.t) as id
+        from rows from (jsonb_to_recordset(${json}::jsonb) as (p text, d text, a integer, t integer)) with ordinality as u(p, d, a, t, n)`,
+  );
+  const ids = new Map(rows.map((r) => [Number(r.n) - 1, r.id]));
+  return Promise.all(
+    chunks.map(async (_, i) => {
+      const id = ids.get(i);
+      if (id !== null && id !== undefined) return Number(id);
+      const { predictionId, attempt } = chunks[i];
+      const last = await lastAttemptEvent(db, predictionId);
+      return new StaleAttemptError(predictionId, attempt, last?.attempt ?? attempt + 1);
+    }),
+  );
+}
+
+function staleOrThrow(err: unknown): StaleAttemptError {
+  if (err instanceof StaleAttemptError) return err;
+  throw err;
+}
+
+/**
  * The first output chunk of an engine attempt. An attempt that continues the output already in
  * the stream was announced by an `attempt` event (beginAttempt): its text simply goes on. Output
  * of an earlier attempt with no such event (a workflow from before attempts continued) is

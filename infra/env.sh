@@ -119,6 +119,21 @@ start_temporal_dev() {
     --log-level warn
 }
 
+# clone_llama_source DEST: the llama.cpp source node-llama-cpp ships (its git bundle) checked out
+# in DEST, with node-llama-cpp's patches applied as its own build applies them after cloning: each
+# one it cannot tell is already upstream.
+clone_llama_source() {
+  local dest=$1 nlc="$KILN_ROOT/node_modules/node-llama-cpp" patch
+  [ -f "$nlc/llama/gitRelease.bundle" ] || die "no $nlc/llama/gitRelease.bundle: is node-llama-cpp installed?"
+  git clone -q "$nlc/llama/gitRelease.bundle" "$dest" 2>/dev/null || die "cannot clone $nlc/llama/gitRelease.bundle"
+  for patch in "$nlc"/llama/patches/*.diff; do
+    [ -f "$patch" ] || continue
+    if git -C "$dest" apply --check --ignore-whitespace "$patch" 2>/dev/null; then
+      git -C "$dest" apply --ignore-whitespace "$patch"
+    fi
+  done
+}
+
 temporal_serving() { "$TEMPORAL_BIN" operator cluster health --address "127.0.0.1:$1" 2>/dev/null | grep -q SERVING; }
 
 # stop_pidfile PIDFILE [SECONDS]: TERM, then KILL after SECONDS (15).

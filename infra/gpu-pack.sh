@@ -38,14 +38,7 @@ nlc_version=$(node -p "require('$nlc/package.json').version")
 source_key="llama.cpp $tag nlc $nlc_version $(cat "$nlc"/llama/patches/*.diff 2>/dev/null | sha256sum | cut -c1-16)"
 if [ "$(cat "$pack/llama.cpp.key" 2>/dev/null)" != "$source_key" ] || [ ! -f "$pack/llama.cpp.tar.xz" ]; then
   log "packing llama.cpp's source ($source_key)"
-  git clone -q "$nlc/llama/gitRelease.bundle" "$work/llama.cpp" 2>/dev/null || die "cannot clone $nlc/llama/gitRelease.bundle"
-  # node-llama-cpp applies its patches after cloning (each one it cannot tell is already upstream).
-  for patch in "$nlc"/llama/patches/*.diff; do
-    [ -f "$patch" ] || continue
-    if git -C "$work/llama.cpp" apply --check --ignore-whitespace "$patch" 2>/dev/null; then
-      git -C "$work/llama.cpp" apply --ignore-whitespace "$patch"
-    fi
-  done
+  clone_llama_source "$work/llama.cpp"
   # Left out: the vocab test models, docs and web UI assets; the build the check configures uses none.
   tar -C "$work/llama.cpp" -c --exclude=./.git --exclude=./models --exclude=./docs --exclude=./media \
     --exclude=./tools/ui --exclude=./tools/server/public . | xz -T"$threads" -6 >"$work/llama.cpp.tar.xz"

@@ -112,9 +112,9 @@ wait $minio_pid || die "building MinIO failed"
 wait $models_pid || true
 # GPU hosts: the llama.cpp build for their cards, checked (and built) after the npm packages.
 bash "$KILN_ROOT/infra/gpu-install.sh"
-# CPU hosts that opt in (KILN_LLAMA_SOURCE_BUILD=true): llama.cpp built for this CPU, once, into the
-# per-user cache (about half an hour on two cores); the engine uses the prebuilt until it is there.
-# GPU hosts have the build above instead.
+# CPU hosts that ask for it first (KILN_LLAMA_SOURCE_BUILD=true): llama.cpp built for this CPU, once,
+# into the per-user cache (~6 min on two cores), before the stack starts. By default (auto) npm start
+# builds it in the background instead, once the stack serves. GPU hosts have the build above instead.
 case "${KILN_LLAMA_SOURCE_BUILD:-}" in
   true | 1) command -v "${KILN_NVIDIA_SMI:-nvidia-smi}" >/dev/null || bash "$KILN_ROOT/infra/llama-addon-build.sh" >/dev/null ;;
 esac

@@ -6,6 +6,15 @@
 # node-llama-cpp's own cmake-js. The engine loads the result unless KILN_LLAMA_SOURCE_BUILD=false
 # (engines/llama/backend.ts); the prebuilt stays the fallback. Issue 19: the prebuilt's
 # CPU backend runs a 32-token prompt about half as fast as this build on an AVX-512 host.
+#
+#   llama-addon-build.sh               builds now (waits for a build already under way instead)
+#   llama-addon-build.sh --background  npm start's way: returns at once; unless the build is there,
+#                                      under way or failed before, builds at the lowest CPU and I/O
+#                                      priority, logging to .data/logs/llama-build.log
+#
+# One build at a time per user (a lock beside the folder; fresh clones share the cache). A failed
+# build leaves FOLDER.failed (lib/llama-build-state.ts reads it for npm run status), which the
+# background mode does not retry; a build run by hand does, and clears it on success.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 nlc="$KILN_ROOT/node_modules/node-llama-cpp"
@@ -16,14 +25,59 @@ variant="${plan[0]}"
 cpu_flags=("${plan[@]:1}")
 dir=$(cd "$KILN_ROOT" && "${planner[@]}" dir addon)
 if [ -f "$dir/llama-addon.node" ]; then echo "$dir"; exit 0; fi
+mkdir -p "$(dirname "$dir")"
+lock="$dir.lock" failed="$dir.failed" building="$dir.building"
+
+if [ "${1:-}" = --background ]; then
+  if [ -f "$failed" ]; then
+    log "llama.cpp's source build failed before ($failed): not retried; bash infra/llama-addon-build.sh tries again"
+    exit 0
+  fi
+  # A held lock is a build under way, by this clone or another.
+  if ! flock -n "$lock" true; then exit 0; fi
+  build_log="$DATA/logs/llama-build.log"
+  setsid nohup nice -n 19 ionice -c 3 bash "${BASH_SOURCE[0]}" --locked "$build_log" >"$build_log" 2>&1 </dev/null &
+  exit 0
+fi
+
+if [ "${1:-}" != --locked ]; then
+  exec 9>"$lock"
+  if ! flock -n 9; then
+    log "waiting for the llama.cpp source build under way ($(cat "$building" 2>/dev/null || echo "lock $lock"))"
+    flock 9
+  fi
+  if [ -f "$dir/llama-addon.node" ]; then echo "$dir"; exit 0; fi
+  build_log=""
+else
+  build_log="$2"
+  exec 9>"$lock"
+  # Lost a race with another start: that one builds.
+  flock -n 9 || exit 0
+  if [ -f "$dir/llama-addon.node" ]; then echo "$dir"; exit 0; fi
+fi
+printf '{"pid":%s,"startedAt":"%s","log":"%s"}\n' "$$" "$(date -u +%FT%TZ)" "$build_log" >"$building"
+started=$SECONDS
+# Whatever ends this run, the folder is either built or FOLDER.failed says why.
+finish() {
+  local code=$1
+  rm -f "$building"
+  if [ -f "$dir/llama-addon.node" ]; then
+    rm -f "$failed"
+  else
+    printf '{"exitCode":%s,"at":"%s","log":"%s"}\n' "$code" "$(date -u +%FT%TZ)" "$build_log" >"$failed"
+  fi
+}
+trap 'finish $?' EXIT
+# Stopped by a signal: the exit status says which, and FOLDER.failed records it.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 . "$KILN_ROOT/infra/cmake.sh"
 need_cmake "node-llama-cpp's addon"
 
-log "building node-llama-cpp's addon ($variant) from its llama.cpp source (first run only: about half an hour on 2 cores)"
-mkdir -p "$(dirname "$dir")"
+log "building node-llama-cpp's addon ($variant) from its llama.cpp source (first run only: ~6 min on 2 idle cores)"
 work=$(mktemp -d "$(dirname "$dir")/.addon-build.XXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'code=$?; rm -rf "$work"; finish $code' EXIT
 # The build tree node-llama-cpp would use (CMakeLists.txt, addon/, cmake/, patches), without the
 # bundle itself or earlier local builds; node_modules beside it so its CMakeLists finds node-addon-api.
 mkdir "$work/llama"
@@ -32,14 +86,7 @@ for entry in "$nlc"/llama/*; do
   cp -r "$entry" "$work/llama/"
 done
 ln -s "$KILN_ROOT/node_modules" "$work/llama/node_modules"
-git clone -q "$nlc/llama/gitRelease.bundle" "$work/llama/llama.cpp" 2>/dev/null || die "cannot clone $nlc/llama/gitRelease.bundle"
-# node-llama-cpp applies its patches after cloning (each one it cannot tell is already upstream).
-for patch in "$work"/llama/patches/*.diff; do
-  [ -f "$patch" ] || continue
-  if git -C "$work/llama/llama.cpp" apply --check --ignore-whitespace "$patch" 2>/dev/null; then
-    git -C "$work/llama/llama.cpp" apply --ignore-whitespace "$patch"
-  fi
-done
+clone_llama_source "$work/llama/llama.cpp"
 # The options node-llama-cpp's own `source build` passes (dist/bindings/utils/compileLLamaCpp.js),
 # with the CPU options in place of its GGML_NATIVE=ON; one CPU backend linked in, no dynamic variants.
 (
@@ -62,4 +109,5 @@ done
 printf '{"variant":"%s","built":"%s"}\n' "$variant" "$(date -u +%FT%TZ)" >"$out/kiln-build.json"
 rm -rf "$dir"
 mv "$out" "$dir"
+log "node-llama-cpp's addon built in $((SECONDS - started)) s: $dir"
 echo "$dir"

@@ -6,9 +6,21 @@
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 . "$KILN_ROOT/infra/app.sh"
 
+# The control plane's processes at KILN_CONTROL_NICE: the engine's llama.cpp threads win the CPU
+# when both want it (on a CPU host they use every core).
+control_plane_priority() {
+  local n="${KILN_CONTROL_NICE:-0}"
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -le 19 ] || die "KILN_CONTROL_NICE must be 0 to 19 (got '$n')"
+  [ "$n" = 0 ] || renice -n "$n" -p $$ >/dev/null
+}
+
 case "${1:-}" in
-  api) exec_kiln api/index.ts ;;
+  api)
+    control_plane_priority
+    exec_kiln api/index.ts
+    ;;
   control-worker)
+    control_plane_priority
     export KILN_METRICS_PORT="${KILN_CONTROL_METRICS_PORT:-9464}"
     exec_kiln workers/control-worker.ts
     ;;

@@ -16,17 +16,29 @@ start_kiln
 token=$(cat "$DATA/api-token")
 temporal_line="Temporal UI  http://127.0.0.1:$TEMPORAL_UI_PORT/namespaces/default/workflows"
 [ "$KILN_TEMPORAL" = server ] && temporal_line="Temporal UI  $KILN_TEMPORAL_UI_URL/namespaces/default/workflows   (full server on Postgres, $TEMPORAL_ADDRESS)"
-# CPU hosts: which llama.cpp the engine runs (engines/llama/backend.ts decides the same way;
-# GPU hosts had theirs printed by gpu-install.sh).
+# CPU hosts: which llama.cpp the engine runs, as it said when it loaded it (GPU hosts had theirs
+# printed by gpu-install.sh). Without a build for this CPU, npm start makes one in the background,
+# after the stack is up so that this start does not wait; the engine switches to it when next idle.
 llama_line=""
 if ! command -v "${KILN_NVIDIA_SMI:-nvidia-smi}" >/dev/null; then
-  addon=$(cd "$KILN_ROOT" && node --import tsx lib/llama-cpu-build.ts dir addon 2>/dev/null || true)
-  case "${KILN_LLAMA_SOURCE_BUILD:-auto}" in false | 0) addon="" ;; esac
-  if [ -n "$addon" ] && [ -f "$addon/llama-addon.node" ]; then
-    llama_line="llama.cpp    built for this CPU ($addon)"
-  else
-    llama_line="llama.cpp    prebuilt (KILN_LLAMA_SOURCE_BUILD=true npm start builds one for this CPU, ~30 min once: about twice the prompt speed)"
-  fi
+  running=$(node -e 'try { const s = require(process.argv[1]); console.log(`${s.binary.startsWith("source build") ? "built for this CPU" : s.binary}, ${s.threads} thread(s)`) } catch {}' "$RUN_DIR/pids/engine-worker.llama.json")
+  case "${KILN_LLAMA_SOURCE_BUILD:-auto}" in
+    false | 0) llama_line="llama.cpp    ${running:-prebuilt} (KILN_LLAMA_SOURCE_BUILD=false)" ;;
+    *)
+      case "$running" in
+        "built for this CPU"*) llama_line="llama.cpp    $running" ;;
+        *)
+          bash "$KILN_ROOT/infra/llama-addon-build.sh" --background
+          build=$(cd "$KILN_ROOT" && node --import tsx lib/llama-build-state.ts 2>/dev/null || true)
+          case "$build" in
+            *'"state":"failed"'*) llama_line="llama.cpp    ${running:-prebuilt}: the build for this CPU failed (npm run status says where its log is; bash infra/llama-addon-build.sh tries again)" ;;
+            *'"state":"built"'*) llama_line="llama.cpp    ${running:-prebuilt}; built for this CPU since: the engine switches to it when next idle" ;;
+            *) llama_line="llama.cpp    ${running:-prebuilt} for now; building it for this CPU in the background (~6 min, at low priority, log .data/logs/llama-build.log): the engine switches to it when next idle" ;;
+          esac
+          ;;
+      esac
+      ;;
+  esac
 fi
 cat <<INFO
 

@@ -10,7 +10,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
+import { cpuHost } from '../engines/llama/backend';
+import { sourceBuildState } from '../lib/llama-build-state';
 import { processAlive, readPidFile } from '../lib/pid-files';
+import { stateFileOf } from '../lib/ready';
 import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 import { KILN_ROOT } from './checkout';
 import { GPU_BUILD_STATE, type GpuBuildState } from './gpu-install';
@@ -111,6 +114,7 @@ async function kilnProcesses(runDir: string, label: string): Promise<ComponentSt
     else health = readPidFile(path.join(runDir, 'pids', `${p.name}.ready`)) === p.pid ? 'ready (polling Temporal)' : 'starting';
     const gpu = /^engine-worker-gpu(\d+)$/.exec(p.name)?.[1];
     if (up && gpu !== undefined) health += `, on GPU ${gpu}`;
+    if (up) health += engineLlama(path.join(runDir, 'pids', `${p.name}.ready`), p.pid!);
     if (p.lastExit && p.restarts > 0)
       health += `; last exit ${p.lastExit.signal ?? `code ${p.lastExit.code}`} at ${p.lastExit.at.slice(11, 19)}`;
     rows.push({
@@ -164,6 +168,49 @@ async function engineNodes(url: string): Promise<ComponentStatus[]> {
   }
 }
 
+/** Which llama.cpp an engine process runs and on how many threads, as it said when it loaded it (workers/engine-worker.ts). */
+function engineLlama(readyFile: string, pid: number): string {
+  try {
+    const state = JSON.parse(readFileSync(stateFileOf(readyFile, 'llama'), 'utf8')) as { pid: number; binary: string; threads: number };
+    if (state.pid !== pid) return '';
+    return `, llama.cpp ${state.binary.startsWith('source build') ? 'built for this CPU' : state.binary}, ${state.threads} thread${state.threads === 1 ? '' : 's'}`;
+  } catch {
+    return '';
+  }
+}
+
+/** CPU hosts: where llama.cpp's build for this CPU stands (npm start builds it in the background). */
+function cpuSourceBuild(): ComponentStatus[] {
+  const setting = process.env.KILN_LLAMA_SOURCE_BUILD ?? 'auto';
+  if (!cpuHost('auto')) return [];
+  const b = sourceBuildState();
+  const row = (up: boolean, health: string, pid: number | null = null): ComponentStatus[] => [
+    { component: 'llama.cpp build', up, pid, uptimeS: pid ? uptimeOf(pid) : null, restarts: null, health },
+  ];
+  const log = (file: string) => (file ? ` (log ${file})` : '');
+  switch (b.state) {
+    case 'built':
+      return row(
+        true,
+        `built for this CPU${b.builtAt ? ` at ${b.builtAt}` : ''}: ${b.dir}${/^(false|0)$/.test(setting) ? ' (unused: KILN_LLAMA_SOURCE_BUILD=false)' : ''}`,
+      );
+    case 'building':
+      return row(true, `building for this CPU in the background since ${b.startedAt.slice(11, 19)} UTC (~6 min)${log(b.log)}`, b.pid);
+    case 'failed':
+      return row(
+        true,
+        `FAILED at ${b.at.slice(11, 19)} UTC (exit ${b.exitCode})${log(b.log)}; the prebuilt serves; bash infra/llama-addon-build.sh tries again`,
+      );
+    case 'absent':
+      return row(
+        true,
+        /^(false|0)$/.test(setting)
+          ? 'prebuilt only (KILN_LLAMA_SOURCE_BUILD=false)'
+          : 'not built yet: npm start builds it in the background',
+      );
+  }
+}
+
 function formatUptime(s: number | null): string {
   if (s === null) return '-';
   if (s < 60) return `${s}s`;
@@ -193,7 +240,8 @@ export async function stackStatus(): Promise<ComponentStatus[]> {
   if (dev.length === 0)
     dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
   const nodes = await engineNodes(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln');
-  return [...services, ...gpuBackend(path.join(process.env.KILN_GPU_STATE_DIR ?? data, GPU_BUILD_STATE)), ...dev, ...nodes, ...test];
+  const gpu = gpuBackend(path.join(process.env.KILN_GPU_STATE_DIR ?? data, GPU_BUILD_STATE));
+  return [...services, ...(gpu.length > 0 ? gpu : cpuSourceBuild()), ...dev, ...nodes, ...test];
 }
 
 async function main() {

@@ -9,7 +9,8 @@
  * program when it serves (lib/ready.ts), DIR/logs/NAME.log has its output, DIR/supervisor.json
  * the state. The supervisor announces itself ready (its own KILN_READY_FILE) once every program
  * is; a program that exits before it was ever ready fails the start instead of looping, as a
- * config error would. SIGTERM or SIGINT stops the programs (TERM, KILL after 15 s), then it.
+ * config error would. A program that exits with RESTART_EXIT_CODE (lib/ready.ts) stopped cleanly
+ * to be started again, and is, at once. SIGTERM or SIGINT stops the programs (TERM, KILL after 15 s), then it.
  *
  * Production runs the same processes under systemd (infra/systemd/), which does this job there.
  * This one exists for the local stack because it needs no root, no unit files and nothing more
@@ -20,7 +21,7 @@ import { closeSync, existsSync, openSync, renameSync, rmSync, writeFileSync } fr
 import path from 'node:path';
 import { createLogger } from '../lib/logger';
 import { processAlive, readPidFile } from '../lib/pid-files';
-import { announceReady } from '../lib/ready';
+import { announceReady, RESTART_EXIT_CODE, stateFileOf } from '../lib/ready';
 import { KILN_ROOT } from './checkout';
 import { STATE_FILE, type ProgramStatus, type SupervisorState } from './supervisor-state';
 
@@ -151,6 +152,14 @@ async function main() {
         return;
       }
       if (!p.everReady) return fail(`${name} exited (code ${code}, signal ${signal}) before it was ready: see ${logFile}`);
+      if (code === RESTART_EXIT_CODE) {
+        p.status.restarts += 1;
+        logger.info(
+          { program: name, exitedPid: child.pid, ranMs, restart: p.status.restarts },
+          `${name} (pid ${child.pid}) asked to be restarted`,
+        );
+        return start(p);
+      }
       p.failures = ranMs >= STABLE_MS ? 1 : p.failures + 1;
       const delayMs = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (p.failures - 1));
       p.status.restarts += 1;
@@ -179,7 +188,9 @@ async function main() {
     }
     writeState();
     await waitUntilGone(pids, STOP_GRACE_MS);
-    for (const name of names) for (const file of [pidFile(name), readyFile(name)]) rmSync(file, { force: true });
+    // What the programs said about themselves (lib/ready.ts announceState) goes with them.
+    for (const name of names)
+      for (const file of [pidFile(name), readyFile(name), stateFileOf(readyFile(name), 'llama')]) rmSync(file, { force: true });
     writeState();
     logger.info('stopped');
     process.exit(exitCode);

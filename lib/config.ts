@@ -10,6 +10,11 @@ import { KilnError } from './kiln-error';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
+/** KILN_ENGINE_THREADS's default: every core (the benches that drive an engine of their own use it too). */
+export function defaultEngineThreads(): number {
+  return Math.max(1, os.availableParallelism());
+}
+
 /** KILN_LLAMA_SOURCE_BUILD: auto, or the bool spellings (engines/llama/backend.ts reads it too). */
 export const llamaSourceBuild = z
   .enum(['auto', 'true', 'false', '1', '0'])
@@ -27,7 +32,7 @@ export const configSchema = z.object({
     .enum(['development', 'test', 'production'])
     .default('development')
     .describe(
-      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. Only `test` lets `infra/empty-bucket.ts` empty the bucket at the start of a suite.',
+      'The kind of deployment: `npm test` and `bench/process-start.sh` set `test`, the systemd units `production`. Only `test` lets `infra/empty-bucket.ts` empty the bucket at the start of a suite; under `test` an engine keeps the llama.cpp build it started with (it does not restart onto a source build that arrives meanwhile).',
     ),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
@@ -410,16 +415,19 @@ export const configSchema = z.object({
       "Share of one node's memory that one account's pinned replicas (deployments' `min_instances`) may hold; past it they are evicted and scale to zero like any other.",
     ),
   /**
-   * CPU threads per context. llama.cpp's threads spin while they wait: more threads than free
-   * cores makes generation orders of magnitude slower, so leave a core to the rest of the node.
+   * CPU threads per context: every core. Issue 31 measured the whole stack on two cores with the
+   * source build at 0.47×/0.50× of llama.cpp alone (4/16 streams) with one thread and 0.67×/0.66×
+   * with two: the control plane's work per token batch is short and runs between decodes, so a
+   * core kept for it idles more than it serves. Oversubscribed beyond the cores (threads that spin
+   * in a barrier while another process holds their core) generation slows down sharply.
    */
   KILN_ENGINE_THREADS: z.coerce
     .number()
     .int()
     .min(1)
-    .default(Math.max(1, os.availableParallelism() - 1))
+    .default(defaultEngineThreads())
     .describe(
-      "CPU threads per llama.cpp context (and ONNX Runtime's). llama.cpp's threads spin while they wait: more threads than free cores makes generation far slower, so leave a core to the rest of the node.",
+      "CPU threads per llama.cpp context (and ONNX Runtime's): every core by default, since the control plane's work per token batch fits between decodes. More threads than cores makes generation far slower; lower it where other busy processes share the host (or raise their `nice`, `KILN_CONTROL_NICE` for Kiln's own).",
     ),
   /** Inputs fetched from URLs: private addresses refused unless allowed; size and time bounded. */
   KILN_FETCH_ALLOW_PRIVATE: bool
@@ -560,14 +568,14 @@ export const configSchema = z.object({
   /**
    * CPU hosts: llama.cpp built from node-llama-cpp's source for this CPU (infra/llama-addon-build.sh,
    * cached per user) instead of the prebuilt (issue 19: about twice the prompt speed on an AVX-512
-   * host). auto: run it where it is cached (built by `KILN_LLAMA_SOURCE_BUILD=true npm start` or by
-   * the benchmarks that compare with llama.cpp), else the prebuilt; true: also build it at install
-   * (half an hour on two cores, once); false: always the prebuilt.
+   * host; issue 31: the whole stack's tokens/s). auto: npm start builds it in the background and the
+   * engine runs it from its next idle restart; true: install builds it before the stack starts
+   * (~6 min on two cores, once); false: always the prebuilt, nothing built.
    */
   KILN_LLAMA_SOURCE_BUILD: llamaSourceBuild
     .default('auto')
     .describe(
-      "CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: wherever that build is cached; `true`: also build it at install (about half an hour on two cores, once); `false`: always the prebuilt. GPU hosts ignore it.",
+      "CPU hosts: run llama.cpp built from node-llama-cpp's source for this CPU (`infra/llama-addon-build.sh`, cached per user in `KILN_CACHE`) instead of the prebuilt. `auto`: the prebuilt serves at first while `npm start` builds it in the background (about 6 minutes on two cores, once, at the lowest priority); the engine switches to it the next time it is idle; `true`: build it at install, before the stack starts; `false`: always the prebuilt, nothing built. GPU hosts ignore it.",
     ),
   KILN_OPTIONAL_MODELS: z
     .string()

@@ -138,7 +138,7 @@ export const computedDefaults: Partial<Record<ConfigKey, string>> = {
   KILN_DATA_DIR: '`.data` in the working directory',
   KILN_NODE_ID: 'the host name',
   KILN_NODE_MEMORY_MB: 'half the RAM',
-  KILN_ENGINE_THREADS: 'CPU cores − 1 (at least 1)',
+  KILN_ENGINE_THREADS: 'the CPU cores',
 };
 
 /** A variable the scripts read (infra/, bench/, cli/) that the processes' schema does not. */
@@ -214,6 +214,13 @@ export const scriptVariables: ScriptVariable[] = [
     default: 'unset',
     description: "Flags for every Kiln process's `node`, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` (flags NODE_OPTIONS refuses).",
     readBy: ['infra/app.sh'],
+  },
+  {
+    names: ['KILN_CONTROL_NICE'],
+    default: '`0`',
+    description:
+      "The `nice` of the API and the control worker on the local stack (0–19): above 0 the engine's llama.cpp threads win the CPU when both want it, and the control plane runs on what they leave.",
+    readBy: ['infra/run-app.sh'],
   },
   {
     names: ['KILN_ARCHIVE_BUCKET'],

@@ -32,6 +32,11 @@ const HEARTBEAT_MS = 5_000;
 const UNLOAD_GRACE_MS = 5_000;
 /** LoRA adapter contexts one base keeps at most; the least recently used idle one makes way. */
 const MAX_ADAPTERS_PER_BASE = 8;
+/**
+ * How long the node must have run nothing (no prediction, no load) before it restarts to run a
+ * llama.cpp build that arrived: a burst's next request usually comes sooner than this.
+ */
+const IDLE_BEFORE_RESTART_MS = 10_000;
 
 interface Served {
   /** Polls the version's fair queue; a `prefill` node has none (it takes only prefills, on its own queue). */
@@ -60,6 +65,11 @@ export interface EngineNodeOptions {
   streamBatchMs?: number;
   /** KILN_ENGINE_ROLE: a `prefill` node polls `prefill:<id>` and no model or session queue (domain/prefill-split.ts). */
   role?: EngineRole;
+  /**
+   * Restart when idle onto a llama.cpp source build that arrived after the start (not in the test
+   * suite, whose tests count the engine's restarts and keep whichever build is there).
+   */
+  switchToNewBuild?: boolean;
 }
 
 export class EngineNode implements NodeHooks {
@@ -76,6 +86,11 @@ export class EngineNode implements NodeHooks {
   private sessionWorker?: Worker;
   private prefillWorker?: Worker;
   private timer?: NodeJS.Timeout;
+  /**
+   * Set when the node stopped to be started again (a new llama.cpp build arrived): the process
+   * exits with RESTART_EXIT_CODE and its supervisor starts it at once.
+   */
+  restartRequested = false;
   private activities: ReturnType<typeof createEngineActivities>;
 
   private get role(): EngineRole {
@@ -143,6 +158,7 @@ export class EngineNode implements NodeHooks {
     this.timer = setInterval(() => {
       this.heartbeat().catch((err: Error) => this.deps.logger.warn({ err: err.message }, 'node heartbeat failed'));
       this.reapIdle();
+      this.restartForNewBuild();
     }, HEARTBEAT_MS);
     this.nodeWorker = await Worker.create({
       connection: this.deps.connection,
@@ -306,6 +322,30 @@ export class EngineNode implements NodeHooks {
         void this.unload(versionId).catch((err: Error) => this.deps.logger.warn({ err: err.message, versionId }, 'unload failed'));
       }
     }
+  }
+
+  /**
+   * npm start builds llama.cpp for this CPU in the background while the prebuilt serves; once the
+   * build is there and the node has been idle a while, it stops the way it stops for a restart
+   * (leaves the registry, lets whatever still runs finish) and its supervisor starts a process
+   * that runs the new build. A prediction that comes meanwhile waits in its queue and is placed
+   * again, loading its model on the new process.
+   */
+  private restartForNewBuild(): void {
+    if (this.opts.switchToNewBuild === false || this.restartRequested || !this.deps.llama.sourceBuildArrived()) return;
+    const now = Date.now();
+    const busy =
+      this.unloading.size > 0 ||
+      (this.nodeWorker?.getStatus().numInFlightActivities ?? 0) > 0 ||
+      (this.sessionWorker?.getStatus().numInFlightActivities ?? 0) > 0 ||
+      [...this.served.values()].some((s) => s.active > 0 || now - s.lastUsedAt.getTime() < IDLE_BEFORE_RESTART_MS);
+    if (busy) return;
+    this.restartRequested = true;
+    this.deps.logger.info(
+      { loaded: [...this.served.keys()] },
+      'llama.cpp built for this CPU is ready: restarting the idle engine to run it',
+    );
+    void this.shutdown().catch((err: Error) => this.deps.logger.error({ err: err.message }, 'stopping for the restart failed'));
   }
 
   /** Resolves once no unload of the version is under way. */

@@ -1,5 +1,5 @@
 /** Entry point of an engine worker process: one per GPU host (or per GPU). */
-import { NativeConnection, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
+import { makeTelemetryFilterString, NativeConnection, Runtime } from '@temporalio/worker';
 import path from 'node:path';
 import { InflightLedger } from '../activities/inflight-ledger';
 import { closeDb, createDb } from '../db/client';
@@ -16,6 +16,7 @@ import { createLogger } from '../lib/logger';
 import { serveMetrics } from '../lib/metrics';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
+import { announceState, RESTART_EXIT_CODE } from '../lib/ready';
 import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
 import { startTracing } from '../lib/tracing';
@@ -61,10 +62,11 @@ async function main() {
                   : undefined,
             })
           : undefined,
-      onBackend: ({ binary, fallback, hint, gpu }) =>
-        fallback
-          ? logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt')
-          : logger.info({ binary, gpu, ...(hint && { hint }) }, 'llama.cpp loaded'),
+      onBackend: ({ binary, fallback, hint, gpu }) => {
+        if (fallback) logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt');
+        else logger.info({ binary, gpu, threads: c.KILN_ENGINE_THREADS, ...(hint && { hint }) }, 'llama.cpp loaded');
+        announceState('llama', { binary, gpu, threads: c.KILN_ENGINE_THREADS, sourceBuild: c.KILN_LLAMA_SOURCE_BUILD });
+      },
     },
     llamaLoadMetrics,
   );
@@ -85,6 +87,7 @@ async function main() {
       pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
       streamBatchMs: c.KILN_STREAM_BATCH_MS,
       role: c.KILN_ENGINE_ROLE,
+      switchToNewBuild: c.KILN_ENV !== 'test',
     },
     {
       db,
@@ -114,7 +117,8 @@ async function main() {
   );
   let stopping = false;
   const stop = async () => {
-    if (stopping) return;
+    // A restart for a new llama.cpp build is already stopping the node.
+    if (stopping || node.restartRequested) return;
     stopping = true;
     logger.info('engine node shutting down');
     await node.shutdown();
@@ -122,12 +126,14 @@ async function main() {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   await node.run();
-  await stop();
+  if (!node.restartRequested) await stop();
   await llama.dispose();
   metrics?.close();
   await connection.close();
   await closeDb(db);
   await tracing?.shutdown();
+  // Nothing is left to finish: whatever handle a library keeps open must not hold the restart up.
+  if (node.restartRequested) process.exit(RESTART_EXIT_CODE);
 }
 
 main().catch((err) => {

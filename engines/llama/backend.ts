@@ -5,7 +5,8 @@
  * cache: issue 19 measured node-llama-cpp's prebuilt at about half that build's prompt speed.
  * Otherwise node-llama-cpp's prebuilt (its CPU backend picks one of several per-CPU-generation
  * libraries at run time). KILN_LLAMA_SOURCE_BUILD=false always takes the prebuilt. Nothing is built
- * here; a build that fails to load falls back to the prebuilt.
+ * here; a build that fails to load falls back to the prebuilt. One process runs one of the two for
+ * its whole life: their libraries share names.
  *
  * node-llama-cpp looks for local builds only under its own package folder, so the cached build is
  * handed to its Llama class directly, as its getLlama does with a local build it found.
@@ -40,6 +41,12 @@ export interface LlamaBackend {
   fallback?: string;
   /** Where the prebuilt runs on a CPU host only because nothing was built: how to build it. */
   hint?: string;
+  /**
+   * Where the prebuilt runs only because the source build is not there yet: the folder it will be
+   * in. npm start builds it in the background (infra/llama-addon-build.sh --background); once it
+   * is there, a new process runs it (the engine node restarts when idle, workers/engine-node.ts).
+   */
+  awaitedBuild?: string;
 }
 
 export type SourceBuildSetting = 'auto' | 'true' | 'false';
@@ -152,8 +159,13 @@ export async function loadLlamaBackend(nlc: NodeLlamaCpp, o: LlamaBackendOptions
     };
   const dir = hostCpuBuildDir('addon');
   if (!existsSync(path.join(dir, 'llama-addon.node'))) {
-    const build = `no source build at ${dir} (bash infra/llama-addon-build.sh, or KILN_LLAMA_SOURCE_BUILD=true npm start, builds it)`;
-    return { llama: await prebuilt(), binary: 'prebuilt', ...(setting === 'true' ? { fallback: build } : { hint: build }) };
+    const build = `no source build at ${dir} yet (npm start builds it in the background; bash infra/llama-addon-build.sh builds it now)`;
+    return {
+      llama: await prebuilt(),
+      binary: 'prebuilt',
+      awaitedBuild: dir,
+      ...(setting === 'true' ? { fallback: build } : { hint: build }),
+    };
   }
   let bindings: unknown;
   try {

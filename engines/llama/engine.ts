@@ -13,7 +13,9 @@ import type {
   LlamaText,
   Token,
 } from 'node-llama-cpp';
+import { existsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
+import path from 'node:path';
 import type { NodeLoad } from '../../domain/prefill-split';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
@@ -238,8 +240,9 @@ export class LlamaEngine {
           addonDir: this.opts.addonDir,
         }),
       )
-      .then(({ llama, binary, fallback, hint }) => {
+      .then(({ llama, binary, fallback, hint, awaitedBuild }) => {
         this.binary = binary;
+        this.awaitedBuild = awaitedBuild;
         this.opts.onBackend?.({ binary, fallback, hint, gpu: llama.gpu });
         return llama;
       });
@@ -248,6 +251,22 @@ export class LlamaEngine {
 
   /** Which llama.cpp binary runs ('prebuilt' or 'source build <folder>'), once backend() resolved. */
   binary?: string;
+
+  /** Where the source build this process waits for will be (./backend.ts awaitedBuild). */
+  private awaitedBuild?: string;
+
+  /** CPU threads per context (KILN_ENGINE_THREADS). */
+  get threads(): number {
+    return this.opts.threads;
+  }
+
+  /**
+   * The source build this process ran without has since been built: a new process would run it
+   * (this one cannot: the prebuilt's libraries are loaded, under the same names).
+   */
+  sourceBuildArrived(): boolean {
+    return this.awaitedBuild !== undefined && existsSync(path.join(this.awaitedBuild, 'llama-addon.node'));
+  }
 
   /** The GPU llama.cpp runs on, or null on CPU. */
   async gpu(): Promise<string | null> {

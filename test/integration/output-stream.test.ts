@@ -201,3 +201,38 @@ test('chunks that come while a write is in flight go out together in the next wr
   expect(held).toBe(2);
   expect(calls).toBe(3);
 });
+
+test("two streams' chunks due at once go to the database in one write, each in its own stream", async () => {
+  const ids = [`test-${newId()}`, `test-${newId()}`];
+  const errors: Error[] = [];
+  let writes = 0;
+  const counting = new Proxy(db, {
+    get(target, prop, receiver) {
+      if (prop !== 'execute') return Reflect.get(target, prop, receiver);
+      return async (...args: unknown[]) => {
+        writes += 1;
+        return (Reflect.get(target, prop, receiver) as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+      };
+    },
+  });
+  const streams = ids.map((id) => new OutputStream(counting, id, (err) => errors.push(err), 1));
+  // The first chunks go at once, one write each (time to first token).
+  streams.forEach((s, i) => s.push(`first ${i}`, 1));
+  await poll(
+    async () => (await Promise.all(ids.map(streamOf))).map((e) => e.length),
+    (lengths) => lengths.every((n) => n === 1),
+    { intervalMs: 5 },
+  );
+  expect(writes).toBe(2);
+  // The next ones wait for the shared clock's tick and leave together.
+  streams.forEach((s, i) => s.push(` second ${i}`, 2));
+  await poll(
+    async () => (await Promise.all(ids.map(streamOf))).map((e) => e.length),
+    (lengths) => lengths.every((n) => n === 2),
+    { intervalMs: 5 },
+  );
+  expect(writes).toBe(3);
+  await Promise.all(streams.map((s) => s.close()));
+  expect(errors).toEqual([]);
+  for (const [i, id] of ids.entries()) expect((await streamOf(id)).map((e) => e.data)).toEqual([`first ${i}`, ` second ${i}`]);
+});
