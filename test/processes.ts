@@ -71,7 +71,7 @@ export function startEngineNode(nodeId: string, memoryMb = 1500, env: Record<str
 }
 
 function engineNodeSettings(nodeId: string, memoryMb: number, env: Record<string, string>): Record<string, string> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
+  const dataDir = env.KILN_DATA_DIR ?? mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
   return { KILN_NODE_ID: nodeId, KILN_NODE_MEMORY_MB: String(memoryMb), KILN_DATA_DIR: dataDir, KILN_METRICS_PORT: '0', ...env };
 }
 

@@ -62,7 +62,7 @@ const admission = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '250 ms', backoffCoefficient: 1.5, maximumInterval: '2 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
 });
 
-/** `sessionNode`: a session's prediction goes to that node's session queue, not the model's fair queue. */
+/** `sessionNode`: a session's prediction (or a retry) goes to that node's session queue, not the model's fair queue. */
 function predictOn(versionId: string, priority: PredictionArgs['priority'], sessionNode?: string, heartbeatTimeout = '10 seconds') {
   return proxyActivities<EngineActivities>({
     taskQueue: sessionNode !== undefined ? sessionQueue(sessionNode) : modelQueue(versionId),
@@ -104,6 +104,13 @@ export const SESSION_AFFINITY_PATCH = 'session-affinity';
  */
 export const PROMPT_ENGINE_LOSS_PATCH = 'prompt-engine-loss';
 const ENGINE_HEARTBEAT_TIMEOUT = '2 seconds';
+
+/**
+ * A retry goes to the placed node's own queue, not the model's: a node cut off from the network
+ * (not killed) still has long polls open on the server until its connections time out, and the
+ * server would hand the retry to one of them, the very node the attempt was lost on.
+ */
+export const RETRY_ON_PLACED_NODE_PATCH = 'retry-on-placed-node';
 
 /** max_queue_seconds: a timer that aborts the prediction if it has not started by then. */
 export const QUEUE_DEADLINE_PATCH = 'queue-deadline';
@@ -273,7 +280,7 @@ class PredictionRun {
     const excludeNodes: string[] = [];
     for (let attempt = 1; !this.result; attempt++) {
       const place = firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
-      const sessionNode = session ? place.nodeId : undefined;
+      const ownQueueNode = session || (attempt > 1 && patched(RETRY_ON_PLACED_NODE_PATCH)) ? place.nodeId : undefined;
       firstPlace = undefined;
       this.node = place.nodeId;
       try {
@@ -281,8 +288,8 @@ class PredictionRun {
         if (setupSeconds > 0) this.state.metrics.setup_time = Number(setupSeconds.toFixed(3));
         this.sent = { ...this.state, status: 'processing' };
         // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
-        if (this.lean && attempt === 1) await this.leanAttempt(this.sent, sessionNode);
-        else await this.queuedAttempt(this.sent, attempt, sessionNode);
+        if (this.lean && attempt === 1) await this.leanAttempt(this.sent, ownQueueNode);
+        else await this.queuedAttempt(this.sent, attempt, ownQueueNode);
       } catch (err) {
         if (isCancellation(err)) throw err;
         const delay = this.attemptFailed(err, attempt, retry);

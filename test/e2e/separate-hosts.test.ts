@@ -137,6 +137,8 @@ test('host B cut off a quarter into a greedy generation: the prediction complete
   await run.stream.finished;
   const doneAt = Date.now();
   const p = await finished(token, run.id);
+  cutPrediction = run.id;
+  console.log(`host B cut → done ${(doneAt - cutAt) / 1000} s; ${p.status}${p.error ? `: ${p.error}` : ''}\n${p.logs}`);
 
   expect({ status: p.status, tokens: p.metrics?.output_token_count }).toEqual({ status: 'succeeded', tokens: TOKENS });
   expect(p.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE_B}`));
@@ -153,8 +155,6 @@ test('host B cut off a quarter into a greedy generation: the prediction complete
       .map((e) => e.data)
       .join(''),
   ).toBe(text);
-  console.log(`host B cut → done ${(doneAt - cutAt) / 1000} s\n${p.logs}`);
-  cutPrediction = run.id;
 });
 
 let cutPrediction: string;
