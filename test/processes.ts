@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { poll } from './helpers';
+import type { NetnsHost } from './netns-hosts';
 
 /**
  * Starts `entry` (a Kiln process's TypeScript file) with the suite's environment plus `env`,
@@ -15,11 +16,14 @@ export async function startKilnProcess(
   name: string,
   env: Record<string, string>,
   base: NodeJS.ProcessEnv = process.env,
+  /** A command the process runs under, e.g. `ip netns exec <host>` (it must exec, so the child is the process). */
+  wrap: string[] = [],
 ): Promise<ChildProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${name}-`));
   const ready = path.join(dir, 'ready');
   const log = openSync(path.join(dir, `${name}.log`), 'w');
-  const child = spawn('node', ['--import', 'tsx', entry], {
+  const [command, ...args] = [...wrap, 'node', '--import', 'tsx', entry];
+  const child = spawn(command, args, {
     cwd: path.resolve(__dirname, '..'),
     env: { ...base, ...env, KILN_READY_FILE: ready },
     stdio: ['ignore', log, log],
@@ -63,17 +67,32 @@ export function engineNodeEnv(): NodeJS.ProcessEnv {
  * first node's, so best-fit placement puts new models there. `env` overrides the suite's settings.
  */
 export function startEngineNode(nodeId: string, memoryMb = 1500, env: Record<string, string> = {}): Promise<ChildProcess> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
-  return startKilnProcess(
-    'workers/engine-worker.ts',
-    nodeId,
-    {
-      KILN_NODE_ID: nodeId,
-      KILN_NODE_MEMORY_MB: String(memoryMb),
-      KILN_DATA_DIR: dataDir,
-      KILN_METRICS_PORT: '0',
-      ...env,
-    },
-    engineNodeEnv(),
-  );
+  return startKilnProcess('workers/engine-worker.ts', nodeId, engineNodeSettings(nodeId, memoryMb, env), engineNodeEnv());
+}
+
+function engineNodeSettings(nodeId: string, memoryMb: number, env: Record<string, string>): Record<string, string> {
+  const dataDir = env.KILN_DATA_DIR ?? mkdtempSync(path.join(os.tmpdir(), `kiln-${nodeId}-data-`));
+  return { KILN_NODE_ID: nodeId, KILN_NODE_MEMORY_MB: String(memoryMb), KILN_DATA_DIR: dataDir, KILN_METRICS_PORT: '0', ...env };
+}
+
+/**
+ * An engine node `nodeId` on network host `host` (test/netns-hosts.ts): the process runs in the
+ * host's network namespace and reaches Postgres, Temporal and object storage only through the
+ * host set's forwarders on the bridge, as a separate machine would. Traces are not exported.
+ */
+export function startEngineNodeOnHost(
+  host: NetnsHost,
+  nodeId: string,
+  memoryMb = 1500,
+  env: Record<string, string> = {},
+): Promise<ChildProcess> {
+  const base = engineNodeEnv();
+  delete base.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const reached = { ...base, ...host.services(base) };
+  return startKilnProcess('workers/engine-worker.ts', nodeId, engineNodeSettings(nodeId, memoryMb, env), reached, [
+    'ip',
+    'netns',
+    'exec',
+    host.name,
+  ]);
 }

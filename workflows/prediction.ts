@@ -64,7 +64,7 @@ const admission = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '250 ms', backoffCoefficient: 1.5, maximumInterval: '2 seconds', nonRetryableErrorTypes: NON_RETRYABLE_TYPES },
 });
 
-/** `sessionNode`: a session's prediction goes to that node's session queue, not the model's fair queue. */
+/** `sessionNode`: a session's prediction (or a retry) goes to that node's session queue, not the model's fair queue. */
 function predictOn(versionId: string, priority: PredictionArgs['priority'], sessionNode?: string, heartbeatTimeout = '10 seconds') {
   return proxyActivities<EngineActivities>({
     taskQueue: sessionNode !== undefined ? sessionQueue(sessionNode) : modelQueue(versionId),
@@ -106,6 +106,13 @@ export const SESSION_AFFINITY_PATCH = 'session-affinity';
  */
 export const PROMPT_ENGINE_LOSS_PATCH = 'prompt-engine-loss';
 const ENGINE_HEARTBEAT_TIMEOUT = '2 seconds';
+
+/**
+ * A retry goes to the placed node's own queue, not the model's: a node cut off from the network
+ * (not killed) still has long polls open on the server until its connections time out, and the
+ * server would hand the retry to one of them, the very node the attempt was lost on.
+ */
+export const RETRY_ON_PLACED_NODE_PATCH = 'retry-on-placed-node';
 
 /** max_queue_seconds: a timer that aborts the prediction if it has not started by then. */
 export const QUEUE_DEADLINE_PATCH = 'queue-deadline';
@@ -278,8 +285,8 @@ class PredictionRun {
     for (let attempt = 1; !this.result; attempt++) {
       const split = attempt === 1 ? await this.splitPrefill() : undefined;
       const place = split?.decode ?? firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
-      // A split's decode step goes to its node's own queue, as a session's predictions do.
-      const sessionNode = session || split ? place.nodeId : undefined;
+      // A split's decode step and a retry go to the node's own queue, as a session's predictions do.
+      const ownQueueNode = session || split || (attempt > 1 && patched(RETRY_ON_PLACED_NODE_PATCH)) ? place.nodeId : undefined;
       firstPlace = undefined;
       this.node = place.nodeId;
       this.prefilled = split?.prefilled;
@@ -288,8 +295,8 @@ class PredictionRun {
         if (setupSeconds > 0) this.state.metrics.setup_time = Number(setupSeconds.toFixed(3));
         this.sent = { ...this.state, status: 'processing' };
         // The hot path is the first attempt's: a retry goes the way that continues the streamed output.
-        if (this.lean && attempt === 1) await this.leanAttempt(this.sent, sessionNode);
-        else await this.queuedAttempt(this.sent, attempt, sessionNode);
+        if (this.lean && attempt === 1) await this.leanAttempt(this.sent, ownQueueNode);
+        else await this.queuedAttempt(this.sent, attempt, ownQueueNode);
       } catch (err) {
         if (isCancellation(err)) throw err;
         const delay = this.attemptFailed(err, attempt, retry);
