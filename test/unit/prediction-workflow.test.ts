@@ -18,6 +18,7 @@ import path from 'node:path';
 import {
   modelQueue,
   predictionWorkflowId,
+  sessionQueue,
   type PredictionArgs,
   type PredictRequest,
   type PredictResult,
@@ -114,10 +115,14 @@ beforeAll(async () => {
     activities: control,
   });
   const engineWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: modelQueue(VERSION), activities: engine });
+  // The node's own queue, as an engine node polls it: a retry goes there (placed on node-a).
+  const nodeWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: sessionQueue('node-a'), activities: engine });
   let release!: () => void;
   const stopped = new Promise<void>((resolve) => (release = resolve));
   stop = release;
-  workers = Promise.all([controlWorker.runUntil(stopped), engineWorker.runUntil(stopped)]).then(() => undefined);
+  workers = Promise.all([controlWorker.runUntil(stopped), engineWorker.runUntil(stopped), nodeWorker.runUntil(stopped)]).then(
+    () => undefined,
+  );
 });
 
 afterAll(async () => {
