@@ -24,7 +24,15 @@ import { currentRunWriter } from './run-writer';
 import { attemptsBegun, beginAttempt } from '../db/events';
 import { removeOrphanOutputFiles } from '../db/files';
 import { modelQueue, type Placement, type ReplicaLoad, type SplitPlacement } from '../domain/contracts';
-import { coldNodeFor, freeBytes, holds, placementCandidates, replicaNodeFor, replicaReason, servingNodes } from '../domain/node-placement';
+import {
+  coldNodeAvoiding,
+  freeBytes,
+  holds,
+  placementCandidates,
+  replicaNodeFor,
+  replicaReason,
+  servingNodes,
+} from '../domain/node-placement';
 import { chooseSplit } from '../domain/prefill-split';
 import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
@@ -196,7 +204,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       // A LoRA adapter needs only its own context where its base is loaded, and its base too elsewhere.
       const loraBase = loraBaseOf(version.settings);
       const baseBytes = loraBase ? ((await cached.version(loraBase))?.memoryBytes ?? 0) : 0;
-      const { node: best, need, fits } = coldNodeFor(candidates, { memoryBytes: version.memoryBytes, loraBase, baseBytes })!;
+      const { node: best, need, fits } = coldNodeAvoiding(live, excludeNodes, { memoryBytes: version.memoryBytes, loraBase, baseBytes })!;
       if (!fits) throw kilnFailure('ModelTooLarge', tooLargeMessage(need, best));
       log.info('placing model', { versionId, nodeId: best.id, freeBytes: freeBytes(best) });
       if (session) await sessionNode(db, { ...session, versionId }, [], best.id);

@@ -11,7 +11,7 @@ import { lockAdmissions, takeSlot } from '../db/admissions';
 import type { Db } from '../db/client';
 import type { Tx } from '../db/events';
 import type { ResolvedVersion } from '../db/models';
-import { recentLiveNodes } from '../db/nodes';
+import { CREATE_NODES_MAX_AGE_MS, recentLiveNodes } from '../db/nodes';
 import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow } from '../db/predictions';
 import type { RateLimitResult } from '../db/rate-limits';
 import { sessionNode, type SessionKey } from '../db/session-affinity';
@@ -248,11 +248,11 @@ export function admitWith(
 }
 
 /**
- * The nodes as a create sees them: read at most a second ago. A node that stopped serving the
- * version meanwhile leaves the prediction in the model's queue until it is placed again, as a
- * node that stopped since its last heartbeat always could.
+ * The nodes as a create sees them: read at most a second ago. A node that stops serving a
+ * version polls its queue a while longer (workers/engine-node.ts), so a prediction sent there
+ * on this read is still taken.
  */
-const createsLiveNodes = recentLiveNodes(1_000);
+const createsLiveNodes = recentLiveNodes(CREATE_NODES_MAX_AGE_MS);
 
 /**
  * A text generation whose prompt is long enough for a prefill/decode split, while `prefill` and

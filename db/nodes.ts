@@ -40,6 +40,13 @@ const live = builtOnce((db) =>
     .prepare('live_nodes'),
 );
 
+/**
+ * How old a create's read of the nodes may be (api/create-prediction.ts): a node that stops
+ * serving a version keeps polling its queue at least this much longer, so a prediction sent
+ * there on such a read still finds a worker.
+ */
+export const CREATE_NODES_MAX_AGE_MS = 1_000;
+
 export async function liveNodes(db: Db): Promise<NodeRow[]> {
   return live(db).execute();
 }

@@ -62,6 +62,20 @@ export function coldNodeFor<N extends NodeCapacity>(candidates: N[], v: ColdVers
   return { node, need, fits: node.memoryBytes >= need };
 }
 
+/**
+ * `coldNodeFor` among the nodes this prediction has not failed on, unless only one it failed on
+ * is big enough: that one is tried again rather than the model called too large.
+ */
+export function coldNodeAvoiding<N extends NodeCapacity>(
+  live: N[],
+  excludeNodes: string[],
+  v: ColdVersion,
+): { node: N; need: number; fits: boolean } | undefined {
+  const avoiding = coldNodeFor(placementCandidates(live, excludeNodes), v);
+  if (!avoiding || avoiding.fits || excludeNodes.length === 0) return avoiding;
+  return coldNodeFor(placementCandidates(live, []), v);
+}
+
 /** The replica bounds of a version: its deployment's, or the default cap. */
 export interface ReplicaLimits {
   min: number;

@@ -12,7 +12,7 @@ import type { InflightLedger } from '../activities/inflight-ledger';
 import type { NodeHooks } from '../activities/node-hooks';
 import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
-import { heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
+import { CREATE_NODES_MAX_AGE_MS, heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
 import { modelQueue, nodeQueue, prefillQueue, sessionQueue } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
 import type { EngineRole } from '../domain/prefill-split';
@@ -30,6 +30,12 @@ import { modelWorkerTuning } from './worker-tuning';
 const HEARTBEAT_MS = 5_000;
 /** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
 const UNLOAD_GRACE_MS = 5_000;
+/**
+ * An evicted model's worker keeps polling this long after the node's row stopped listing it:
+ * a create that read the row just before places its prediction there (a second-old read, and
+ * the workflow's start), and the model still answers it instead of leaving it in an unpolled queue.
+ */
+const EVICTION_GRACE_MS = CREATE_NODES_MAX_AGE_MS + 1_000;
 /** LoRA adapter contexts one base keeps at most; the least recently used idle one makes way. */
 const MAX_ADAPTERS_PER_BASE = 8;
 /**
@@ -291,7 +297,7 @@ export class EngineNode implements NodeHooks {
         .sort((a, b) => +a[1].lastUsedAt - +b[1].lastUsedAt);
       if (idle.length === 0) return;
       this.deps.logger.info({ versionId: idle[0][0], base }, 'unloading the least recently used LoRA adapter');
-      await this.unload(idle[0][0], 0);
+      await this.unload(idle[0][0], EVICTION_GRACE_MS);
     }
   }
 
@@ -309,7 +315,7 @@ export class EngineNode implements NodeHooks {
         throw kilnFailure('NodeBusy', `node ${this.nodeId} has ${used()} of ${this.memoryBytes} bytes in use by busy models`);
       }
       this.deps.logger.info({ versionId: idle[0][0], forBytes: bytes }, 'evicting the least recently used model');
-      await this.unload(idle[0][0], 0);
+      await this.unload(idle[0][0], EVICTION_GRACE_MS);
     }
   }
 

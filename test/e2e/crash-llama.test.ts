@@ -280,6 +280,8 @@ test('kill -9 of the engine node mid-generation: the next attempt continues the 
   expect(bodies.has(outputWebhookId(p.id, 1, 1))).toBe(true);
   expect(bodies.has(outputWebhookId(p.id, 2, 1))).toBe(true);
   expect(outputWebhookId(p.id, 2, 1)).not.toBe(outputWebhookId(p.id, 1, 1));
+  // The killed node's row would draw the next test's placement until it expires.
+  await removeNode(db, NODE2);
 });
 
 /** Reads an OpenAI chat stream to its end: the prediction's id (a header), the deltas' text, errors, and whether [DONE] came. */

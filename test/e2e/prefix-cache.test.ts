@@ -31,6 +31,13 @@ afterAll(async () => {
   await closeDb(db);
 });
 
+/**
+ * The trained chat model: "answers as the uncached one did" is about its answer. A random-weight
+ * model's greedy choice sits on near-ties between tokens, which the order of llama.cpp's float
+ * sums over another batch of the same KV can tip either way.
+ */
+const TRAINED = 'kiln/smollm2-135m-instruct';
+
 /** A system prompt of some 700 tokens that no earlier request shares (it starts with a fresh id). */
 const longSystemPrompt = () => `Session ${newId()}. ${'You keep the kiln at an even heat and answer in few words. '.repeat(60)}`;
 
@@ -38,7 +45,7 @@ const chat = (system: string, user: string, extra: Record<string, unknown> = {})
   api('/openai/v1/chat/completions', {
     token: me.token,
     body: {
-      model: 'kiln/tiny-llama',
+      model: TRAINED,
       messages: [
         { role: 'system', content: system },
         { role: 'user', content: user },
@@ -93,7 +100,7 @@ test('a second chat with the same long system prompt reports cached tokens and a
 test('the Replicate API reports metrics.cached_tokens for a repeated prompt', async () => {
   const prompt = `${newId()} ${'The fire burns low and the clay turns hard. '.repeat(40)}`;
   const run = () =>
-    api('/v1/models/kiln/tiny-llama/predictions', {
+    api(`/v1/models/${TRAINED}/predictions`, {
       token: me.token,
       body: { input: { prompt, max_tokens: 8, temperature: 0 } },
       headers: { prefer: 'wait' },

@@ -1,5 +1,6 @@
 /** Placement policy: which node serves or loads a version, and when a replica is added. */
 import {
+  coldNodeAvoiding,
   coldNodeFor,
   freeBytes,
   memoryNeeded,
@@ -54,6 +55,13 @@ test('with no room anywhere the biggest node evicts; a version bigger than any n
   expect(coldNodeFor(full, { memoryBytes: 4 * GiB })).toMatchObject({ node: { id: 'b' }, fits: true });
   expect(coldNodeFor(full, { memoryBytes: 32 * GiB })).toMatchObject({ node: { id: 'b' }, fits: false, need: 32 * GiB });
   expect(coldNodeFor([], { memoryBytes: 1 })).toBeUndefined();
+});
+
+test('a node the prediction failed on is tried again when it is the only one big enough, not called too small', () => {
+  const live = [node('small', 8), node('big', 32, [['x', 20]])];
+  expect(coldNodeAvoiding(live, ['big'], { memoryBytes: 16 * GiB })).toMatchObject({ node: { id: 'big' }, fits: true });
+  expect(coldNodeAvoiding(live, ['big'], { memoryBytes: 4 * GiB })).toMatchObject({ node: { id: 'small' }, fits: true });
+  expect(coldNodeAvoiding(live, ['big'], { memoryBytes: 64 * GiB })).toMatchObject({ node: { id: 'big' }, fits: false });
 });
 
 test('a replica is added below min_instances, or for a backlog between one replica and max', async () => {
