@@ -19,6 +19,7 @@ import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
 import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
 import { startEngineNode } from '../processes';
+import { scheduledActivities } from '../scheduled-activities';
 
 jest.setTimeout(300_000);
 
@@ -84,15 +85,6 @@ async function predict(prompt: string) {
   return r.body;
 }
 
-/** The activities the prediction's workflow scheduled, with their task queues, in order. */
-async function activitiesOf(id: string): Promise<string[]> {
-  const history = await temporal.client.workflow.getHandle(`prediction-${id}`).fetchHistory();
-  return (history.events ?? [])
-    .map((e) => e.activityTaskScheduledEventAttributes)
-    .filter((a) => a != null)
-    .map((a) => `${a.activityType?.name} on ${a.taskQueue?.name}`);
-}
-
 test('GET /v1/hardware shows each node and its role', async () => {
   const r = await api('/v1/hardware', { token });
   expect(r.status).toBe(200);
@@ -107,7 +99,9 @@ test('a long prompt is prefilled on the prefill node and decoded on the decode n
   const p = await predict(longPrompt());
   expect(p.metrics.input_token_count).toBeGreaterThan(1024);
   expect(p.metrics.input_token_count).toBeLessThan(4096);
-  expect(await activitiesOf(p.id)).toEqual(expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]));
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
+    expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]),
+  );
   expect(p.metrics).toMatchObject({ prefill_node: PREFILL, decode_node: DECODE, prefill_split: 'restored', cache_tier: 'object' });
   expect(p.metrics.kv_transfer_bytes).toBeGreaterThan(0);
   expect(p.metrics.prefill_time).toBeGreaterThan(0);
@@ -119,7 +113,7 @@ test('a long prompt is prefilled on the prefill node and decoded on the decode n
 
 test('a short prompt is not split', async () => {
   const p = await predict(`Short ${newId()}: the kiln is hot.`);
-  expect(await activitiesOf(p.id)).not.toEqual(expect.arrayContaining([expect.stringMatching(/^prefill /)]));
+  expect(await scheduledActivities(temporal.client, p.id)).not.toEqual(expect.arrayContaining([expect.stringMatching(/^prefill /)]));
   expect(p.metrics.prefill_node).toBeUndefined();
   expect(p.metrics.decode_node).toBeUndefined();
 });
@@ -134,7 +128,7 @@ test('a snapshot the decode node cannot find: it prefills the prompt itself', as
     { timeoutMs: 20_000, intervalMs: 200 },
   );
   const p = await predict(longPrompt());
-  expect(await activitiesOf(p.id)).toEqual(
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
     expect.arrayContaining([`prefill on prefill:${PREFILL_ELSEWHERE}`, `predict on sessions:${DECODE}`]),
   );
   expect(p.metrics).toMatchObject({ prefill_node: PREFILL_ELSEWHERE, decode_node: DECODE, prefill_split: 'prefilled on the decode node' });
@@ -146,7 +140,7 @@ test('a lost prefill node: the decode node prefills the prompt itself', async ()
   // Killed outright: its row stays live until its heartbeat is stale, so placement still picks it.
   await stopNode(PREFILL_ELSEWHERE, 'SIGKILL');
   const p = await predict(longPrompt());
-  expect(await activitiesOf(p.id)).toEqual(
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
     expect.arrayContaining([`prefill on prefill:${PREFILL_ELSEWHERE}`, `predict on sessions:${DECODE}`]),
   );
   expect(p.logs).toMatch(new RegExp(`Prefill on node ${PREFILL_ELSEWHERE} failed .*: node ${DECODE} prefills the prompt itself`));

@@ -19,6 +19,7 @@ import { ensureTestModel } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
 import { upNetnsHosts, type NetnsHosts } from '../netns-hosts';
 import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
+import { scheduledActivities } from '../scheduled-activities';
 
 jest.setTimeout(300_000);
 
@@ -79,15 +80,6 @@ async function predict(prompt: string) {
   return done.body;
 }
 
-/** The activities the prediction's workflow scheduled, with their task queues, in order. */
-async function activitiesOf(id: string): Promise<string[]> {
-  const history = await temporal.client.workflow.getHandle(`prediction-${id}`).fetchHistory();
-  return (history.events ?? [])
-    .map((e) => e.activityTaskScheduledEventAttributes)
-    .filter((a) => a != null)
-    .map((a) => `${a.activityType?.name} on ${a.taskQueue?.name}`);
-}
-
 test('a long prompt is prefilled on host A and decoded on host B, its KV snapshot carried through the object store', async () => {
   // The first split loads the version on both hosts (each downloads it through the store's forwarder).
   const first = await predict(longPrompt());
@@ -101,7 +93,9 @@ test('a long prompt is prefilled on host A and decoded on host B, its KV snapsho
     `prefill on ${PREFILL}, decode on ${DECODE}: snapshot ${p.metrics.kv_transfer_bytes} bytes; ` +
       `through the store's forwarder ${sent} bytes up, ${received} bytes down\n${net!.commands.join('\n')}\n${p.logs}`,
   );
-  expect(await activitiesOf(p.id)).toEqual(expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]));
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
+    expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]),
+  );
   expect(p.metrics).toMatchObject({ prefill_node: PREFILL, decode_node: DECODE, prefill_split: 'restored', cache_tier: 'object' });
   expect(p.metrics.kv_transfer_bytes).toBeGreaterThan(0);
   expect(p.metrics.restored_tokens).toBeGreaterThan(1024);
