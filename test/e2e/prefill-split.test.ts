@@ -5,19 +5,17 @@
  * history and its metrics name both nodes. A short prompt is not split; a snapshot the decode node
  * cannot find, and a prefill node that is gone, fall back to prefilling on the decode node.
  */
-import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
-import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
+import { api, kvObjectKeys, modelPathOf, newAccount, poll, predictWaiting, testDb, testTemporal } from '../helpers';
 import { startEngineNode } from '../processes';
 import { scheduledActivities } from '../scheduled-activities';
 
@@ -53,8 +51,7 @@ beforeAll(async () => {
   await Promise.all([startNode(PREFILL, { KILN_ENGINE_ROLE: 'prefill' }), startNode(DECODE, { KILN_ENGINE_ROLE: 'decode' })]);
   token = (await newAccount(db, 'prefill-split')).token;
   version = await ensureTestModel(db, `prefill-split-${Date.now()}`, TINY_LLAMA);
-  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
-  modelPath = `${model!.owner}/${model!.name}`;
+  modelPath = await modelPathOf(db, version);
 });
 
 afterAll(async () => {
@@ -62,7 +59,7 @@ afterAll(async () => {
     await stopNode(nodeId, 'SIGKILL');
     await removeNode(db, nodeId).catch(() => undefined);
   }
-  for await (const page of storage.list(`kv/${version.id}/`)) for (const key of page) await storage.delete(key);
+  for (const key of await kvObjectKeys(storage, version.id)) await storage.delete(key);
   await temporal.close();
   await closeDb(db);
 });
@@ -71,19 +68,7 @@ afterAll(async () => {
 const longPrompt = () =>
   `Batch ${newId()}. ${'The kiln holds the heat of the night, and the potter waits for the dawn. '.repeat(44)}\nQ: When?\nA:`;
 
-async function predict(prompt: string) {
-  const r = await api(`/v1/models/${modelPath}/predictions`, {
-    token,
-    body: { input: { prompt, max_tokens: 4, min_tokens: 4, temperature: 0 } },
-    headers: { prefer: 'wait=60' },
-  });
-  expect({ status: r.body.status, error: r.body.error, detail: r.body.detail }).toEqual({
-    status: 'succeeded',
-    error: null,
-    detail: undefined,
-  });
-  return r.body;
-}
+const predict = (prompt: string) => predictWaiting(modelPath, token, { prompt, max_tokens: 4, min_tokens: 4, temperature: 0 });
 
 test('GET /v1/hardware shows each node and its role', async () => {
   const r = await api('/v1/hardware', { token });
