@@ -46,6 +46,7 @@ import { GrammarCache, grammarKey, jsonSchemaGrammar } from './grammar';
 import type { KvSnapshotEntry } from './kv-object-tier';
 import type { KvSnapshotStore } from './kv-snapshots';
 import { cachedPromptTokens } from './prefix-reuse';
+import { evaluatePromptButLast } from './prompt-evaluation';
 import { samplingOptions } from './sampling-options';
 import { decode, type Decoding } from './sequence-decoding';
 import { SequencePool, sharedPrefix } from './sequence-pool';
@@ -508,6 +509,8 @@ export class LlamaEngine {
     let resumed: ExactResume | undefined;
     const checkpoints = { saved: 0, seconds: 0 };
     try {
+      // A continuation restores its own checkpoint, and a draft model's sequence is kept in step by its own evaluations.
+      if (!(exact && continuedTokens > 0) && !entry.speculative) await evaluatePromptButLast(sequence, probe, signal);
       const stopReason = await this.decodeOn(versionId, entry, nlc, sequence, job, opts, exact, {
         probe,
         stream,
