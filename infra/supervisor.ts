@@ -25,7 +25,7 @@ import { announceReady, RESTART_EXIT_CODE, stateFileOf } from '../lib/ready';
 import { KILN_ROOT } from './checkout';
 import { STATE_FILE, type ProgramStatus, type SupervisorState } from './supervisor-state';
 
-/** A run at least this long counts as a success: the next crash restarts after the first delay again. */
+/** A run at least this long counts as a success: the next crash restarts at once again. */
 const STABLE_MS = 30_000;
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 30_000;
@@ -161,7 +161,9 @@ async function main() {
         return start(p);
       }
       p.failures = ranMs >= STABLE_MS ? 1 : p.failures + 1;
-      const delayMs = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (p.failures - 1));
+      // The first crash after a stable run restarts at once: an engine's lost predictions wait on
+      // its restart to report them and take them back. Crashes that follow soon back off.
+      const delayMs = p.failures === 1 ? 0 : Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (p.failures - 2));
       p.status.restarts += 1;
       Object.assign(p.status, { state: 'backoff', pid: null, nextStartAt: new Date(Date.now() + delayMs).toISOString() });
       logger.warn(
