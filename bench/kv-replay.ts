@@ -1,0 +1,210 @@
+/**
+ * Issue 34's prefix-cache hit rate over nodes and scale-to-zero. Multi-turn chats replayed through
+ * `/openai/v1/chat/completions` on three model versions and three engine nodes started here, each
+ * node with room for one version (their memory differs, so best fit places the versions in the
+ * order they are first asked for). A session runs a few turns of every conversation; between
+ * sessions every version is unloaded (an idle TTL of a second: scale to zero), and the next session
+ * asks for the versions in a rotated order, so each version comes back on another node than it
+ * left. Each conversation opens with a context of its own (no prefix shared between them) and
+ * each turn resends the whole conversation, as chat clients do. The hit rate is the prompt tokens
+ * that came from the cache (`usage.prompt_tokens_details.cached_tokens`) ÷ all prompt tokens,
+ * with the KV snapshot tiers (disk and object storage) on, and off beside it.
+ */
+import { inArray } from 'drizzle-orm';
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { closeDb, createDb } from '../db/client';
+import { nodes as nodesTable } from '../db/schema';
+import { TINY_LLAMA } from '../infra/seed';
+import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
+import { startEngineNode, stopEngineNode } from './engine-nodes';
+import { API_URL, apiToken, call, DATA_DIR, pushGguf, saveResult, table } from './lib';
+
+export interface KvReplayOptions {
+  sessions: number;
+  /** Turns of each conversation per session. */
+  turns: number;
+  /** Conversations per model version. */
+  conversations: number;
+  /** Words of each conversation's opening context (about a token each). */
+  contextWords: number;
+  /** Words of each user turn. */
+  turnWords: number;
+  /** Tokens of each reply at most. */
+  replyTokens: number;
+}
+
+const MODELS = 3;
+/** What each version declares it needs, and each node's room: one version fits a node, two do not. */
+const VERSION_MB = 1024;
+const nodeMemoryMb = (i: number) => 1536 + 128 * i;
+const TARGET = 0.8;
+
+/** Words of the generated models' vocabulary (tools/gguf/gguf-writer.ts): one token each. */
+const WORDS = (
+  'kiln fire clay glaze warm cold water stone wood iron river house north south garden field forest mountain valley ' +
+  'island storm wind rain snow sun moon star bird horse tree flower bread salt tea music song story book letter word ' +
+  'name voice hand heart mind dream road bridge tower ocean lake cloud'
+).split(' ');
+
+/** Deterministic words: the same conversation reads the same on and off. */
+function words(seed: number, n: number): string {
+  let x = seed >>> 0 || 1;
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    x = Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x9e3779b9;
+    x = (x ^ (x >>> 12)) >>> 0;
+    out.push(WORDS[x % WORDS.length]);
+  }
+  return out.join(' ');
+}
+
+interface Message {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+interface Turn {
+  session: number;
+  model: number;
+  conversation: number;
+  turn: number;
+  promptTokens: number;
+  cachedTokens: number;
+  tier: string;
+}
+
+interface PhaseResult {
+  snapshots: boolean;
+  turns: Turn[];
+  /** Session → model → the node that served it. */
+  placements: string[][];
+}
+
+/** One turn: the whole conversation so far plus a new user message; the reply joins the conversation. */
+async function chat(token: string, model: string, messages: Message[], o: KvReplayOptions, seed: number) {
+  messages.push({ role: 'user', content: words(seed, o.turnWords) });
+  const res = await call(token, '/openai/v1/chat/completions', { model, messages, max_tokens: o.replyTokens, temperature: 0 });
+  if (!res.choices) throw new Error(`chat: ${JSON.stringify(res)}`);
+  messages.push({ role: 'assistant', content: res.choices[0].message.content ?? '' });
+  const prediction = await call(token, `/v1/predictions/${String(res.id).replace(/^chatcmpl-/, '')}`);
+  return {
+    promptTokens: res.usage.prompt_tokens as number,
+    cachedTokens: (res.usage.prompt_tokens_details?.cached_tokens ?? 0) as number,
+    tier: String(prediction.metrics?.cache_tier ?? 'none'),
+  };
+}
+
+/** The versions each node holds, by the nodes' registry. */
+async function loadedOn(db: ReturnType<typeof createDb>, nodeIds: string[]): Promise<Map<string, string[]>> {
+  const rows = await db.select().from(nodesTable).where(inArray(nodesTable.id, nodeIds));
+  return new Map(rows.map((r) => [r.id, (r.loaded ?? []).map((l) => l.versionId)]));
+}
+
+async function phase(token: string, o: KvReplayOptions, snapshots: boolean, run: string): Promise<PhaseResult> {
+  const label = snapshots ? 'on' : 'off';
+  const dir = path.join(DATA_DIR, 'bench', 'models');
+  await mkdir(dir, { recursive: true });
+  const models: string[] = [];
+  for (let m = 0; m < MODELS; m++) {
+    // A version of its own per phase: the off phase finds none of the on phase's snapshots.
+    const file = path.join(dir, `kv-replay-${label}-${m}.gguf`);
+    const written = await writeLlamaGguf(file, { ...TINY_LLAMA, name: `kiln-kv-replay-${m}`, seed: 3400 + m + (snapshots ? 0 : 10) });
+    models.push(
+      await pushGguf(
+        token,
+        { path: file, sha256: written.sha256, size: (await stat(file)).size },
+        `kv-replay-${label}-${m}-${run}`,
+        { contextSize: 4096, sequences: 4, idleTtlSeconds: 1 },
+        { memory_bytes: VERSION_MB * 2 ** 20 },
+      ),
+    );
+  }
+  const versions: string[] = [];
+  for (const model of models) versions.push((await call(token, `/v1/models/${model}/versions`)).results[0].id as string);
+  const nodeIds = Array.from({ length: MODELS }, (_, i) => `kvr-${label}-${i}-${run}`);
+  const tiers: Record<string, string> = snapshots
+    ? { KILN_KV_SNAPSHOT_DISK_MB: '2048', KILN_KV_SNAPSHOT_OBJECT_MB: '8192' }
+    : { KILN_KV_SNAPSHOT_DISK_MB: '0', KILN_KV_SNAPSHOT_OBJECT_MB: '0' };
+  const children = await Promise.all(
+    nodeIds.map((id, i) =>
+      startEngineNode({ id, env: { KILN_ENGINE_THREADS: '1', KILN_NODE_MEMORY_MB: String(nodeMemoryMb(i)), ...tiers } }),
+    ),
+  );
+  const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 2 });
+  const result: PhaseResult = { snapshots, turns: [], placements: [] };
+  try {
+    const conversations = models.map((_, m) =>
+      Array.from({ length: o.conversations }, (_, c): Message[] => [{ role: 'system', content: words(1000 * m + c + 1, o.contextWords) }]),
+    );
+    const turnOf = async (session: number, m: number, c: number, t: number) => {
+      const seed = 1_000_000 + 10_000 * m + 100 * c + 10 * session + t;
+      const r = await chat(token, models[m], conversations[m][c], o, seed);
+      result.turns.push({ session, model: m, conversation: c, turn: t, ...r });
+    };
+    for (let session = 0; session < o.sessions; session++) {
+      // Each version is first asked for in a rotated order: best fit puts the first on the smallest node.
+      const order = Array.from({ length: MODELS }, (_, i) => (i + session) % MODELS);
+      for (const m of order) await turnOf(session, m, 0, 0);
+      const held = await loadedOn(db, nodeIds);
+      result.placements.push(versions.map((v) => [...held].find(([, loaded]) => loaded.includes(v))?.[0] ?? 'none'));
+      await Promise.all(
+        conversations.flatMap((convs, m) =>
+          convs.map(async (_, c) => {
+            for (let t = c === 0 ? 1 : 0; t < o.turns; t++) await turnOf(session, m, c, t);
+          }),
+        ),
+      );
+      // Scale to zero: every version unloaded before the next session.
+      const t0 = Date.now();
+      while ([...(await loadedOn(db, nodeIds)).values()].some((v) => v.length > 0)) {
+        if (Date.now() - t0 > 60_000) throw new Error('the versions were not unloaded within 60 s of idling');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  } finally {
+    await closeDb(db);
+    await Promise.all(children.map(stopEngineNode));
+  }
+  return result;
+}
+
+const rate = (turns: Turn[]) =>
+  turns.reduce((n, t) => n + t.cachedTokens, 0) /
+  Math.max(
+    1,
+    turns.reduce((n, t) => n + t.promptTokens, 0),
+  );
+const pct = (v: number) => `${(v * 100).toFixed(1)} %`;
+
+export async function kvReplay(o: KvReplayOptions): Promise<void> {
+  const token = await apiToken();
+  const run = Date.now().toString(36);
+  const on = await phase(token, o, true, run);
+  const off = await phase(token, o, false, run);
+  const rows = [on, off].map((p) => {
+    const first = p.turns.filter((t) => t.session > 0 && t.turn === 0);
+    const tiers = new Map<string, number>();
+    for (const t of p.turns) tiers.set(t.tier, (tiers.get(t.tier) ?? 0) + t.cachedTokens);
+    return {
+      'KV snapshots': p.snapshots ? 'on (disk + object storage)' : 'off',
+      turns: p.turns.length,
+      'prompt tokens': p.turns.reduce((n, t) => n + t.promptTokens, 0),
+      'cached tokens': p.turns.reduce((n, t) => n + t.cachedTokens, 0),
+      'hit rate': pct(rate(p.turns)),
+      "sessions' first turns after scale-to-zero": pct(rate(first)),
+      'cached tokens by tier': [...tiers].map(([tier, n]) => `${tier} ${n}`).join(', '),
+      target: p.snapshots ? `≥ ${pct(TARGET)}: ${rate(p.turns) >= TARGET ? 'met' : 'not met'}` : '-',
+    };
+  });
+  for (const p of [on, off])
+    table(
+      `where each version was served, snapshots ${p.snapshots ? 'on' : 'off'} (session × version)`,
+      p.placements.map((nodes, session) => ({ session: session + 1, ...Object.fromEntries(nodes.map((n, m) => [`version ${m + 1}`, n])) })),
+    );
+  table(
+    `${MODELS} versions on ${MODELS} nodes, ${o.conversations} conversations each, ${o.sessions} sessions of ${o.turns} turns, scale to zero between sessions`,
+    rows,
+  );
+  console.log(`\nresult: ${await saveResult('kv-replay', { options: o, on, off, rows, url: API_URL })}`);
+}
