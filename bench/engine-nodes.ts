@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DATA_DIR } from './lib';
@@ -36,7 +37,10 @@ export interface BenchNode {
   env: Record<string, string>;
 }
 
-/** Starts an engine node and waits for its ready file; its log and data stay in a temporary folder. */
+/** Each started node's temporary folder (its data, snapshots and log), removed when it is stopped. */
+const folders = new WeakMap<ChildProcess, string>();
+
+/** Starts an engine node and waits for its ready file; its log and data are in a temporary folder until it is stopped. */
 export async function startEngineNode(n: BenchNode): Promise<ChildProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${n.id}-`));
   const ready = path.join(dir, 'ready');
@@ -47,6 +51,7 @@ export async function startEngineNode(n: BenchNode): Promise<ChildProcess> {
     env: { ...engineEnv(), KILN_NODE_ID: n.id, KILN_DATA_DIR: dir, KILN_METRICS_PORT: '0', KILN_READY_FILE: ready, ...n.env },
     stdio: ['ignore', log, log],
   });
+  folders.set(child, dir);
   const t0 = Date.now();
   while (!existsSync(ready)) {
     if (child.exitCode !== null) throw new Error(`${n.id} exited with ${child.exitCode}; its log is in ${dir}`);
@@ -57,8 +62,11 @@ export async function startEngineNode(n: BenchNode): Promise<ChildProcess> {
 }
 
 export async function stopEngineNode(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
+  const dir = folders.get(child);
+  if (dir) await rm(dir, { recursive: true, force: true });
 }

@@ -252,9 +252,9 @@ program
   .option('-s, --sessions <n>', 'sessions (every version unloaded between two)', int, 3)
   .option('-t, --turns <n>', 'turns of each conversation per session', int, 3)
   .option('-c, --conversations <n>', 'conversations per version', int, 2)
-  .option('--context-words <n>', "words of each conversation's opening context (about a token each)", int, 600)
-  .option('--turn-words <n>', 'words of each user turn', int, 40)
-  .option('--reply-tokens <n>', 'tokens of each reply at most', int, 24)
+  .option('--context-words <n>', "words of each conversation's opening context", int, 450)
+  .option('--turn-words <n>', 'words of each user turn', int, 30)
+  .option('--reply-tokens <n>', 'tokens of each reply at most', int, 32)
   .action((o) =>
     kvReplay({
       sessions: o.sessions,

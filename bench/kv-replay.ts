@@ -1,6 +1,6 @@
 /**
  * Issue 34's prefix-cache hit rate over nodes and scale-to-zero. Multi-turn chats replayed through
- * `/openai/v1/chat/completions` on three model versions and three engine nodes started here, each
+ * `/openai/v1/chat/completions` on three model versions (of kiln/smollm2-135m-instruct's weights) and three engine nodes started here, each
  * node with room for one version (their memory differs, so best fit places the versions in the
  * order they are first asked for). A session runs a few turns of every conversation; between
  * sessions every version is unloaded (an idle TTL of a second: scale to zero), and the next session
@@ -11,14 +11,10 @@
  * with the KV snapshot tiers (disk and object storage) on, and off beside it.
  */
 import { inArray } from 'drizzle-orm';
-import { mkdir, stat } from 'node:fs/promises';
-import path from 'node:path';
 import { closeDb, createDb } from '../db/client';
 import { nodes as nodesTable } from '../db/schema';
-import { TINY_LLAMA } from '../infra/seed';
-import { writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { startEngineNode, stopEngineNode } from './engine-nodes';
-import { API_URL, apiToken, call, DATA_DIR, pushGguf, saveResult, table } from './lib';
+import { API_URL, apiToken, call, saveResult, table } from './lib';
 
 export interface KvReplayOptions {
   sessions: number;
@@ -26,7 +22,7 @@ export interface KvReplayOptions {
   turns: number;
   /** Conversations per model version. */
   conversations: number;
-  /** Words of each conversation's opening context (about a token each). */
+  /** Words of each conversation's opening context. */
   contextWords: number;
   /** Words of each user turn. */
   turnWords: number;
@@ -35,16 +31,25 @@ export interface KvReplayOptions {
 }
 
 const MODELS = 3;
+const WEIGHTS = 'kiln/smollm2-135m-instruct';
+
+interface VersionFile {
+  path: string;
+  sha256: string;
+  size: number;
+}
 /** What each version declares it needs, and each node's room: one version fits a node, two do not. */
 const VERSION_MB = 1024;
 const nodeMemoryMb = (i: number) => 1536 + 128 * i;
 const TARGET = 0.8;
 
-/** Words of the generated models' vocabulary (tools/gguf/gguf-writer.ts): one token each. */
+/** Words of the replayed text. */
 const WORDS = (
-  'kiln fire clay glaze warm cold water stone wood iron river house north south garden field forest mountain valley ' +
-  'island storm wind rain snow sun moon star bird horse tree flower bread salt tea music song story book letter word ' +
-  'name voice hand heart mind dream road bridge tower ocean lake cloud'
+  'the a kiln fire clay glaze warm cold water stone wood iron gold silver green blue red white black small large old ' +
+  'young long short good great little right left open close early late under around every again never always still ' +
+  'here near far day night year week morning evening summer winter spring river house garden road bridge tower forest ' +
+  'mountain valley island ocean lake storm wind rain snow sun moon star cloud bird horse tree flower bread tea music ' +
+  'song story book letter name voice hand heart mind dream potter wheel bowl cup plate vase shelf door chimney smoke'
 ).split(' ');
 
 /** Deterministic words: the same conversation reads the same on and off. */
@@ -103,22 +108,21 @@ async function loadedOn(db: ReturnType<typeof createDb>, nodeIds: string[]): Pro
 
 async function phase(token: string, o: KvReplayOptions, snapshots: boolean, run: string): Promise<PhaseResult> {
   const label = snapshots ? 'on' : 'off';
-  const dir = path.join(DATA_DIR, 'bench', 'models');
-  await mkdir(dir, { recursive: true });
+  // The weights of kiln/smollm2-135m-instruct (a trained chat model: a reply tokenizes again as it
+  // was generated), as versions of models of this run's own: one per phase and model, their
+  // settings apart so that no two are the same version.
+  const files = (await call(token, `/v1/models/${WEIGHTS}/versions`)).results[0].files as VersionFile[];
+  const account = await call(token, '/v1/account');
   const models: string[] = [];
   for (let m = 0; m < MODELS; m++) {
-    // A version of its own per phase: the off phase finds none of the on phase's snapshots.
-    const file = path.join(dir, `kv-replay-${label}-${m}.gguf`);
-    const written = await writeLlamaGguf(file, { ...TINY_LLAMA, name: `kiln-kv-replay-${m}`, seed: 3400 + m + (snapshots ? 0 : 10) });
-    models.push(
-      await pushGguf(
-        token,
-        { path: file, sha256: written.sha256, size: (await stat(file)).size },
-        `kv-replay-${label}-${m}-${run}`,
-        { contextSize: 4096, sequences: 4, idleTtlSeconds: 1 },
-        { memory_bytes: VERSION_MB * 2 ** 20 },
-      ),
-    );
+    const name = `kv-replay-${label}-${m}-${run}`;
+    await call(token, '/v1/models', { owner: account.username, name, visibility: 'private', task: 'text-generation' });
+    await call(token, `/v1/models/${account.username}/${name}/versions`, {
+      files,
+      settings: { contextSize: 4096 + 64 * (m + (snapshots ? 0 : MODELS)), sequences: 4, idleTtlSeconds: 1 },
+      memory_bytes: VERSION_MB * 2 ** 20,
+    });
+    models.push(`${account.username}/${name}`);
   }
   const versions: string[] = [];
   for (const model of models) versions.push((await call(token, `/v1/models/${model}/versions`)).results[0].id as string);
