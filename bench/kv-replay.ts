@@ -3,7 +3,7 @@
  * `/openai/v1/chat/completions` on three model versions (of kiln/smollm2-135m-instruct's weights) and three engine nodes started here, each
  * node with room for one version (their memory differs, so best fit places the versions in the
  * order they are first asked for). A session runs a few turns of every conversation; between
- * sessions every version is unloaded (an idle TTL of a second: scale to zero), and the next session
+ * sessions every version is unloaded (an idle TTL of a few seconds: scale to zero), and the next session
  * asks for the versions in a rotated order, so each version comes back on another node than it
  * left. Each conversation opens with a context of its own (no prefix shared between them) and
  * each turn resends the whole conversation, as chat clients do. The hit rate is the prompt tokens
@@ -42,6 +42,8 @@ interface VersionFile {
 const VERSION_MB = 1024;
 const nodeMemoryMb = (i: number) => 1536 + 128 * i;
 const TARGET = 0.8;
+/** Scale to zero soon after a session: a version idle this long is unloaded (nodes look every 5 s). */
+const IDLE_TTL_SECONDS = 3;
 
 /** Words of the replayed text. */
 const WORDS = (
@@ -119,7 +121,7 @@ async function phase(token: string, o: KvReplayOptions, snapshots: boolean, run:
     await call(token, '/v1/models', { owner: account.username, name, visibility: 'private', task: 'text-generation' });
     await call(token, `/v1/models/${account.username}/${name}/versions`, {
       files,
-      settings: { contextSize: 4096 + 64 * (m + (snapshots ? 0 : MODELS)), sequences: 4, idleTtlSeconds: 1 },
+      settings: { contextSize: 4096 + 64 * (m + (snapshots ? 0 : MODELS)), sequences: 4, idleTtlSeconds: IDLE_TTL_SECONDS },
       memory_bytes: VERSION_MB * 2 ** 20,
     });
     models.push(`${account.username}/${name}`);
@@ -147,18 +149,23 @@ async function phase(token: string, o: KvReplayOptions, snapshots: boolean, run:
       result.turns.push({ session, model: m, conversation: c, turn: t, ...r });
     };
     for (let session = 0; session < o.sessions; session++) {
-      // Each version is first asked for in a rotated order: best fit puts the first on the smallest node.
+      // Each version is first asked for in a rotated order: best fit puts the first on the smallest
+      // node. Its conversations go on at once, so that it is not idle while the next one loads.
       const order = Array.from({ length: MODELS }, (_, i) => (i + session) % MODELS);
-      for (const m of order) await turnOf(session, m, 0, 0);
-      const held = await loadedOn(db, nodeIds);
-      result.placements.push(versions.map((v) => [...held].find(([, loaded]) => loaded.includes(v))?.[0] ?? 'none'));
-      await Promise.all(
-        conversations.flatMap((convs, m) =>
-          convs.map(async (_, c) => {
+      const running: Array<Promise<void>> = [];
+      const placed: string[] = [];
+      for (const m of order) {
+        await turnOf(session, m, 0, 0);
+        const held = await loadedOn(db, nodeIds);
+        placed[m] = [...held].find(([, loaded]) => loaded.includes(versions[m]))?.[0] ?? 'none';
+        running.push(
+          ...conversations[m].map(async (_, c) => {
             for (let t = c === 0 ? 1 : 0; t < o.turns; t++) await turnOf(session, m, c, t);
           }),
-        ),
-      );
+        );
+      }
+      await Promise.all(running);
+      result.placements.push(placed);
       // Scale to zero: every version unloaded before the next session.
       const t0 = Date.now();
       while ([...(await loadedOn(db, nodeIds)).values()].some((v) => v.length > 0)) {
