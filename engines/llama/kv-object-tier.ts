@@ -52,6 +52,13 @@ export interface KvObjectTierOptions {
   onBytes?: (bytes: number) => void;
 }
 
+/**
+ * Bytes a download may hold between the socket and the file. With the streams' 16 KiB default the
+ * socket paused at every chunk until its write returned from the thread pool: a 16 MiB state took
+ * ~1.6× as long as with this, where the file gets the chunks in a few gathered writes.
+ */
+const DOWNLOAD_BUFFER_BYTES = 4 * 2 ** 20;
+
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 export class KvObjectTier {
@@ -150,13 +157,14 @@ export class KvObjectTier {
       await pipeline(
         await this.storage.read(state),
         new Transform({
+          highWaterMark: DOWNLOAD_BUFFER_BYTES,
           transform(chunk: Buffer, _encoding, done) {
             hash.update(chunk);
             bytes += chunk.length;
             done(null, chunk);
           },
         }),
-        createWriteStream(tmp),
+        createWriteStream(tmp, { highWaterMark: DOWNLOAD_BUFFER_BYTES }),
       );
     } catch {
       await rm(tmp, { force: true });
