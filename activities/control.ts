@@ -29,6 +29,7 @@ import {
   freeBytes,
   holds,
   placementCandidates,
+  replicaHolders,
   replicaNodeFor,
   replicaReason,
   servingNodes,
@@ -79,21 +80,23 @@ function lookups(db: Db) {
   return { version: (id: string) => versions.fetch(id), account: (id: string) => accountsById.fetch(id) };
 }
 
-export function createControlActivities({ db, temporal: client, replicas = DEFAULT_REPLICAS, storage }: ControlDeps) {
-  const cached = lookups(db);
-  /** Predictions waiting on the version's queue, by Temporal's own count (approximate, and cheap). */
-  async function backlog(versionId: string): Promise<number> {
-    if (!client) return 0;
-    const res = await client.workflowService.describeTaskQueue({
-      namespace: client.options.namespace,
-      taskQueue: { name: modelQueue(versionId), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-      reportStats: true,
-    });
-    return Number(res.stats?.approximateBacklogCount ?? 0);
-  }
+type Lookups = ReturnType<typeof lookups>;
 
-  const steps = {
+/** Predictions waiting on the version's queue, by Temporal's own count (approximate, and cheap). */
+async function backlog(client: Client | undefined, versionId: string): Promise<number> {
+  if (!client) return 0;
+  const res = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: modelQueue(versionId), kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    reportStats: true,
+  });
+  return Number(res.stats?.approximateBacklogCount ?? 0);
+}
+
+/** The replica scaler's step. */
+function replicaActivities(db: Db, client: Client | undefined, replicas: ReplicaSettings) {
+  return {
     /**
      * The replica scaler's look at every served version: one more replica where the backlog per
      * replica passed the threshold (up to max_instances, or the default cap), and replicas back
@@ -104,10 +107,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
     async planReplicas({ loading }: { loading: ReplicaLoad[] }): Promise<ReplicaLoad[]> {
       const [live, limits] = await Promise.all([liveNodes(db), replicaLimits(db)]);
       const free = new Map(live.map((n) => [n.id, freeBytes(n)]));
-      const holders = new Map<string, Set<string>>();
-      // A prefill node's copy serves no predictions: it is no replica.
-      for (const n of live.filter((x) => x.role !== 'prefill'))
-        for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
+      const holders = replicaHolders(live);
       const busy = new Set(loading.map((l) => l.versionId));
       const plan: ReplicaLoad[] = [];
       const versions = new Set([...holders.keys(), ...[...limits].filter(([, l]) => l.min > 0).map(([v]) => v)]);
@@ -115,7 +115,7 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
         if (busy.has(versionId)) continue;
         const on = holders.get(versionId) ?? new Set<string>();
         const bounds = limits.get(versionId) ?? { min: 0, max: replicas.maxReplicas };
-        const reason = await replicaReason(on.size, bounds, replicas.backlogPerReplica, () => backlog(versionId));
+        const reason = await replicaReason(on.size, bounds, replicas.backlogPerReplica, () => backlog(client, versionId));
         if (!reason) continue;
         const version = await getVersion(db, versionId);
         if (!version) continue;
@@ -127,13 +127,12 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       }
       return plan;
     },
+  };
+}
 
-    async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
-      const applied = await writePredictionSnapshot(db, snapshot, currentRunWriter(client));
-      // Counted once: a retried or late write of the same transition is not applied again.
-      if (applied && isTerminalStatus(snapshot.status)) observePrediction(snapshot);
-    },
-
+/** The admission slots of an account (max_running). */
+function admissionActivities(db: Db, cached: Lookups) {
+  return {
     /**
      * Takes one of the account's admission slots (max_running). When they are all held, the
      * prediction waits (a plain error: Temporal retries with backoff) or, if the account says
@@ -163,11 +162,12 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
     async releaseAdmission({ predictionId }: { predictionId: string }): Promise<void> {
       await release(db, predictionId);
     },
+  };
+}
 
-    async recordUsage(record: UsageRecord): Promise<void> {
-      await recordUsage(db, record);
-    },
-
+/** Which node a version's predictions run on: one node, or a long prompt's prefill and decode nodes. */
+function placementActivities(db: Db, cached: Lookups) {
+  return {
     /**
      * A node that already serves the version, or else best fit: the live node with the least
      * free memory that still holds it, so big nodes stay free for big models (bin-packing).
@@ -226,7 +226,29 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       return { prefill: placed(choice.prefill), decode: placed(choice.decode) };
     },
   };
+}
 
+/** What a prediction's row and usage say: the projection of its workflow's state. */
+function projectionActivities(db: Db, client: Client | undefined) {
+  return {
+    async projectPrediction(snapshot: PredictionSnapshot): Promise<void> {
+      const applied = await writePredictionSnapshot(db, snapshot, currentRunWriter(client));
+      // Counted once: a retried or late write of the same transition is not applied again.
+      if (applied && isTerminalStatus(snapshot.status)) observePrediction(snapshot);
+    },
+
+    async recordUsage(record: UsageRecord): Promise<void> {
+      await recordUsage(db, record);
+    },
+  };
+}
+
+type ControlSteps = ReturnType<typeof admissionActivities> &
+  ReturnType<typeof placementActivities> &
+  ReturnType<typeof projectionActivities>;
+
+/** A prediction's first and last writes, each in one local activity, made of the steps above. */
+function lifecycleActivities(db: Db, steps: ControlSteps, storage: ControlDeps['storage']) {
   /** Output files that no final output refers to: those of attempts that failed after storing theirs. */
   async function removeFailedAttemptsFiles(snapshot: PredictionSnapshot, task: string): Promise<void> {
     if (!storage || !taskType(task)?.outputFiles) return;
@@ -235,8 +257,6 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
   }
 
   return {
-    ...steps,
-
     /**
      * A prediction's first steps in one local activity (one workflow activation instead of
      * three): its row, an admission slot (or a wait, retried, or OverCapacity), and a node. The
@@ -286,4 +306,15 @@ export function createControlActivities({ db, temporal: client, replicas = DEFAU
       ]);
     },
   };
+}
+
+export function createControlActivities({ db, temporal: client, replicas = DEFAULT_REPLICAS, storage }: ControlDeps) {
+  const cached = lookups(db);
+  const steps = {
+    ...replicaActivities(db, client, replicas),
+    ...projectionActivities(db, client),
+    ...admissionActivities(db, cached),
+    ...placementActivities(db, cached),
+  };
+  return { ...steps, ...lifecycleActivities(db, steps, storage) };
 }

@@ -21,10 +21,10 @@ import { heldSlots, openBatches, openPredictions, predictionRows, versionTask } 
 import { recordUsage, usageOf } from '../db/usage';
 import { batchWorkflowId, type BatchSnapshot } from '../domain/batch-contracts';
 import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
-import { ENGINE_REVISIONS } from '../domain/engine-projection';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { isTerminalStatus } from '../domain/statuses';
 import type { Storage } from '../lib/storage';
+import { batchClosedEarly, batchRowToSnapshot, outcomeOf, predictionClosedEarly, type ClosedRun } from './closed-run-outcome';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
 import { runWriterOf } from './run-writer';
 
@@ -79,14 +79,7 @@ export async function predictionsClosedEarlySince(client: Client, since: Date): 
 
 const PREDICTION_WORKFLOW_PREFIX = predictionWorkflowId('');
 
-/** How a workflow ended, from its close event. */
-export interface ClosedRun {
-  runId: string;
-  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'TERMINATED' | 'TIMED_OUT' | 'CONTINUED_AS_NEW';
-  closeTime: Date;
-  /** Why, in words: the operator's reason, the failure's message. */
-  reason: string;
-}
+export type { ClosedRun };
 
 export type WorkflowState = ClosedRun | 'running' | 'missing';
 
@@ -116,35 +109,11 @@ export async function latestRun(client: Client, workflowId: string): Promise<Wor
   return { runId: described.runId, status, closeTime: described.closeTime ?? new Date(), reason };
 }
 
-/** The status and error a prediction or batch gets from how its workflow ended early. */
-export function outcomeOf(run: ClosedRun): { status: 'failed' | 'canceled'; error: string | null; logLine: string } {
-  switch (run.status) {
-    case 'CANCELLED':
-      return { status: 'canceled', error: null, logLine: 'Canceled: the workflow was canceled before its last step' };
-    case 'TERMINATED': {
-      const error = `terminated by an operator: ${run.reason || 'no reason given'}`;
-      return { status: 'failed', error, logLine: `Error: ${error}` };
-    }
-    case 'TIMED_OUT':
-      return {
-        status: 'failed',
-        error: 'the workflow timed out before it finished',
-        logLine: 'Error: the workflow timed out before it finished',
-      };
-    default: {
-      const error = `the workflow failed before its last step: ${run.reason || 'no reason given'}`;
-      return { status: 'failed', error, logLine: `Error: ${error}` };
-    }
-  }
-}
+type Deps = Required<Pick<ReconcilerDeps, 'db' | 'temporal' | 'controlQueue' | 'pageSize'>>;
+type LatestRun = (workflowId: string) => Promise<WorkflowState>;
 
-const seconds = (from: string, to: string) => Math.round(Date.parse(to) - Date.parse(from)) / 1000;
-
-export function createReconcilerActivities({ db, temporal, controlQueue, minAgeMs = 5_000, pageSize = 100, storage }: ReconcilerDeps) {
-  const archiveMemory = new ArchiveMemory();
-  /** The copy of closed histories under way, and how many the copies since the last look made. */
-  let archiving: Promise<void> | undefined;
-  let lastArchived = 0;
+/** The final writes of predictions and batches whose workflow closed early, from their history. */
+function closedRunFinishers({ db, temporal, controlQueue }: Omit<Deps, 'pageSize'>) {
   /** The closed run's state, replayed from its history by a query; undefined when it cannot be read. */
   async function stateOf<T>(workflowId: string, runId: string, query: string): Promise<T | undefined> {
     try {
@@ -154,6 +123,14 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
       return undefined;
     }
   }
+
+  /** A completed run's result: the final state (its final writes ran, or were lost since). */
+  const resultOf = <T>(workflowId: string, runId: string): Promise<T | undefined> =>
+    temporal.workflow
+      .getHandle(workflowId, runId)
+      .result()
+      .then((r) => r as T | undefined)
+      .catch(() => undefined);
 
   async function sendCompletedWebhook(s: PredictionSnapshot): Promise<void> {
     if (!s.webhook || !s.webhookEventsFilter?.includes('completed')) return;
@@ -172,87 +149,54 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
     }
   }
 
-  /** Finishes one prediction whose workflow closed early. Returns whether the row was written. */
-  async function finishPrediction(row: Parameters<typeof rowToSnapshot>[0], run: ClosedRun): Promise<boolean> {
-    const workflowId = predictionWorkflowId(row.id);
-    let final: PredictionSnapshot;
-    if (run.status === 'COMPLETED') {
-      // It finished (its final writes ran, or were lost since): its result is the final state.
-      const result = await temporal.workflow
-        .getHandle(workflowId, run.runId)
-        .result()
-        .catch(() => undefined);
-      final = (result as PredictionSnapshot | undefined) ?? rowToSnapshot(row);
-    } else {
-      const state = (await stateOf<PredictionSnapshot>(workflowId, run.runId, 'prediction')) ?? rowToSnapshot(row);
-      const outcome = outcomeOf(run);
-      const completedAt = run.closeTime.toISOString();
-      const metrics: Record<string, number | string> = { ...state.metrics, total_time: seconds(state.createdAt, completedAt) };
-      if (state.startedAt) metrics.predict_time ??= seconds(state.startedAt, completedAt);
-      final = {
-        ...state,
-        status: outcome.status,
-        error: outcome.error,
-        logs: `${state.logs}${outcome.logLine}\n`,
-        metrics,
-        completedAt,
-        // After everything the run wrote, the engine's writes for the attempt it was waiting on
-        // included (a late final write of that attempt loses), and after whatever the row holds.
-        revision: Math.max(state.revision + ENGINE_REVISIONS, row.revision) + 1,
-      };
-    }
-    // Usage and the slot first, the row last: whoever sees the row finished sees them done too
-    // (and a look cut short before the row is written does it all again, changing nothing twice).
-    await recordUsage(db, usageOf(final, await versionTask(db, final.versionId), final.startedAt ? 'unknown' : 'none'));
-    await release(db, row.id);
-    const written = await writePredictionSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId), { replacesEnd: true });
-    if (run.status !== 'COMPLETED') await sendCompletedWebhook(final);
-    log.info('finished a prediction whose workflow closed early', { predictionId: row.id, close: run.status, status: final.status });
-    return written;
-  }
+  return {
+    /** Finishes one prediction whose workflow closed early. Returns whether the row was written. */
+    async finishPrediction(row: Parameters<typeof rowToSnapshot>[0], run: ClosedRun): Promise<boolean> {
+      const workflowId = predictionWorkflowId(row.id);
+      const final =
+        run.status === 'COMPLETED'
+          ? ((await resultOf<PredictionSnapshot>(workflowId, run.runId)) ?? rowToSnapshot(row))
+          : predictionClosedEarly(
+              (await stateOf<PredictionSnapshot>(workflowId, run.runId, 'prediction')) ?? rowToSnapshot(row),
+              row.revision,
+              run,
+            );
+      // Usage and the slot first, the row last: whoever sees the row finished sees them done too
+      // (and a look cut short before the row is written does it all again, changing nothing twice).
+      await recordUsage(db, usageOf(final, await versionTask(db, final.versionId), final.startedAt ? 'unknown' : 'none'));
+      await release(db, row.id);
+      const written = await writePredictionSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId), { replacesEnd: true });
+      if (run.status !== 'COMPLETED') await sendCompletedWebhook(final);
+      log.info('finished a prediction whose workflow closed early', { predictionId: row.id, close: run.status, status: final.status });
+      return written;
+    },
 
-  async function finishBatch(row: BatchRow, run: ClosedRun): Promise<boolean> {
-    const workflowId = batchWorkflowId(row.id);
-    const fromRow: BatchSnapshot = {
-      ...row,
-      createdAt: row.createdAt.toISOString(),
-      startedAt: row.startedAt?.toISOString() ?? null,
-      completedAt: row.completedAt?.toISOString() ?? null,
-    };
-    let final: BatchSnapshot;
-    if (run.status === 'COMPLETED') {
-      final =
-        ((await temporal.workflow
-          .getHandle(workflowId, run.runId)
-          .result()
-          .catch(() => undefined)) as BatchSnapshot | undefined) ?? fromRow;
-    } else {
-      const state = (await stateOf<BatchSnapshot>(workflowId, run.runId, 'batch')) ?? fromRow;
-      const outcome = outcomeOf(run);
-      final = {
-        ...state,
-        status: outcome.status,
-        error: outcome.error,
-        logs: `${state.logs}${outcome.logLine}\n`,
-        completedAt: run.closeTime.toISOString(),
-        revision: Math.max(state.revision, row.revision) + 1,
-      };
-    }
-    await release(db, workflowId);
-    const written = await writeBatchSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
-    log.info('finished a batch whose workflow closed early', { batchId: row.id, close: run.status, status: final.status });
-    return written;
-  }
+    async finishBatch(row: BatchRow, run: ClosedRun): Promise<boolean> {
+      const workflowId = batchWorkflowId(row.id);
+      const fromRow = batchRowToSnapshot(row);
+      const final =
+        run.status === 'COMPLETED'
+          ? ((await resultOf<BatchSnapshot>(workflowId, run.runId)) ?? fromRow)
+          : batchClosedEarly((await stateOf<BatchSnapshot>(workflowId, run.runId, 'batch')) ?? fromRow, row.revision, run);
+      await release(db, workflowId);
+      const written = await writeBatchSnapshot(db, final, runWriterOf(temporal, workflowId, run.runId));
+      log.info('finished a batch whose workflow closed early', { batchId: row.id, close: run.status, status: final.status });
+      return written;
+    },
+  };
+}
 
+type Finishers = ReturnType<typeof closedRunFinishers>;
+
+/**
+ * Rows whose workflow closed early since the last look and that say otherwise: a terminate
+ * that landed after the engine's final write, which wrote `succeeded`, or a row still open
+ * (younger than the open rows' pass looks at). A row another run wrote is that run's.
+ */
+function earlyCloseFollower({ db, temporal, pageSize }: Pick<Deps, 'db' | 'temporal' | 'pageSize'>, finish: Finishers) {
   /** When the last look that read recent closes began; none yet in this process. */
   let lastLookAt: number | undefined;
-
-  /**
-   * Rows whose workflow closed early since the last look and that say otherwise: a terminate
-   * that landed after the engine's final write, which wrote `succeeded`, or a row still open
-   * (younger than the open rows' pass looks at). A row another run wrote is that run's.
-   */
-  async function followEarlyCloses(latest: (workflowId: string) => Promise<WorkflowState>): Promise<number> {
+  return async (latest: LatestRun): Promise<number> => {
     const lookAt = Date.now();
     const since = new Date((lastLookAt ?? lookAt - FIRST_LOOK_BACK_MS) - VISIBILITY_LAG_MS);
     const ids = (await predictionsClosedEarlySince(temporal, since)).map((w) => w.slice(PREDICTION_WORKFLOW_PREFIX.length));
@@ -264,13 +208,102 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         if (row.status === outcomeOf(run).status) continue;
         const byThisRun = row.runId === run.runId || (row.runId === null && !isTerminalStatus(row.status));
         if (!byThisRun) continue;
-        if (await finishPrediction(row, run)) finished += 1;
+        if (await finish.finishPrediction(row, run)) finished += 1;
       }
     }
     lastLookAt = lookAt;
     return finished;
-  }
+  };
+}
 
+/**
+ * Copying closed histories goes on beside the looks, one copy at a time: a burst of closed
+ * histories (up to ARCHIVE_BUDGET_MS of copying) never holds up the next look's finishing, which
+ * must follow an operator's terminate within seconds. A failed copy is the next one's. Each call
+ * starts a copy unless one is under way, and answers how many the copies since the last call made.
+ */
+function historyArchiver(temporal: Client, storage: Storage) {
+  const archiveMemory = new ArchiveMemory();
+  let archiving: Promise<void> | undefined;
+  let lastArchived = 0;
+  return (): number => {
+    const archived = lastArchived;
+    lastArchived = 0;
+    archiving ??= archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS, archiveMemory)
+      .then(
+        (r) => void (lastArchived += r.archived),
+        (err: Error) => log.warn('archiving closed histories failed', { error: err.message }),
+      )
+      .finally(() => (archiving = undefined));
+    return archived;
+  };
+}
+
+/** Each workflow's latest run, asked of Temporal once per look. */
+function latestRunsOnce(temporal: Client): LatestRun {
+  const seen = new Map<string, Promise<WorkflowState>>();
+  return (workflowId) => {
+    let state = seen.get(workflowId);
+    if (!state) seen.set(workflowId, (state = latestRun(temporal, workflowId)));
+    return state;
+  };
+}
+
+/** Of a page's workflows, the closed ones: one visibility query, then the latest run of each it names. */
+async function closedAmong<R>(
+  temporal: Client,
+  latest: LatestRun,
+  rows: R[],
+  workflowIdOf: (r: R) => string,
+): Promise<Array<{ row: R; run: ClosedRun }>> {
+  const closed = await withClosedRuns(temporal, rows.map(workflowIdOf));
+  const found: Array<{ row: R; run: ClosedRun }> = [];
+  for (const row of rows) {
+    const workflowId = workflowIdOf(row);
+    if (!closed.has(workflowId)) continue;
+    // Visibility lists every run: an old run of a reset workflow is closed while its new run goes on.
+    const run = await latest(workflowId);
+    if (typeof run !== 'string') found.push({ row, run });
+  }
+  return found;
+}
+
+/** A batch's slot is named after its workflow; a prediction's after the prediction. */
+const slotWorkflow = (slot: { id: string }) => (slot.id.startsWith('batch-') ? slot.id : predictionWorkflowId(slot.id));
+
+/** The open rows' and held slots' pass: each page checked against its workflows' latest runs. */
+function openRowsPass({ db, temporal, pageSize }: Pick<Deps, 'db' | 'temporal' | 'pageSize'>, finish: Finishers) {
+  return async (olderThan: Date, latest: LatestRun) => {
+    const done = { predictions: 0, batches: 0, slots: 0 };
+    for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next;) {
+      page = await openPredictions(db, olderThan, pageSize, page?.next);
+      for (const { row, run } of await closedAmong(temporal, latest, page.rows, (r) => predictionWorkflowId(r.id))) {
+        if (await finish.finishPrediction(row, run)) done.predictions += 1;
+      }
+    }
+    for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next;) {
+      page = await openBatches(db, olderThan, pageSize, page?.next);
+      for (const { row, run } of await closedAmong(temporal, latest, page.rows, (r) => batchWorkflowId(r.id))) {
+        if (await finish.finishBatch(row, run)) done.batches += 1;
+      }
+    }
+    for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next;) {
+      page = await heldSlots(db, olderThan, pageSize, page?.next);
+      for (const { row: slot, run } of await closedAmong(temporal, latest, page.rows, slotWorkflow)) {
+        await release(db, slot.id);
+        done.slots += 1;
+        log.info('released the slot of a closed workflow', { workflowId: slotWorkflow(slot), close: run.status });
+      }
+    }
+    return done;
+  };
+}
+
+export function createReconcilerActivities({ db, temporal, controlQueue, minAgeMs = 5_000, pageSize = 100, storage }: ReconcilerDeps) {
+  const finish = closedRunFinishers({ db, temporal, controlQueue });
+  const followEarlyCloses = earlyCloseFollower({ db, temporal, pageSize }, finish);
+  const finishOpenRows = openRowsPass({ db, temporal, pageSize }, finish);
+  const archive = storage ? historyArchiver(temporal, storage) : undefined;
   return {
     /**
      * One look at everything open: rows not in a terminal status and slots still held, each
@@ -279,64 +312,11 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
      */
     async reconcileClosedWorkflows(): Promise<{ predictions: number; batches: number; slots: number; archived: number }> {
       const olderThan = new Date(Date.now() - minAgeMs);
-      const done = { predictions: 0, batches: 0, slots: 0, archived: 0 };
-      const seen = new Map<string, Promise<WorkflowState>>();
-      const latest = (workflowId: string): Promise<WorkflowState> => {
-        let state = seen.get(workflowId);
-        if (!state) seen.set(workflowId, (state = latestRun(temporal, workflowId)));
-        return state;
-      };
+      const latest = latestRunsOnce(temporal);
       // First: what it finishes is no longer open for the pass below.
-      done.predictions += await followEarlyCloses(latest);
-      /** Of a page's workflows, the closed ones: one visibility query, then the latest run of each it names. */
-      async function closedAmong<R>(rows: R[], workflowIdOf: (r: R) => string): Promise<Array<{ row: R; run: ClosedRun }>> {
-        const closed = await withClosedRuns(temporal, rows.map(workflowIdOf));
-        const found: Array<{ row: R; run: ClosedRun }> = [];
-        for (const row of rows) {
-          const workflowId = workflowIdOf(row);
-          if (!closed.has(workflowId)) continue;
-          // Visibility lists every run: an old run of a reset workflow is closed while its new run goes on.
-          const run = await latest(workflowId);
-          if (typeof run !== 'string') found.push({ row, run });
-        }
-        return found;
-      }
-      for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next;) {
-        page = await openPredictions(db, olderThan, pageSize, page?.next);
-        for (const { row, run } of await closedAmong(page.rows, (r) => predictionWorkflowId(r.id))) {
-          if (await finishPrediction(row, run)) done.predictions += 1;
-        }
-      }
-      for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next;) {
-        page = await openBatches(db, olderThan, pageSize, page?.next);
-        for (const { row, run } of await closedAmong(page.rows, (r) => batchWorkflowId(r.id))) {
-          if (await finishBatch(row, run)) done.batches += 1;
-        }
-      }
-      // A batch's slot is named after its workflow; a prediction's after the prediction.
-      const slotWorkflow = (slot: { id: string }) => (slot.id.startsWith('batch-') ? slot.id : predictionWorkflowId(slot.id));
-      for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next;) {
-        page = await heldSlots(db, olderThan, pageSize, page?.next);
-        for (const { row: slot, run } of await closedAmong(page.rows, slotWorkflow)) {
-          await release(db, slot.id);
-          done.slots += 1;
-          log.info('released the slot of a closed workflow', { workflowId: slotWorkflow(slot), close: run.status });
-        }
-      }
-      if (storage) {
-        // Copying goes on beside the looks, one copy at a time: a burst of closed histories
-        // (up to ARCHIVE_BUDGET_MS of copying) never holds up the next look's finishing, which
-        // must follow an operator's terminate within seconds. A failed copy is the next one's.
-        done.archived = lastArchived;
-        lastArchived = 0;
-        archiving ??= archiveClosedHistories(temporal, storage, ARCHIVE_BUDGET_MS, archiveMemory)
-          .then(
-            (r) => void (lastArchived += r.archived),
-            (err: Error) => log.warn('archiving closed histories failed', { error: err.message }),
-          )
-          .finally(() => (archiving = undefined));
-      }
-      return done;
+      const followed = await followEarlyCloses(latest);
+      const done = await finishOpenRows(olderThan, latest);
+      return { ...done, predictions: done.predictions + followed, archived: archive ? archive() : 0 };
     },
   };
 }

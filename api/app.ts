@@ -175,19 +175,19 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use(requireAuth(deps.db));
   v1.use(express.json({ limit: '10mb' }));
   v1.use(rejectNulOutsideInput);
-  v1.use(
-    predictionRoutes({
-      db: deps.db,
-      temporal: deps.temporal,
-      hub: deps.hub,
-      connections,
-      controlQueue: deps.controlQueue,
-      allowPrivateWebhooks: deps.allowPrivateWebhooks,
-      defaultSequences: resources.defaultSequences,
-      prefillSplitMinTokens: resources.prefillSplitMinTokens,
-      urls,
-    }),
-  );
+  // What creating a prediction needs, by a model or by a deployment.
+  const creating = {
+    db: deps.db,
+    temporal: deps.temporal,
+    hub: deps.hub,
+    connections,
+    controlQueue: deps.controlQueue,
+    allowPrivateWebhooks: deps.allowPrivateWebhooks,
+    defaultSequences: resources.defaultSequences,
+    prefillSplitMinTokens: resources.prefillSplitMinTokens,
+    urls,
+  };
+  v1.use(predictionRoutes(creating));
   v1.use(accountRoutes({ db: deps.db, connections }));
   v1.use(fileRoutes(files));
   v1.use(
@@ -199,20 +199,7 @@ export function createApp(deps: AppDeps): express.Express {
       resources,
     }),
   );
-  v1.use(
-    deploymentRoutes({
-      db: deps.db,
-      temporal: deps.temporal,
-      hub: deps.hub,
-      connections,
-      controlQueue: deps.controlQueue,
-      allowPrivateWebhooks: deps.allowPrivateWebhooks,
-      defaultSequences: resources.defaultSequences,
-      prefillSplitMinTokens: resources.prefillSplitMinTokens,
-      urls,
-      pinnedNodeShare: resources.pinnedNodeShare,
-    }),
-  );
+  v1.use(deploymentRoutes({ ...creating, pinnedNodeShare: resources.pinnedNodeShare }));
   v1.use(
     batchRoutes({
       db: deps.db,

@@ -6,13 +6,13 @@ import { config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { payloadRefCodec } from '../lib/payload-refs';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
-import { publicBaseUrl } from '../lib/public-url';
 import { announceReady } from '../lib/ready';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
 import { startTracing } from '../lib/tracing';
 import { createApp } from './app';
+import { appSettingsOf } from './app-settings';
 import { answerClientErrors } from './client-errors';
 import { EventHub } from './event-hub';
 
@@ -44,37 +44,9 @@ async function main() {
     hub,
     signer: urlSignerFromConfig(c, ['stream', 'file', 'ref']),
     secrets: secretBoxFromConfig(c),
-    controlQueue: c.KILN_CONTROL_QUEUE,
-    allowPrivateWebhooks: c.KILN_WEBHOOK_ALLOW_PRIVATE,
     storage,
     codecServer: { codec, operatorToken: c.KILN_OPERATOR_TOKEN, corsOrigins: c.KILN_CODEC_CORS_ORIGINS },
-    publicUrl: publicBaseUrl(c),
-    metricsToken: c.KILN_METRICS_TOKEN,
-    temporalUi: c.KILN_TEMPORAL_UI_URL ? { url: c.KILN_TEMPORAL_UI_URL, namespace: c.TEMPORAL_NAMESPACE } : undefined,
-    temporalNamespace: c.TEMPORAL_NAMESPACE,
-    fetch: { allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE, maxBytes: c.KILN_FETCH_MAX_BYTES, timeoutMs: c.KILN_FETCH_TIMEOUT_MS },
-    batches: {
-      parallelism: c.KILN_BATCH_PARALLELISM,
-      chunksPerRun: c.KILN_BATCH_CHUNKS_PER_RUN,
-      maxInputBytes: c.KILN_BATCH_INPUT_MAX_BYTES,
-    },
-    webhookLimits: {
-      rotationsPerMinute: c.KILN_WEBHOOK_ROTATIONS_PER_MINUTE,
-      redeliveriesPerMinute: c.KILN_WEBHOOK_REDELIVERIES_PER_MINUTE,
-    },
-    connectionLimits: {
-      maxOpenStreams: c.KILN_MAX_OPEN_STREAMS,
-      maxWaitingRequests: c.KILN_MAX_WAITING_REQUESTS,
-      recheckMs: c.KILN_OPEN_CONNECTION_RECHECK_MS,
-    },
-    resources: {
-      defaultContextSize: c.KILN_ENGINE_CONTEXT_SIZE,
-      defaultSequences: c.KILN_ENGINE_SEQUENCES,
-      maxContextSize: c.KILN_MAX_CONTEXT_SIZE,
-      maxSequences: c.KILN_MAX_SEQUENCES,
-      pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
-      prefillSplitMinTokens: c.KILN_PREFILL_SPLIT_MIN_TOKENS,
-    },
+    ...appSettingsOf(c),
   });
   // Express 5 calls this with the error when listening fails (the port is taken): exit, so that
   // the supervisor sees it and npm start says so, instead of a process that serves nothing.

@@ -37,6 +37,22 @@ export const createBody = z.strictObject({
 
 export const modelCreateBody = z.strictObject(predictionOptions);
 
+/**
+ * A create's options from its body and headers: idempotency, priority, webhook, deadlines and
+ * session affinity, as createPrediction takes them. `header` reads a request header.
+ */
+export function predictionCreateOptions(body: z.infer<typeof modelCreateBody>, header: (name: string) => string | undefined) {
+  return {
+    idempotencyKey: header('idempotency-key'),
+    priority: parsePriority(header('kiln-priority')),
+    webhook: body.webhook,
+    webhookEventsFilter: body.webhook_events_filter,
+    cancelAfterSeconds: parseCancelAfter(header('cancel-after')),
+    maxQueueSeconds: maxQueueSeconds(body, header('max-queue-time')),
+    session: parseSessionAffinity(header('x-session-affinity')),
+  };
+}
+
 /** `Cancel-After`: seconds, or a duration like `90s`, `5m`, `1h30m` (at least 5 s, at most 24 h). */
 export function parseCancelAfter(header: string | undefined): number | undefined {
   if (header === undefined) return undefined;

@@ -18,6 +18,7 @@ import { predictions } from '../db/schema';
 import { isTerminalStatus } from '../domain/statuses';
 import { SharedReads } from '../lib/shared-reads';
 import type { EventHub } from './event-hub';
+import { doneWithoutEvent, passedOn } from './followed-events';
 
 /**
  * The hub wakes a stream for each batch of new events and after a lost LISTEN; this look without
@@ -103,9 +104,9 @@ export function followPrediction(
             if (closed) return;
             last = row.id;
             lastSeq = row.seq;
-            const voided = row.event === 'output' && row.id < replayFrom;
-            if ((voided && !opts.withVoided) || row.event === 'attempt') continue;
-            onEvent(row, voided);
+            const passed = passedOn(row, replayFrom, opts.withVoided === true);
+            if (!passed) continue;
+            onEvent(row, passed.voided);
             if (row.event === 'done') return finish();
           }
           if (rows.length < PAGE) break;
@@ -116,11 +117,7 @@ export function followPrediction(
       // A prediction that ended without a done event (made before streams existed) still ends.
       const ended = await sharedEndedWithoutEvents(deps, predictionId, last);
       if (ended) {
-        const data = ended === 'succeeded' ? '{}' : JSON.stringify({ reason: ended });
-        onEvent(
-          { id: last + 1, seq: lastSeq + 1, predictionId, event: 'done', data, attempt: 1, tokens: null, createdAt: new Date() },
-          false,
-        );
+        onEvent(doneWithoutEvent(predictionId, { id: last, seq: lastSeq }, ended), false);
         finish();
       }
     } catch {

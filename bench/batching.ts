@@ -21,6 +21,7 @@ import { LlamaEngine } from '../engines/llama/engine';
 import { MIN_REUSED_TOKENS } from '../engines/llama/sequence-pool';
 import { stateFileOf } from '../lib/ready';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { cpuBetween, cpuByProcess } from './cpu';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 import { batchedBench, batchedBenchBinary } from './llama-floor';
 
@@ -118,6 +119,14 @@ function apiEngineLlama(): { binary: string; threads: number } | undefined {
   }
 }
 
+/** Each component's CPU over a run, in ms per generated token: where the stack's share of the cores goes. */
+function cpuPerToken(cpu: Record<string, number>, tokens: number): string {
+  return Object.entries(cpu)
+    .filter(([, seconds]) => seconds > 0)
+    .map(([component, seconds]) => `${component} ${((seconds * 1000) / tokens).toFixed(2)}`)
+    .join(', ');
+}
+
 async function timed(n: number, tokens: number, one: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await Promise.all(Array.from({ length: n }, one));
@@ -192,9 +201,12 @@ export async function batching(o: BatchingOptions) {
       const at = rounds.get(n)!;
       at.floor.push(await floorOnce(bin, file, n, o));
       at.direct.push(await timed(n, o.tokens, direct));
+      const cpuBefore = cpuByProcess();
       if (token && model) at.api.push(await timed(n, o.tokens, () => streamPrediction(token!, model!, input)));
       const f = (xs: number[]) => (xs.length ? xs.at(-1)!.toFixed(1) : '-');
       console.log(`round ${r + 1}, ${n} streams: llama.cpp ${f(at.floor)}, direct ${f(at.direct)}, API ${f(at.api)} tokens/s`);
+      if (token && model)
+        console.log(`  the API run's CPU, ms per generated token: ${cpuPerToken(cpuBetween(cpuBefore, cpuByProcess()), n * o.tokens)}`);
     }
   }
 

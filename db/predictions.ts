@@ -86,6 +86,41 @@ function transitionOf(s: PredictionSnapshot) {
   };
 }
 
+/** The row's write: the transition's columns of a row that is there, or the whole row, inserted or replacing. */
+function writeRow(tx: Tx, s: PredictionSnapshot, runId: string | null, existing: boolean): Promise<unknown> {
+  if (existing) {
+    return tx
+      .update(predictions)
+      .set({ ...transitionOf(s), runId })
+      .where(eq(predictions.id, s.id))
+      .execute();
+  }
+  const { source: _source, ...row } = snapshotToRow(s);
+  const values = { ...row, runId };
+  const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
+  return tx.insert(predictions).values(values).onConflictDoUpdate({ target: predictions.id, set: changes }).execute();
+}
+
+/**
+ * What a transition adds to the prediction's stream: a reset where the stream starts again (ahead
+ * of the rest: clients drop the old run's output), the new log lines, and at the end the output
+ * (unless the stream has it) and done or error.
+ */
+export function transitionEvents(
+  s: Pick<PredictionSnapshot, 'logs' | 'status' | 'output' | 'error'>,
+  { oldLogs, restartStream, hasOutput }: { oldLogs: string; restartStream: boolean; hasOutput: boolean },
+): Array<{ event: StreamEvent; data: string }> {
+  const events: Array<{ event: StreamEvent; data: string }> = [];
+  if (restartStream) events.push({ event: 'reset', data: '{}' });
+  const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
+  if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
+  if (!isTerminalStatus(s.status)) return events;
+  if (s.status === 'succeeded' && s.output != null && !hasOutput) events.push({ event: 'output', data: outputEventData(s.output) });
+  if (s.status === 'failed') events.push({ event: 'error', data: s.error ?? 'prediction failed' });
+  events.push({ event: 'done', data: s.status === 'succeeded' ? '{}' : JSON.stringify({ reason: s.status }) });
+  return events;
+}
+
 /**
  * Writes a snapshot unless a later one is already there (activities may be retried and run
  * late: the revision keeps the newest transition; an equal one replaces it), and appends to the prediction's stream what
@@ -128,22 +163,8 @@ export async function writePredictionSnapshot(
     const runId = writer?.runId ?? before?.runId ?? null;
     // The writes below touch different rows and tables: they go to the server together (one
     // round trip, not one each), the stream's events after their lock.
-    const writes: Array<Promise<unknown>> = [];
-    if (opts.existing) {
-      if (!before) return false;
-      writes.push(
-        tx
-          .update(predictions)
-          .set({ ...transitionOf(s), runId })
-          .where(eq(predictions.id, s.id))
-          .execute(),
-      );
-    } else {
-      const { source: _source, ...row } = snapshotToRow(s);
-      const values = { ...row, runId };
-      const { id: _id, accountId: _a, createdAt: _c, ...changes } = values;
-      writes.push(tx.insert(predictions).values(values).onConflictDoUpdate({ target: predictions.id, set: changes }).execute());
-    }
+    if (opts.existing && !before) return false;
+    const writes: Array<Promise<unknown>> = [writeRow(tx, s, runId, opts.existing === true)];
     if (opts.also) writes.push(opts.also(tx));
     // The same revision again: the workflow task that wrote it failed after its local activities
     // ran (a signal arrived as it completed, say) and ran once more, with its own clock. History
@@ -152,32 +173,20 @@ export async function writePredictionSnapshot(
       await Promise.all(writes);
       return true;
     }
-    const events: Array<{ event: StreamEvent; data: string }> = [];
     // An end the history overturned (a run terminated after its engine wrote `succeeded`) goes
     // as an old run's does: the row's outcome is the history's, and so is the stream's.
     const restartStream = otherRun || (opts.replacesEnd === true && before?.status != null && isTerminalStatus(before.status));
     if (restartStream) {
-      // The new run starts the stream again: the old run's end goes (followers would stop
-      // there), and a reset tells clients to drop the old run's output. Sent ahead of the events.
+      // The new run starts the stream again: the old run's end goes (followers would stop there).
       writes.push(
         tx
           .delete(predictionEvents)
           .where(and(eq(predictionEvents.predictionId, s.id), inArray(predictionEvents.event, ['done', 'error'])))
           .execute(),
       );
-      events.push({ event: 'reset', data: '{}' });
     }
-    const oldLogs = before?.logs ?? '';
-    const newLogs = s.logs.startsWith(oldLogs) ? s.logs.slice(oldLogs.length) : s.logs;
-    if (newLogs) events.push({ event: 'logs', data: newLogs.replace(/\n$/, '') });
-    if (isTerminalStatus(s.status)) {
-      const hasOutput = restartStream || (before ? before.hasOutput : await hasEvent(tx, s.id, 'output'));
-      if (s.status === 'succeeded' && s.output != null && !hasOutput) {
-        events.push({ event: 'output', data: outputEventData(s.output) });
-      }
-      if (s.status === 'failed') events.push({ event: 'error', data: s.error ?? 'prediction failed' });
-      events.push({ event: 'done', data: s.status === 'succeeded' ? '{}' : JSON.stringify({ reason: s.status }) });
-    }
+    const hasOutput = isTerminalStatus(s.status) && (restartStream || (before ? before.hasOutput : await hasEvent(tx, s.id, 'output')));
+    const events = transitionEvents(s, { oldLogs: before?.logs ?? '', restartStream, hasOutput });
     writes.push(appendEvents(tx, s.id, events));
     await Promise.all(writes);
     return true;

@@ -99,6 +99,17 @@ export async function replicaReason(
   return backlog >= backlogPerReplica * replicas ? `backlog ${backlog} on ${replicas} replica(s)` : undefined;
 }
 
+/**
+ * Which nodes hold each version as a replica: a prefill node's copy serves no predictions, so it is
+ * no replica.
+ */
+export function replicaHolders(live: NodeCapacity[]): Map<string, Set<string>> {
+  const holders = new Map<string, Set<string>>();
+  for (const n of live.filter(takesPredictions))
+    for (const l of n.loaded) holders.set(l.versionId, (holders.get(l.versionId) ?? new Set()).add(n.id));
+  return holders;
+}
+
 /** Best fit for a replica: the fullest node that does not hold the version and still has room. */
 export function replicaNodeFor<N extends NodeCapacity>(
   live: N[],

@@ -19,16 +19,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { createLogger } from '../lib/logger';
+import { createLogger, type Logger } from '../lib/logger';
 import { processAlive, readPidFile } from '../lib/pid-files';
 import { announceReady, RESTART_EXIT_CODE, stateFileOf } from '../lib/ready';
 import { KILN_ROOT } from './checkout';
+import { backoffAfterCrash } from './supervisor-backoff';
 import { STATE_FILE, type ProgramStatus, type SupervisorState } from './supervisor-state';
 
-/** A run at least this long counts as a success: the next crash restarts at once again. */
-const STABLE_MS = 30_000;
-const FIRST_DELAY_MS = 500;
-const MAX_DELAY_MS = 30_000;
 const STOP_GRACE_MS = 15_000;
 const READY_POLL_MS = 100;
 
@@ -55,64 +52,73 @@ async function waitUntilGone(pids: number[], ms: number): Promise<void> {
   for (const pid of pids.filter(processAlive)) process.kill(pid, 'SIGKILL');
 }
 
-async function main() {
-  const { runDir, names } = parseArgs(process.argv.slice(2));
-  // Its own log is a few lines a day, and each says what happened to a process: never filtered.
-  const logger = createLogger('supervisor', 'info');
-  const pidFile = (name: string) => path.join(runDir, 'pids', `${name}.pid`);
-  const readyFile = (name: string) => path.join(runDir, 'pids', `${name}.ready`);
-  const startedAt = new Date().toISOString();
-  const programs = new Map<string, Program>(
-    names.map((name) => [
-      name,
-      {
-        status: { name, state: 'stopped', pid: null, startedAt: null, readyMs: null, restarts: 0, lastExit: null, nextStartAt: null },
-        startedMs: 0,
-        failures: 0,
-        everReady: false,
-      },
-    ]),
-  );
-  let stopping = false;
-  let announced = false;
+/** The programs of one run dir, each started, watched and restarted, and the state file that says so. */
+class Supervisor {
+  private readonly programs: Map<string, Program>;
+  private readonly startedAt = new Date().toISOString();
+  private stopping = false;
+  private announced = false;
 
-  const writeState = () => {
+  constructor(
+    private readonly runDir: string,
+    private readonly names: string[],
+    private readonly logger: Logger,
+  ) {
+    this.programs = new Map(
+      names.map((name) => [
+        name,
+        {
+          status: { name, state: 'stopped', pid: null, startedAt: null, readyMs: null, restarts: 0, lastExit: null, nextStartAt: null },
+          startedMs: 0,
+          failures: 0,
+          everReady: false,
+        },
+      ]),
+    );
+  }
+
+  pidFile = (name: string) => path.join(this.runDir, 'pids', `${name}.pid`);
+  readyFile = (name: string) => path.join(this.runDir, 'pids', `${name}.ready`);
+
+  writeState(): void {
     const state: SupervisorState = {
       pid: process.pid,
-      startedAt,
+      startedAt: this.startedAt,
       updatedAt: new Date().toISOString(),
       apiUrl: `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? '8080'}`,
-      programs: [...programs.values()].map((p) => p.status),
+      programs: [...this.programs.values()].map((p) => p.status),
     };
-    const file = path.join(runDir, STATE_FILE);
+    const file = path.join(this.runDir, STATE_FILE);
     writeFileSync(`${file}.tmp`, JSON.stringify(state, null, 2));
     renameSync(`${file}.tmp`, file);
-  };
+  }
 
-  // Processes left by a supervisor that was killed (or by a stack started before supervision):
-  // stopped first, so that two of one program never run side by side from one checkout.
-  const orphans = names.map((n) => readPidFile(pidFile(n))).filter((pid): pid is number => pid !== null && processAlive(pid));
-  if (orphans.length > 0) {
-    logger.warn({ pids: orphans }, 'stopping processes left by an earlier run');
+  /**
+   * Processes left by a supervisor that was killed (or by a stack started before supervision):
+   * stopped first, so that two of one program never run side by side from one checkout.
+   */
+  async stopOrphans(): Promise<void> {
+    const orphans = this.names.map((n) => readPidFile(this.pidFile(n))).filter((pid): pid is number => pid !== null && processAlive(pid));
+    if (orphans.length === 0) return;
+    this.logger.warn({ pids: orphans }, 'stopping processes left by an earlier run');
     for (const pid of orphans) process.kill(pid, 'SIGTERM');
     await waitUntilGone(orphans, STOP_GRACE_MS);
   }
 
-  const fail = (message: string) => {
-    logger.error(message);
-    void stopAll(1);
-  };
+  startAll(): void {
+    for (const p of this.programs.values()) this.start(p);
+  }
 
-  const start = (p: Program) => {
+  private start(p: Program): void {
     const name = p.status.name;
     p.timer = undefined;
-    rmSync(readyFile(name), { force: true });
-    const logFile = path.join(runDir, 'logs', `${name}.log`);
+    rmSync(this.readyFile(name), { force: true });
+    const logFile = path.join(this.runDir, 'logs', `${name}.log`);
     if (p.status.restarts === 0 && existsSync(logFile)) renameSync(logFile, `${logFile}.1`);
     const out = openSync(logFile, 'a');
     const child = spawn('bash', [path.join(KILN_ROOT, 'infra/run-app.sh'), name], {
       cwd: KILN_ROOT,
-      env: { ...process.env, KILN_READY_FILE: readyFile(name) },
+      env: { ...process.env, KILN_READY_FILE: this.readyFile(name) },
       stdio: ['ignore', out, out],
     });
     closeSync(out);
@@ -125,62 +131,75 @@ async function main() {
       readyMs: null,
       nextStartAt: null,
     });
-    writeFileSync(pidFile(name), `${child.pid}\n`);
-    writeState();
+    writeFileSync(this.pidFile(name), `${child.pid}\n`);
+    this.writeState();
     const watchReady = setInterval(() => {
       if (p.child !== child || p.status.state !== 'starting') return clearInterval(watchReady);
-      if (readPidFile(readyFile(name)) !== child.pid) return;
+      if (readPidFile(this.readyFile(name)) !== child.pid) return;
       clearInterval(watchReady);
-      p.everReady = true;
-      Object.assign(p.status, { state: 'ready', readyMs: Date.now() - p.startedMs });
-      logger.info({ program: name, childPid: child.pid, readyMs: p.status.readyMs, restarts: p.status.restarts }, `${name} ready`);
-      writeState();
-      if (!announced && [...programs.values()].every((q) => q.everReady)) {
-        announced = true;
-        announceReady();
-      }
+      this.onReady(p, child);
     }, READY_POLL_MS);
-    child.once('error', (err) => logger.error({ program: name, err }, `${name} could not be started`));
+    child.once('error', (err) => this.logger.error({ program: name, err }, `${name} could not be started`));
     child.once('exit', (code, signal) => {
       clearInterval(watchReady);
-      const ranMs = Date.now() - p.startedMs;
-      p.child = undefined;
-      p.status.lastExit = { code, signal, at: new Date().toISOString(), ranMs };
-      if (stopping) {
-        Object.assign(p.status, { state: 'stopped', pid: null });
-        writeState();
-        return;
-      }
-      if (!p.everReady) return fail(`${name} exited (code ${code}, signal ${signal}) before it was ready: see ${logFile}`);
-      if (code === RESTART_EXIT_CODE) {
-        p.status.restarts += 1;
-        logger.info(
-          { program: name, exitedPid: child.pid, ranMs, restart: p.status.restarts },
-          `${name} (pid ${child.pid}) asked to be restarted`,
-        );
-        return start(p);
-      }
-      p.failures = ranMs >= STABLE_MS ? 1 : p.failures + 1;
-      // The first crash after a stable run restarts at once: an engine's lost predictions wait on
-      // its restart to report them and take them back. Crashes that follow soon back off.
-      const delayMs = p.failures === 1 ? 0 : Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (p.failures - 2));
-      p.status.restarts += 1;
-      Object.assign(p.status, { state: 'backoff', pid: null, nextStartAt: new Date(Date.now() + delayMs).toISOString() });
-      logger.warn(
-        { program: name, exitedPid: child.pid, code, signal, ranMs, restart: p.status.restarts, delayMs },
-        `${name} (pid ${child.pid}) exited (${signal ?? `code ${code}`}) after ${(ranMs / 1000).toFixed(1)} s: restart ${p.status.restarts} in ${delayMs} ms`,
-      );
-      writeState();
-      p.timer = setTimeout(() => start(p), delayMs);
+      this.onExit(p, child, logFile, code, signal);
     });
-  };
+  }
 
-  const stopAll = async (exitCode: number) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info('stopping');
+  private onReady(p: Program, child: ChildProcess): void {
+    const name = p.status.name;
+    p.everReady = true;
+    Object.assign(p.status, { state: 'ready', readyMs: Date.now() - p.startedMs });
+    this.logger.info({ program: name, childPid: child.pid, readyMs: p.status.readyMs, restarts: p.status.restarts }, `${name} ready`);
+    this.writeState();
+    if (!this.announced && [...this.programs.values()].every((q) => q.everReady)) {
+      this.announced = true;
+      announceReady();
+    }
+  }
+
+  private onExit(p: Program, child: ChildProcess, logFile: string, code: number | null, signal: NodeJS.Signals | null): void {
+    const name = p.status.name;
+    const ranMs = Date.now() - p.startedMs;
+    p.child = undefined;
+    p.status.lastExit = { code, signal, at: new Date().toISOString(), ranMs };
+    if (this.stopping) {
+      Object.assign(p.status, { state: 'stopped', pid: null });
+      this.writeState();
+      return;
+    }
+    if (!p.everReady) return this.fail(`${name} exited (code ${code}, signal ${signal}) before it was ready: see ${logFile}`);
+    if (code === RESTART_EXIT_CODE) {
+      p.status.restarts += 1;
+      this.logger.info(
+        { program: name, exitedPid: child.pid, ranMs, restart: p.status.restarts },
+        `${name} (pid ${child.pid}) asked to be restarted`,
+      );
+      return this.start(p);
+    }
+    const { failures, delayMs } = backoffAfterCrash(ranMs, p.failures);
+    p.failures = failures;
+    p.status.restarts += 1;
+    Object.assign(p.status, { state: 'backoff', pid: null, nextStartAt: new Date(Date.now() + delayMs).toISOString() });
+    this.logger.warn(
+      { program: name, exitedPid: child.pid, code, signal, ranMs, restart: p.status.restarts, delayMs },
+      `${name} (pid ${child.pid}) exited (${signal ?? `code ${code}`}) after ${(ranMs / 1000).toFixed(1)} s: restart ${p.status.restarts} in ${delayMs} ms`,
+    );
+    this.writeState();
+    p.timer = setTimeout(() => this.start(p), delayMs);
+  }
+
+  private fail(message: string): void {
+    this.logger.error(message);
+    void this.stopAll(1);
+  }
+
+  async stopAll(exitCode: number): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.logger.info('stopping');
     const pids: number[] = [];
-    for (const p of programs.values()) {
+    for (const p of this.programs.values()) {
       if (p.timer) clearTimeout(p.timer);
       if (p.child?.pid) {
         pids.push(p.child.pid);
@@ -188,20 +207,28 @@ async function main() {
         p.child.kill('SIGTERM');
       } else p.status.state = 'stopped';
     }
-    writeState();
+    this.writeState();
     await waitUntilGone(pids, STOP_GRACE_MS);
     // What the programs said about themselves (lib/ready.ts announceState) goes with them.
-    for (const name of names)
-      for (const file of [pidFile(name), readyFile(name), stateFileOf(readyFile(name), 'llama')]) rmSync(file, { force: true });
-    writeState();
-    logger.info('stopped');
+    for (const name of this.names)
+      for (const file of [this.pidFile(name), this.readyFile(name), stateFileOf(this.readyFile(name), 'llama')])
+        rmSync(file, { force: true });
+    this.writeState();
+    this.logger.info('stopped');
     process.exit(exitCode);
-  };
-  process.once('SIGTERM', () => void stopAll(0));
-  process.once('SIGINT', () => void stopAll(0));
+  }
+}
 
+async function main() {
+  const { runDir, names } = parseArgs(process.argv.slice(2));
+  // Its own log is a few lines a day, and each says what happened to a process: never filtered.
+  const logger = createLogger('supervisor', 'info');
+  const supervisor = new Supervisor(runDir, names, logger);
+  await supervisor.stopOrphans();
+  process.once('SIGTERM', () => void supervisor.stopAll(0));
+  process.once('SIGINT', () => void supervisor.stopAll(0));
   logger.info({ programs: names, runDir }, 'supervisor up');
-  for (const p of programs.values()) start(p);
+  supervisor.startAll();
 }
 
 main().catch((err) => {

@@ -1,9 +1,11 @@
 /** Shared by the integration and end-to-end tests: the real stack that infra/test.sh started. */
 import { Client, Connection } from '@temporalio/client';
+import { eq } from 'drizzle-orm';
 import { createAccount, createApiToken, type Account } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
+import type { ModelVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
-import { nodes } from '../db/schema';
+import { models, nodes } from '../db/schema';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { config } from '../lib/config';
 import { newId } from '../lib/ids';
@@ -108,4 +110,29 @@ export async function nodesHolding(db: Db, versionId: string, opts: { live?: boo
     .filter((n) => n.loaded.some((l) => l.versionId === versionId))
     .map((n) => n.id)
     .sort();
+}
+
+/** The `owner/name` a version's model is addressed by in the API. */
+export async function modelPathOf(db: Db, version: Pick<ModelVersion, 'modelId'>): Promise<string> {
+  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
+  return `${model!.owner}/${model!.name}`;
+}
+
+/** A prediction created with `Prefer: wait=60`, which must have succeeded by the answer. */
+export async function predictWaiting(modelPath: string, token: string, input: Record<string, unknown>): Promise<any> {
+  const r = await api(`/v1/models/${modelPath}/predictions`, { token, body: { input }, headers: { prefer: 'wait=60' } });
+  expect({ status: r.body.status, error: r.body.error, detail: r.body.detail, fields: r.body.invalid_fields }).toEqual({
+    status: 'succeeded',
+    error: null,
+    detail: undefined,
+    fields: undefined,
+  });
+  return r.body;
+}
+
+/** A version's KV snapshot objects in the object tier. */
+export async function kvObjectKeys(storage: Storage, versionId: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const page of storage.list(`kv/${versionId}/`)) keys.push(...page);
+  return keys;
 }

@@ -11,6 +11,8 @@ export interface TcpProxy {
   address: string;
   /** Bytes sent from the dependency to the process under test so far. */
   bytesDown(): number;
+  /** Bytes sent from the process under test to the dependency so far. */
+  bytesUp(): number;
   /** Connections refused while cut (`refuseWhileCut`): the process under test tried again. */
   refused(): number;
   /** Resets every open connection and refuses new ones. */
@@ -36,6 +38,7 @@ export async function startTcpProxy(target: string, opts: TcpProxyOptions = {}):
   const listenHost = opts.host ?? '127.0.0.1';
   const open = new Set<net.Socket>();
   let down = 0;
+  let up = 0;
   let refused = 0;
   let cut = false;
   const track = (socket: net.Socket) => {
@@ -52,6 +55,7 @@ export async function startTcpProxy(target: string, opts: TcpProxyOptions = {}):
     track(client);
     track(upstream);
     upstream.on('data', (chunk: Buffer) => (down += chunk.length));
+    client.on('data', (chunk: Buffer) => (up += chunk.length));
     client.pipe(upstream).pipe(client);
     client.once('error', () => upstream.destroy());
     upstream.once('error', () => client.destroy());
@@ -78,6 +82,7 @@ export async function startTcpProxy(target: string, opts: TcpProxyOptions = {}):
   return {
     address: `${listenHost}:${own}`,
     bytesDown: () => down,
+    bytesUp: () => up,
     refused: () => refused,
     cut: async () => {
       cut = true;

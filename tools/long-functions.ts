@@ -1,7 +1,7 @@
 /**
  * Lists the functions of the product code longer than a limit (80 lines by default), longest
  * first: `npm run long-functions [-- --max N]`. Route tables (an express router's setup) are
- * listed too, marked, since they are long by nature (docs/development.md#layers).
+ * listed too, marked, since they are long by nature (docs/development.md#long-functions).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

@@ -11,8 +11,8 @@ import { ModelCache } from '../engines/model-cache';
 import { OnnxEngine } from '../engines/onnx/engine';
 import { EchoFixtureEngine } from '../fixtures/echo-engine';
 import { enableFixtureTasks } from '../fixtures/enable';
-import { config } from '../lib/config';
-import { createLogger } from '../lib/logger';
+import { config, type Config } from '../lib/config';
+import { createLogger, type Logger } from '../lib/logger';
 import { serveMetrics } from '../lib/metrics';
 import { kilnDataConverter } from '../lib/payload-refs';
 import { surviveRestartsOfPostgres } from '../lib/postgres-socket-race';
@@ -21,7 +21,47 @@ import { urlSignerFromConfig } from '../lib/signing';
 import { Storage } from '../lib/storage';
 import { startTracing } from '../lib/tracing';
 import { EngineNode } from './engine-node';
+import { engineNodeSettings } from './engine-node-settings';
 import { temporalLogger } from './temporal-logger';
+
+/** The KV snapshot tiers (disk, then the object store) where they have a budget; none: no snapshots. */
+function kvSnapshotsOf(c: Config, storage: Storage): KvSnapshotStore | undefined {
+  if (c.KILN_KV_SNAPSHOT_DISK_MB <= 0) return undefined;
+  return new KvSnapshotStore({
+    dir: path.join(c.KILN_DATA_DIR, 'kv', c.KILN_NODE_ID),
+    budgetBytes: c.KILN_KV_SNAPSHOT_DISK_MB * 2 ** 20,
+    minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
+    onBytes: kvSnapshotBytes('disk'),
+    objects:
+      c.KILN_KV_SNAPSHOT_OBJECT_MB > 0
+        ? new KvObjectTier(storage, {
+            budgetBytes: c.KILN_KV_SNAPSHOT_OBJECT_MB * 2 ** 20,
+            minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
+            onBytes: kvSnapshotBytes('object'),
+          })
+        : undefined,
+  });
+}
+
+function llamaEngineOf(c: Config, storage: Storage, logger: Logger): LlamaEngine {
+  return new LlamaEngine(
+    {
+      gpu: c.KILN_ENGINE_GPU,
+      contextSize: c.KILN_ENGINE_CONTEXT_SIZE,
+      sequences: c.KILN_ENGINE_SEQUENCES,
+      threads: c.KILN_ENGINE_THREADS,
+      fixtures: c.KILN_ENABLE_FIXTURES,
+      sourceBuild: c.KILN_LLAMA_SOURCE_BUILD,
+      snapshots: kvSnapshotsOf(c, storage),
+      onBackend: ({ binary, fallback, hint, gpu }) => {
+        if (fallback) logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt');
+        else logger.info({ binary, gpu, threads: c.KILN_ENGINE_THREADS, ...(hint && { hint }) }, 'llama.cpp loaded');
+        announceState('llama', { binary, gpu, threads: c.KILN_ENGINE_THREADS, sourceBuild: c.KILN_LLAMA_SOURCE_BUILD });
+      },
+    },
+    llamaLoadMetrics,
+  );
+}
 
 async function main() {
   const c = config();
@@ -37,84 +77,38 @@ async function main() {
   const connection = await NativeConnection.connect({ address: c.TEMPORAL_ADDRESS });
   const metrics = c.KILN_METRICS_PORT ? serveMetrics(c.KILN_METRICS_PORT, c.HOST) : undefined;
   const storage = Storage.fromConfig(c);
-  const llama = new LlamaEngine(
-    {
-      gpu: c.KILN_ENGINE_GPU,
-      contextSize: c.KILN_ENGINE_CONTEXT_SIZE,
-      sequences: c.KILN_ENGINE_SEQUENCES,
-      threads: c.KILN_ENGINE_THREADS,
-      fixtures: c.KILN_ENABLE_FIXTURES,
-      sourceBuild: c.KILN_LLAMA_SOURCE_BUILD,
-      snapshots:
-        c.KILN_KV_SNAPSHOT_DISK_MB > 0
-          ? new KvSnapshotStore({
-              dir: path.join(c.KILN_DATA_DIR, 'kv', c.KILN_NODE_ID),
-              budgetBytes: c.KILN_KV_SNAPSHOT_DISK_MB * 2 ** 20,
-              minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
-              onBytes: kvSnapshotBytes('disk'),
-              objects:
-                c.KILN_KV_SNAPSHOT_OBJECT_MB > 0
-                  ? new KvObjectTier(storage, {
-                      budgetBytes: c.KILN_KV_SNAPSHOT_OBJECT_MB * 2 ** 20,
-                      minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
-                      onBytes: kvSnapshotBytes('object'),
-                    })
-                  : undefined,
-            })
-          : undefined,
-      onBackend: ({ binary, fallback, hint, gpu }) => {
-        if (fallback) logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt');
-        else logger.info({ binary, gpu, threads: c.KILN_ENGINE_THREADS, ...(hint && { hint }) }, 'llama.cpp loaded');
-        announceState('llama', { binary, gpu, threads: c.KILN_ENGINE_THREADS, sourceBuild: c.KILN_LLAMA_SOURCE_BUILD });
-      },
-    },
-    llamaLoadMetrics,
-  );
+  const llama = llamaEngineOf(c, storage, logger);
   // Engines parse untrusted model files: they hold only the file-URL and file-reference keys.
   const signer = urlSignerFromConfig(c, ['file', 'ref']);
   const cache = new ModelCache(path.join(c.KILN_DATA_DIR, 'cache', c.KILN_NODE_ID), storage, {
     rangedMinBytes: c.KILN_MODEL_RANGED_MIN_MB * 2 ** 20,
     streams: c.KILN_MODEL_DOWNLOAD_STREAMS,
   });
-  const node = new EngineNode(
-    {
-      nodeId: c.KILN_NODE_ID,
-      controlQueue: c.KILN_CONTROL_QUEUE,
-      idleTtlMs: c.KILN_MODEL_IDLE_TTL_SECONDS * 1000,
-      memoryBytes: c.KILN_NODE_MEMORY_MB * 2 ** 20,
-      namespace: c.TEMPORAL_NAMESPACE,
-      sequences: c.KILN_ENGINE_SEQUENCES,
-      pinnedNodeShare: c.KILN_PINNED_NODE_SHARE,
-      streamBatchMs: c.KILN_STREAM_BATCH_MS,
-      role: c.KILN_ENGINE_ROLE,
-      switchToNewBuild: c.KILN_ENV !== 'test',
-    },
-    {
-      db,
-      connection,
-      plugins: tracing ? [tracing.plugin] : [],
-      llama,
-      cache,
-      logger,
+  const node = new EngineNode(engineNodeSettings(c), {
+    db,
+    connection,
+    plugins: tracing ? [tracing.plugin] : [],
+    llama,
+    cache,
+    logger,
+    storage,
+    // Inputs over the inline limit arrive by reference: the engine's S3 session reads and writes payloads/ only for them.
+    dataConverter: kilnDataConverter(storage, c),
+    echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined,
+    inflight: new InflightLedger(path.join(c.KILN_DATA_DIR, 'inflight', `${c.KILN_NODE_ID}.json`), c.KILN_NODE_ID),
+    onnx: {
+      engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),
       storage,
-      // Inputs over the inline limit arrive by reference: the engine's S3 session reads and writes payloads/ only for them.
-      dataConverter: kilnDataConverter(storage, c),
-      echoFixture: c.KILN_ENABLE_FIXTURES ? new EchoFixtureEngine() : undefined,
-      inflight: new InflightLedger(path.join(c.KILN_DATA_DIR, 'inflight', `${c.KILN_NODE_ID}.json`), c.KILN_NODE_ID),
-      onnx: {
-        engine: new OnnxEngine({ gpu: c.KILN_ENGINE_GPU === 'false' ? 'false' : 'auto', threads: c.KILN_ENGINE_THREADS }),
+      signer,
+      fetch: {
         storage,
         signer,
-        fetch: {
-          storage,
-          signer,
-          allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE,
-          maxBytes: c.KILN_FETCH_MAX_BYTES,
-          timeoutMs: c.KILN_FETCH_TIMEOUT_MS,
-        },
+        allowPrivate: c.KILN_FETCH_ALLOW_PRIVATE,
+        maxBytes: c.KILN_FETCH_MAX_BYTES,
+        timeoutMs: c.KILN_FETCH_TIMEOUT_MS,
       },
     },
-  );
+  });
   let stopping = false;
   const stop = async () => {
     // A restart for a new llama.cpp build is already stopping the node.

@@ -32,7 +32,7 @@ import { throwIfInputFailed } from '../input-failure';
 import type { OpenConnections } from '../open-connections';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import { maxQueueSeconds, modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity } from '../prediction-request';
+import { modelCreateBody, predictionCreateOptions } from '../prediction-request';
 import { holdPreferWait, waitAsAsked } from '../prefer-wait';
 import { notePrediction } from '../request-log';
 import { deploymentBody, errorBody, predictionBody } from '../response-schemas';
@@ -214,15 +214,8 @@ export function deploymentRoutes(
       : undefined;
     if (!resolved) throw new NotFoundError(`The deployment's model version is gone`);
     const wait = holdPreferWait(deps.connections, req, res);
-    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, {
-      idempotencyKey: req.get('idempotency-key'),
-      priority: parsePriority(req.get('kiln-priority')),
-      webhook: body.webhook,
-      webhookEventsFilter: body.webhook_events_filter,
-      cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
-      maxQueueSeconds: maxQueueSeconds(body, req.get('max-queue-time')),
-      session: parseSessionAffinity(req.get('x-session-affinity')),
-    });
+    const options = predictionCreateOptions(body, (name) => req.get(name));
+    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, options);
     setRateLimitHeaders(res, rateLimit);
     const final = await withOutputSoFar(db, await waitAsAsked(deps, req, row, wait));
     notePrediction(res, final.id);

@@ -2,7 +2,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Account } from '../../db/accounts';
-import { resolveModelVersion } from '../../db/models';
+import { resolveModelVersion, type ResolvedVersion } from '../../db/models';
 import { decodeCursor, encodeCursor } from '../../db/paging';
 import { getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
 import { predictionWorkflowId } from '../../domain/contracts';
@@ -16,7 +16,7 @@ import { throwIfInputFailed } from '../input-failure';
 import type { OpenConnection, OpenConnections } from '../open-connections';
 import { withOutputSoFar } from '../output-so-far';
 import { predictionJson, type UrlContext } from '../prediction-json';
-import { createBody, maxQueueSeconds, modelCreateBody, parseCancelAfter, parsePriority, parseSessionAffinity } from '../prediction-request';
+import { createBody, modelCreateBody, parseCancelAfter, parsePriority, predictionCreateOptions } from '../prediction-request';
 import { holdPreferWait, waitAsAsked } from '../prefer-wait';
 import { queuePosition } from '../queue-position';
 import { notePrediction } from '../request-log';
@@ -75,25 +75,26 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
       .json(predictionJson(final, deps.urls(req)));
   }
 
-  const createOptions = (req: Request, body: z.infer<typeof modelCreateBody>) => ({
-    idempotencyKey: req.get('idempotency-key'),
-    priority: parsePriority(req.get('kiln-priority')),
-    webhook: body.webhook,
-    webhookEventsFilter: body.webhook_events_filter,
-    cancelAfterSeconds: parseCancelAfter(req.get('cancel-after')),
-    maxQueueSeconds: maxQueueSeconds(body, req.get('max-queue-time')),
-    session: parseSessionAffinity(req.get('x-session-affinity')),
-  });
+  /** Creates the prediction, then answers as `Prefer: wait` asks: at once, or when it finished. */
+  async function createAndRespond(
+    req: Request,
+    res: Response,
+    account: Account,
+    resolved: ResolvedVersion,
+    body: z.infer<typeof modelCreateBody>,
+  ): Promise<void> {
+    const wait = holdPreferWait(deps.connections, req, res);
+    const readAt = performance.now();
+    const options = predictionCreateOptions(body, (name) => req.get(name));
+    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, options);
+    setRateLimitHeaders(res, rateLimit);
+    await respondCreated(req, res, row, wait, readAt);
+  }
 
   router.post('/predictions', async (req, res) => {
     const account = currentAccount(res);
     const body = parseOr422(createBody, req.body ?? {});
-    const resolved = await resolveVersionField(account, body.version);
-    const wait = holdPreferWait(deps.connections, req, res);
-    const readAt = performance.now();
-    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
-    setRateLimitHeaders(res, rateLimit);
-    await respondCreated(req, res, row, wait, readAt);
+    await createAndRespond(req, res, account, await resolveVersionField(account, body.version), body);
   });
 
   router.post('/models/:owner/:name/predictions', async (req, res) => {
@@ -101,11 +102,7 @@ export function predictionRoutes(deps: PredictionRoutesDeps): Router {
     const body = parseOr422(modelCreateBody, req.body ?? {});
     const resolved = await resolveModelVersion(db, account.id, { owner: req.params.owner, name: req.params.name });
     if (!resolved) throw new NotFoundError(`Model ${req.params.owner}/${req.params.name} not found`);
-    const wait = holdPreferWait(deps.connections, req, res);
-    const readAt = performance.now();
-    const { row, rateLimit } = await createPrediction(deps, account, resolved, body.input, createOptions(req, body));
-    setRateLimitHeaders(res, rateLimit);
-    await respondCreated(req, res, row, wait, readAt);
+    await createAndRespond(req, res, account, resolved, body);
   });
 
   router.get('/predictions', async (req, res) => {

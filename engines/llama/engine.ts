@@ -26,12 +26,13 @@ import { EngineError } from '../engine-error';
 import { loadLlamaBackend, type SourceBuildSetting } from './backend';
 import { chatWrapperOf } from './chat-template';
 import { DecodeGatherer } from './decode-gatherer';
-import { decodeExactly, generationKey, isRepeatable } from './exact-decoding';
+import { checkpointDueAfterMs, checkpointStart, decodeExactly, decodesExactly, generationKey } from './exact-decoding';
 import { generationPrompt, reuseProbe, type GenerationPrompt } from './generation-prompt';
 import {
   cacheTierOf,
   endedByDecoding,
   endedByEarlyAbort,
+  generationOutput,
   generationResult,
   nothingToGenerate,
   type CacheTier,
@@ -46,7 +47,7 @@ import type { KvSnapshotEntry } from './kv-object-tier';
 import type { KvSnapshotStore } from './kv-snapshots';
 import { cachedPromptTokens } from './prefix-reuse';
 import { samplingOptions } from './sampling-options';
-import { decode } from './sequence-decoding';
+import { decode, type Decoding } from './sequence-decoding';
 import { SequencePool, sharedPrefix } from './sequence-pool';
 import { draftCounts, SpeculativeDecoding } from './speculative';
 import { stopStringsOf } from './stop-strings';
@@ -208,6 +209,37 @@ interface GenerationJob {
   continues: string;
   continuedTokens: number;
   seed: number;
+}
+
+/** An exact decoding's parts that the generation around it owns. */
+interface ExactRun {
+  generation: string;
+  /** The prompt's tokens. */
+  probe: Token[];
+  stream: GenerationStream;
+  signal: AbortSignal;
+  tokenBias: () => import('node-llama-cpp').TokenBias;
+  onCounted: (tokens: Token[]) => void;
+  onResumed: (resumed: ExactResume) => void;
+  checkpoints: { saved: number; seconds: number };
+}
+
+/** The generation's key where it is decoded exactly (./exact-decoding.ts); undefined where it is not. */
+function exactGeneration(
+  versionId: string,
+  entry: LoadedModel,
+  job: GenerationJob,
+  opts: GenerateOptions,
+): { generation: string } | undefined {
+  const exact = decodesExactly({
+    promptKind: job.prompt.kind,
+    grammar: job.grammar !== undefined,
+    speculative: entry.speculative !== undefined,
+    request: job.request,
+    continues: job.continues,
+    continuedTokensKnown: opts.continuedTokens !== undefined,
+  });
+  return exact ? { generation: generationKey(versionId, opts.owner, job.request, job.seed) } : undefined;
 }
 
 /** Counts what loads: a weight load per base model, a context per adapter (engines/llama/metrics.ts). */
@@ -446,48 +478,24 @@ export class LlamaEngine {
   ): Promise<GenerationRun> {
     const { request, limits, continuedTokens } = job;
     const probe = reuseProbe(entry.model, job.prompt);
-    // Decoded token by token in seeded chunks, so that an attempt that continues it draws the same tokens.
-    const exact =
-      job.prompt.kind === 'completion' &&
-      !job.grammar &&
-      !entry.speculative &&
-      isRepeatable(request) &&
-      (!job.continues || opts.continuedTokens !== undefined)
-        ? { generation: generationKey(versionId, opts.owner, request, job.seed) }
-        : undefined;
-    const lent = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
-    const { id: sequenceId, sequence } = lent;
-    const resuming = exact !== undefined && continuedTokens > 0;
-    const restored = await (
-      resuming ? Promise.resolve(undefined) : this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner)
-    ).catch((err: unknown) => {
-      entry.pool.release(sequence);
-      throw err;
+    const exact = exactGeneration(versionId, entry, job, opts);
+    const { sequenceId, sequence, heldTokens, restored } = await this.lendSequence(versionId, entry, probe, opts, {
+      resuming: exact !== undefined && continuedTokens > 0,
     });
-    // What the sequence holds before the prompt goes in: restored tokens count as reused ones.
-    const heldTokens = restored ? [...sequence.contextTokens] : lent.heldTokens;
     let cachedTokens: number | undefined;
     const predictionsBefore = entry.speculative && draftCounts(sequence);
     const started = performance.now();
     const stopAt = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
-    const stream = new GenerationStream(
-      {
-        continues: job.continues,
-        continuedTokens,
-        maxTokens: limits.max_tokens,
-        stops: stopStringsOf(request.stop),
-        detokenize: (tokens) => entry.model.detokenize(tokens),
-      },
-      { onChunk: opts.onChunk, onLastToken: () => entry.gatherer.leave(sequenceId), onStop: () => stopAt.abort() },
-    );
+    const stream = this.generationStream(entry, job, opts, sequenceId, stopAt);
     const biasFor = tokenBiasPolicy(entry.model, nlc.TokenBias, request.json_schema, limits);
+    const tokenBias = () => biasFor(stream.outputTokens);
     const options = samplingOptions(request, {
       maxTokens: tokensLeft(limits, continuedTokens),
       seed: job.seed,
       grammar: job.grammar,
       signal,
-      tokenBias: () => biasFor(stream.outputTokens),
+      tokenBias,
       onToken: (tokens) => {
         // The prompt is all evaluated by the first token: what it kept of the sequence's old tokens was reused.
         cachedTokens ??= cachedPromptTokens(heldTokens, sequence.contextTokens);
@@ -500,32 +508,16 @@ export class LlamaEngine {
     let resumed: ExactResume | undefined;
     const checkpoints = { saved: 0, seconds: 0 };
     try {
-      const { prompt, continues } = job;
-      const onDispose = (dispose: () => void) => disposers.push(dispose);
-      const stopReason = exact
-        ? await this.decodeExactlyOn(versionId, entry, sequence, job, opts, {
-            generation: exact.generation,
-            probe,
-            stream,
-            signal,
-            tokenBias: () => biasFor(stream.outputTokens),
-            onCounted: (tokens) => options.onToken(tokens),
-            onResumed: (r) => (resumed = r),
-            checkpoints,
-          })
-        : await decode({
-            nlc,
-            sequence,
-            contextSize: entry.context.contextSize,
-            prompt,
-            continues,
-            continuedTokens,
-            limits,
-            options,
-            stream,
-            signal,
-            onDispose,
-          });
+      const stopReason = await this.decodeOn(versionId, entry, nlc, sequence, job, opts, exact, {
+        probe,
+        stream,
+        signal,
+        tokenBias,
+        options,
+        checkpoints,
+        onResumed: (r) => (resumed = r),
+        onDispose: (dispose) => disposers.push(dispose),
+      });
       const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
       const canceled = opts.signal?.aborted === true;
       const { stopped: atStopString, firstChunkAt } = stream;
@@ -538,20 +530,93 @@ export class LlamaEngine {
       entry.gatherer.leave(sequenceId);
     }
     await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
-    const output = {
+    const output = generationOutput({
       chunks: stream.chunks,
       outputTokens: stream.outputTokens,
-      cachedTokens: cachedTokens ?? 0,
-      ...(resumed ? { resumed } : {}),
-      ...(checkpoints.saved > 0 ? { checkpoints } : {}),
-    };
+      cachedTokens,
+      restored,
+      resumed,
+      checkpoints,
+    });
     this.observer?.promptCached?.(
       cacheTierOf(output.cachedTokens, restored),
       output.cachedTokens,
       job.prompt.tokens.length,
       restored?.bytes ?? 0,
     );
-    return { output: restored ? { ...output, restored } : output, ending };
+    return { output, ending };
+  }
+
+  /** Decodes on the lent sequence: exactly (./exact-decoding.ts) where `exact` names the generation, else by node-llama-cpp's calls. */
+  private decodeOn(
+    versionId: string,
+    entry: LoadedModel,
+    nlc: NodeLlamaCpp,
+    sequence: LlamaContextSequence,
+    job: GenerationJob,
+    opts: GenerateOptions,
+    exact: { generation: string } | undefined,
+    d: Omit<ExactRun, 'generation' | 'onCounted'> & Pick<Decoding, 'options' | 'onDispose'>,
+  ): Promise<string> {
+    if (exact) {
+      const { options, onDispose: _onDispose, ...run } = d;
+      return this.decodeExactlyOn(versionId, entry, sequence, job, opts, {
+        ...run,
+        generation: exact.generation,
+        onCounted: (tokens) => options.onToken?.(tokens),
+      });
+    }
+    return decode({
+      nlc,
+      sequence,
+      contextSize: entry.context.contextSize,
+      prompt: job.prompt,
+      continues: job.continues,
+      continuedTokens: job.continuedTokens,
+      limits: job.limits,
+      options: d.options,
+      stream: d.stream,
+      signal: d.signal,
+      onDispose: d.onDispose,
+    });
+  }
+
+  /**
+   * A sequence from the pool for a generation, with a snapshot of the prompt restored into it where
+   * one holds more of it (not for an exact continuation, which restores its own checkpoint), and
+   * what it holds before the prompt goes in: restored tokens count as reused ones.
+   */
+  private async lendSequence(
+    versionId: string,
+    entry: LoadedModel,
+    probe: Token[],
+    opts: GenerateOptions,
+    { resuming }: { resuming: boolean },
+  ) {
+    const lent = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
+    const { id: sequenceId, sequence } = lent;
+    const restored = await (
+      resuming ? Promise.resolve(undefined) : this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner)
+    ).catch((err: unknown) => {
+      entry.pool.release(sequence);
+      throw err;
+    });
+    const heldTokens = restored ? [...sequence.contextTokens] : lent.heldTokens;
+    return { sequenceId, sequence, heldTokens, restored };
+  }
+
+  /** What a generation streams: its text after the continued part, cut at a stop string or max_tokens. */
+  private generationStream(entry: LoadedModel, job: GenerationJob, opts: GenerateOptions, sequenceId: number, stopAt: AbortController) {
+    return new GenerationStream(
+      {
+        continues: job.continues,
+        continuedTokens: job.continuedTokens,
+        maxTokens: job.limits.max_tokens,
+        stops: stopStringsOf(job.request.stop),
+        detokenize: (tokens) => entry.model.detokenize(tokens),
+      },
+      { onChunk: opts.onChunk, onLastToken: () => entry.gatherer.leave(sequenceId), onStop: () => stopAt.abort() },
+    );
   }
 
   /**
@@ -566,49 +631,18 @@ export class LlamaEngine {
     sequence: LlamaContextSequence,
     job: GenerationJob,
     opts: GenerateOptions,
-    run: {
-      generation: string;
-      probe: Token[];
-      stream: GenerationStream;
-      signal: AbortSignal;
-      tokenBias: () => import('node-llama-cpp').TokenBias;
-      onCounted: (tokens: Token[]) => void;
-      onResumed: (resumed: ExactResume) => void;
-      checkpoints: { saved: number; seconds: number };
-    },
+    run: ExactRun,
   ): Promise<string> {
     const { model } = entry;
     const { continuedTokens, continues } = job;
-    const promptTokens = run.probe;
-    const snapshots = this.opts.snapshots;
-    let start: Token[] = [];
-    let resumed: ExactResume | undefined;
-    if (continuedTokens > 0) {
-      const begun = performance.now();
-      const checkpoint = await snapshots
-        ?.restoreCheckpoint(versionId, opts.owner, run.generation, promptTokens.length + continuedTokens, sequence)
-        .catch(() => undefined);
-      const usable = checkpoint && checkpoint.held.length >= promptTokens.length && promptTokens.every((t, i) => checkpoint.held[i] === t);
-      if (checkpoint && usable) start = [...checkpoint.held.slice(promptTokens.length), ...checkpoint.pending];
-      else if (checkpoint) await sequence.clearHistory();
-      resumed = {
-        from: usable ? 'checkpoint' : 'prefill',
-        ...(usable ? { tier: checkpoint.tier } : {}),
-        atToken: start.length,
-        seconds: (performance.now() - begun) / 1000,
-        redrawn: continuedTokens - start.length,
-        matched: true,
-      };
-      run.onResumed(resumed);
-    }
+    const { start, resumed } =
+      continuedTokens > 0 ? await this.resumeExactly(versionId, sequence, job, opts, run) : { start: [], resumed: undefined };
     // Text goes out by whole characters: a token that ends inside one waits for the next (at most 4 bytes).
     let textFrom = continuedTokens;
-    let lastSave = performance.now();
-    let dueAfterMs = 0;
     const { stopReason, generated } = await decodeExactly({
       model,
       sequence,
-      promptTokens,
+      promptTokens: run.probe,
       start: { generated: start },
       maxTokens: job.limits.max_tokens,
       sampling: { temperature: job.request.temperature, topK: job.request.top_k, topP: job.request.top_p, seed: job.seed },
@@ -622,27 +656,69 @@ export class LlamaEngine {
         textFrom = index + 1;
         run.stream.takeText(text);
       },
-      atBoundary: async (all) => {
-        if (!snapshots || performance.now() - lastSave < dueAfterMs) return;
-        const begun = performance.now();
-        // Due again once the whole save (the copy, then its hash, record and upload, which take
-        // CPU from the decoding too) is a small share of the time since: never while one is under way.
-        dueAfterMs = Infinity;
-        const saved = await snapshots
-          .saveCheckpoint(versionId, opts.owner, sequence, { generation: run.generation, pending: [all.at(-1)!] })
-          .catch(() => undefined);
-        run.checkpoints.saved += 1;
-        run.checkpoints.seconds += (performance.now() - begun) / 1000;
-        void (saved?.recorded ?? Promise.resolve()).then(() => {
-          lastSave = performance.now();
-          dueAfterMs = ((lastSave - begun) * (1 - CHECKPOINT_TIME_SHARE)) / CHECKPOINT_TIME_SHARE;
-        });
-      },
+      atBoundary: this.checkpointSaver(versionId, sequence, opts, run),
     });
     if (resumed && generated.length >= continuedTokens) {
       resumed.matched = cleanText(model.detokenize(generated.slice(0, continuedTokens))) === cleanText(continues);
     }
     return stopReason;
+  }
+
+  /**
+   * Where an exact continuation starts: the generation's latest checkpoint holding no more than was
+   * streamed, restored into the sequence where it begins with this prompt; else nothing (the prompt
+   * is prefilled again, on a sequence cleared of a checkpoint that did not fit).
+   */
+  private async resumeExactly(
+    versionId: string,
+    sequence: LlamaContextSequence,
+    job: GenerationJob,
+    opts: GenerateOptions,
+    run: ExactRun,
+  ): Promise<{ start: Token[]; resumed: ExactResume }> {
+    const begun = performance.now();
+    const promptTokens = run.probe;
+    const checkpoint = await this.opts.snapshots
+      ?.restoreCheckpoint(versionId, opts.owner, run.generation, promptTokens.length + job.continuedTokens, sequence)
+      .catch(() => undefined);
+    const usable = checkpoint && checkpointStart(checkpoint, promptTokens);
+    if (checkpoint && !usable) await sequence.clearHistory();
+    const start = usable ?? [];
+    const resumed: ExactResume = {
+      from: usable ? 'checkpoint' : 'prefill',
+      ...(usable ? { tier: checkpoint.tier } : {}),
+      atToken: start.length,
+      seconds: (performance.now() - begun) / 1000,
+      redrawn: job.continuedTokens - start.length,
+      matched: true,
+    };
+    run.onResumed(resumed);
+    return { start, resumed };
+  }
+
+  /**
+   * Saves a checkpoint at a chunk boundary when one is due: again once the whole save (the copy,
+   * then its hash, record and upload, which take CPU from the decoding too) is a small share of
+   * the time since, and never while one is under way.
+   */
+  private checkpointSaver(versionId: string, sequence: LlamaContextSequence, opts: GenerateOptions, run: ExactRun) {
+    const snapshots = this.opts.snapshots;
+    let lastSave = performance.now();
+    let dueAfterMs = 0;
+    return async (all: readonly Token[]): Promise<void> => {
+      if (!snapshots || performance.now() - lastSave < dueAfterMs) return;
+      const begun = performance.now();
+      dueAfterMs = Infinity;
+      const saved = await snapshots
+        .saveCheckpoint(versionId, opts.owner, sequence, { generation: run.generation, pending: [all.at(-1)!] })
+        .catch(() => undefined);
+      run.checkpoints.saved += 1;
+      run.checkpoints.seconds += (performance.now() - begun) / 1000;
+      void (saved?.recorded ?? Promise.resolve()).then(() => {
+        lastSave = performance.now();
+        dueAfterMs = checkpointDueAfterMs(lastSave - begun, CHECKPOINT_TIME_SHARE);
+      });
+    };
   }
 
   /**

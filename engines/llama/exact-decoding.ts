@@ -33,6 +33,43 @@ export function isRepeatable(request: Pick<TextGenerationInput, 'temperature' | 
 }
 
 /**
+ * Whether a generation is decoded token by token in seeded chunks, so that an attempt that
+ * continues it draws the same tokens: a repeatable completion with no grammar and no draft model,
+ * and a continuation only where the continued text's token count is known.
+ */
+export function decodesExactly(job: {
+  promptKind: string;
+  grammar: boolean;
+  speculative: boolean;
+  request: Pick<TextGenerationInput, 'temperature' | 'seed'>;
+  continues: string;
+  continuedTokensKnown: boolean;
+}): boolean {
+  return (
+    job.promptKind === 'completion' &&
+    !job.grammar &&
+    !job.speculative &&
+    isRepeatable(job.request) &&
+    (!job.continues || job.continuedTokensKnown)
+  );
+}
+
+/**
+ * Where a restored checkpoint lets decoding start: the generated tokens it holds after the prompt
+ * and its pending token, or undefined where what it holds does not begin with this prompt.
+ */
+export function checkpointStart(checkpoint: { held: Token[]; pending: Token[] }, promptTokens: Token[]): Token[] | undefined {
+  if (checkpoint.held.length < promptTokens.length || !promptTokens.every((t, i) => checkpoint.held[i] === t)) return undefined;
+  return [...checkpoint.held.slice(promptTokens.length), ...checkpoint.pending];
+}
+
+/**
+ * How long after a checkpoint's save ends the next one is due: once the save's whole time is at
+ * most `share` of the time since it began.
+ */
+export const checkpointDueAfterMs = (saveMs: number, share: number): number => (saveMs * (1 - share)) / share;
+
+/**
  * What names one generation on every attempt and every node: its checkpoints are kept under it.
  * Two requests with the same key draw the same tokens, so either's checkpoints serve the other.
  */

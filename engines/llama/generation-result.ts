@@ -78,6 +78,26 @@ export interface GenerationRun {
   ending: GenerationEnding;
 }
 
+/** A generation's output, with what it restored, resumed from and checkpointed only where there was any. */
+export function generationOutput(parts: {
+  chunks: string[];
+  outputTokens: number;
+  cachedTokens?: number;
+  restored?: KvRestore;
+  resumed?: ExactResume;
+  checkpoints: { saved: number; seconds: number };
+}): GenerationRun['output'] {
+  const { chunks, outputTokens, restored, resumed, checkpoints } = parts;
+  return {
+    chunks,
+    outputTokens,
+    cachedTokens: parts.cachedTokens ?? 0,
+    ...(resumed ? { resumed } : {}),
+    ...(checkpoints.saved > 0 ? { checkpoints } : {}),
+    ...(restored ? { restored } : {}),
+  };
+}
+
 /** Times are performance.now() readings, in milliseconds. */
 interface RunTimes {
   started: number;

@@ -4,18 +4,16 @@
  * evaluated again (at 4daa25f: 0 cached tokens after a restart). With the node's disk emptied as
  * well (a node that never saw the prompt), it comes from the object-storage tier.
  */
-import { eq } from 'drizzle-orm';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
-import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
 import { killSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
-import { api, newAccount, poll, testDb } from '../helpers';
+import { api, kvObjectKeys, modelPathOf, newAccount, poll, predictWaiting, testDb } from '../helpers';
 
 jest.setTimeout(240_000);
 
@@ -31,34 +29,18 @@ beforeAll(async () => {
   db = testDb();
   token = (await newAccount(db, 'kv-restart')).token;
   version = await ensureTestModel(db, `kv-restart-${Date.now()}`, TINY_LLAMA);
-  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
-  modelPath = `${model!.owner}/${model!.name}`;
+  modelPath = await modelPathOf(db, version);
 });
 const storage = Storage.fromConfig(config());
 /** This test's version's snapshots in the object tier. */
-async function objectsOfVersion(): Promise<string[]> {
-  const keys: string[] = [];
-  for await (const page of storage.list(`kv/${version.id}/`)) keys.push(...page);
-  return keys;
-}
+const objectsOfVersion = () => kvObjectKeys(storage, version.id);
 afterAll(async () => {
   for (const key of await objectsOfVersion()) await storage.delete(key);
   await closeDb(db);
 });
 
-const ask = async (question: string, text = document) => {
-  const r = await api(`/v1/models/${modelPath}/predictions`, {
-    token,
-    body: { input: { prompt: `${text}\nQ: ${question}\nA:`, max_tokens: 4, min_tokens: 4, temperature: 0 } },
-    headers: { prefer: 'wait=60' },
-  });
-  expect({ status: r.body.status, detail: r.body.detail, fields: r.body.invalid_fields }).toEqual({
-    status: 'succeeded',
-    detail: undefined,
-    fields: undefined,
-  });
-  return r.body;
-};
+const ask = (question: string, text = document) =>
+  predictWaiting(modelPath, token, { prompt: `${text}\nQ: ${question}\nA:`, max_tokens: 4, min_tokens: 4, temperature: 0 });
 
 /** The names of the sidecar files of the snapshots on the suite's engine node. */
 const sidecarsOnDisk = async () => (await readdir(SNAPSHOTS).catch(() => [] as string[])).filter((f) => f.endsWith('.json'));

@@ -5,20 +5,19 @@
  * history and its metrics name both nodes. A short prompt is not split; a snapshot the decode node
  * cannot find, and a prefill node that is gone, fall back to prefilling on the decode node.
  */
-import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
-import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
+import { api, kvObjectKeys, modelPathOf, newAccount, poll, predictWaiting, testDb, testTemporal } from '../helpers';
 import { startEngineNode } from '../processes';
+import { scheduledActivities } from '../scheduled-activities';
 
 jest.setTimeout(300_000);
 
@@ -52,8 +51,7 @@ beforeAll(async () => {
   await Promise.all([startNode(PREFILL, { KILN_ENGINE_ROLE: 'prefill' }), startNode(DECODE, { KILN_ENGINE_ROLE: 'decode' })]);
   token = (await newAccount(db, 'prefill-split')).token;
   version = await ensureTestModel(db, `prefill-split-${Date.now()}`, TINY_LLAMA);
-  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
-  modelPath = `${model!.owner}/${model!.name}`;
+  modelPath = await modelPathOf(db, version);
 });
 
 afterAll(async () => {
@@ -61,7 +59,7 @@ afterAll(async () => {
     await stopNode(nodeId, 'SIGKILL');
     await removeNode(db, nodeId).catch(() => undefined);
   }
-  for await (const page of storage.list(`kv/${version.id}/`)) for (const key of page) await storage.delete(key);
+  for (const key of await kvObjectKeys(storage, version.id)) await storage.delete(key);
   await temporal.close();
   await closeDb(db);
 });
@@ -70,28 +68,7 @@ afterAll(async () => {
 const longPrompt = () =>
   `Batch ${newId()}. ${'The kiln holds the heat of the night, and the potter waits for the dawn. '.repeat(44)}\nQ: When?\nA:`;
 
-async function predict(prompt: string) {
-  const r = await api(`/v1/models/${modelPath}/predictions`, {
-    token,
-    body: { input: { prompt, max_tokens: 4, min_tokens: 4, temperature: 0 } },
-    headers: { prefer: 'wait=60' },
-  });
-  expect({ status: r.body.status, error: r.body.error, detail: r.body.detail }).toEqual({
-    status: 'succeeded',
-    error: null,
-    detail: undefined,
-  });
-  return r.body;
-}
-
-/** The activities the prediction's workflow scheduled, with their task queues, in order. */
-async function activitiesOf(id: string): Promise<string[]> {
-  const history = await temporal.client.workflow.getHandle(`prediction-${id}`).fetchHistory();
-  return (history.events ?? [])
-    .map((e) => e.activityTaskScheduledEventAttributes)
-    .filter((a) => a != null)
-    .map((a) => `${a.activityType?.name} on ${a.taskQueue?.name}`);
-}
+const predict = (prompt: string) => predictWaiting(modelPath, token, { prompt, max_tokens: 4, min_tokens: 4, temperature: 0 });
 
 test('GET /v1/hardware shows each node and its role', async () => {
   const r = await api('/v1/hardware', { token });
@@ -107,7 +84,9 @@ test('a long prompt is prefilled on the prefill node and decoded on the decode n
   const p = await predict(longPrompt());
   expect(p.metrics.input_token_count).toBeGreaterThan(1024);
   expect(p.metrics.input_token_count).toBeLessThan(4096);
-  expect(await activitiesOf(p.id)).toEqual(expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]));
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
+    expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]),
+  );
   expect(p.metrics).toMatchObject({ prefill_node: PREFILL, decode_node: DECODE, prefill_split: 'restored', cache_tier: 'object' });
   expect(p.metrics.kv_transfer_bytes).toBeGreaterThan(0);
   expect(p.metrics.prefill_time).toBeGreaterThan(0);
@@ -119,7 +98,7 @@ test('a long prompt is prefilled on the prefill node and decoded on the decode n
 
 test('a short prompt is not split', async () => {
   const p = await predict(`Short ${newId()}: the kiln is hot.`);
-  expect(await activitiesOf(p.id)).not.toEqual(expect.arrayContaining([expect.stringMatching(/^prefill /)]));
+  expect(await scheduledActivities(temporal.client, p.id)).not.toEqual(expect.arrayContaining([expect.stringMatching(/^prefill /)]));
   expect(p.metrics.prefill_node).toBeUndefined();
   expect(p.metrics.decode_node).toBeUndefined();
 });
@@ -134,7 +113,7 @@ test('a snapshot the decode node cannot find: it prefills the prompt itself', as
     { timeoutMs: 20_000, intervalMs: 200 },
   );
   const p = await predict(longPrompt());
-  expect(await activitiesOf(p.id)).toEqual(
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
     expect.arrayContaining([`prefill on prefill:${PREFILL_ELSEWHERE}`, `predict on sessions:${DECODE}`]),
   );
   expect(p.metrics).toMatchObject({ prefill_node: PREFILL_ELSEWHERE, decode_node: DECODE, prefill_split: 'prefilled on the decode node' });
@@ -146,7 +125,7 @@ test('a lost prefill node: the decode node prefills the prompt itself', async ()
   // Killed outright: its row stays live until its heartbeat is stale, so placement still picks it.
   await stopNode(PREFILL_ELSEWHERE, 'SIGKILL');
   const p = await predict(longPrompt());
-  expect(await activitiesOf(p.id)).toEqual(
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
     expect.arrayContaining([`prefill on prefill:${PREFILL_ELSEWHERE}`, `predict on sessions:${DECODE}`]),
   );
   expect(p.logs).toMatch(new RegExp(`Prefill on node ${PREFILL_ELSEWHERE} failed .*: node ${DECODE} prefills the prompt itself`));

@@ -19,13 +19,13 @@ import { appendOutput, StaleAttemptError } from '../../db/events';
 import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { rowToSnapshot, writePredictionSnapshot } from '../../db/predictions';
-import { models, nodes, predictionEvents, predictions } from '../../db/schema';
+import { nodes, predictionEvents, predictions } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
+import { expectContinuedExactly, finishedPrediction, startGreedyGeneration, untilQuarterStreamed } from '../exact-generation';
 import { ensureTestModel } from '../fixtures/models';
-import { API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { newAccount, poll, testDb } from '../helpers';
 import { upNetnsHosts, type NetnsHost, type NetnsHosts } from '../netns-hosts';
 import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
-import { followSse, streamedText } from '../sse-follow';
 
 jest.setTimeout(300_000);
 
@@ -61,36 +61,6 @@ afterAll(async () => {
   rmSync(dataB, { recursive: true, force: true });
 });
 
-async function modelPath(v: ModelVersion): Promise<string> {
-  const model = await db.query.models.findFirst({ where: eq(models.id, v.modelId) });
-  return `${model!.owner}/${model!.name}`;
-}
-
-async function read(token: string, id: string) {
-  const res = await fetch(`${API_URL}/v1/predictions/${id}`, { headers: { authorization: `Bearer ${token}` } });
-  return (await res.json()) as any;
-}
-
-/** Greedy, every token forced: TOKENS tokens each time. */
-async function generate(token: string) {
-  const res = await fetch(`${API_URL}/v1/models/${await modelPath(version)}/predictions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ input: { prompt: 'The kiln was', max_tokens: TOKENS, min_tokens: TOKENS, temperature: 0 } }),
-  });
-  expect(res.status).toBe(201);
-  const p = (await res.json()) as { id: string; urls: { stream: string } };
-  return { ...p, stream: followSse(() => p.urls.stream) };
-}
-
-async function finished(token: string, id: string) {
-  return poll(
-    () => read(token, id),
-    (p) => TERMINAL.includes(p.status),
-    { timeoutMs: 240_000, intervalMs: 50 },
-  );
-}
-
 test('the object store goes down while host B downloads the model, and comes back: the prediction completes', async () => {
   const store = net!.forwarders.store;
   const token = (await newAccount(db, 'hosts-reference')).token;
@@ -98,7 +68,7 @@ test('the object store goes down while host B downloads the model, and comes bac
   version = await ensureTestModel(db, `separate-hosts-${Date.now()}`, TINY_LLAMA, { tokenDelayMs: TOKEN_DELAY_MS });
   const size = version.files.reduce((n, f) => n + f.size, 0);
   const before = store.bytesDown();
-  const run = await generate(token);
+  const run = await startGreedyGeneration(db, version, token, TOKENS);
   // Down once a third of the weights has reached the host; up again once the host has tried to reconnect.
   await poll(
     async () => store.bytesDown() - before,
@@ -114,7 +84,7 @@ test('the object store goes down while host B downloads the model, and comes bac
     { timeoutMs: 60_000, intervalMs: 10 },
   );
   await store.restore();
-  reference = await finished(token, run.id);
+  reference = await finishedPrediction(token, run.id, 240_000);
   await run.stream.finished;
   expect(reference.status).toBe('succeeded');
   expect(reference.metrics.output_token_count).toBe(TOKENS);
@@ -125,36 +95,18 @@ test('the object store goes down while host B downloads the model, and comes bac
 test('host B cut off a quarter into a greedy generation: the prediction completes on host C, as an uninterrupted run', async () => {
   expect(reference.logs).toContain(`on node ${NODE_B}`);
   const token = (await newAccount(db, 'hosts-cut')).token;
-  const run = await generate(token);
-  const quarter = (reference.output as string[]).join('').length / 4;
-  await poll(
-    async () => streamedText(run.stream.events).length,
-    (n) => n >= quarter,
-    { timeoutMs: 120_000, intervalMs: 5 },
-  );
+  const run = await startGreedyGeneration(db, version, token, TOKENS);
+  await untilQuarterStreamed(run.stream, reference);
   net!.cut(hostB);
   const cutAt = Date.now();
   await run.stream.finished;
   const doneAt = Date.now();
-  const p = await finished(token, run.id);
+  const p = await finishedPrediction(token, run.id, 240_000);
   cutPrediction = run.id;
   console.log(`host B cut → done ${(doneAt - cutAt) / 1000} s; ${p.status}${p.error ? `: ${p.error}` : ''}\n${p.logs}`);
 
-  expect({ status: p.status, tokens: p.metrics?.output_token_count }).toEqual({ status: 'succeeded', tokens: TOKENS });
-  expect(p.logs).toMatch(new RegExp(`Attempt 1 failed on node ${NODE_B}`));
+  expectContinuedExactly(p, { reference, tokens: TOKENS, failedNode: NODE_B, stream: run.stream });
   expect(p.logs).toContain(`on node ${NODE_C}`);
-  expect(p.logs).toMatch(/Restored the failed attempt's KV checkpoint at token \d+|No KV checkpoint of the failed attempt was usable/);
-  const text = (p.output as string[]).join('');
-  expect(text).toBe((reference.output as string[]).join(''));
-  const events = run.stream.events;
-  expect(events.filter((e) => e.event === 'reset')).toEqual([]);
-  expect(events.filter((e) => e.event === 'done')).toHaveLength(1);
-  expect(
-    events
-      .filter((e) => e.event === 'output')
-      .map((e) => e.data)
-      .join(''),
-  ).toBe(text);
 });
 
 let cutPrediction: string;

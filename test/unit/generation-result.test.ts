@@ -3,6 +3,7 @@ import {
   cacheTierOf,
   endedByDecoding,
   endedByEarlyAbort,
+  generationOutput,
   generationResult,
   nothingToGenerate,
   type GenerationRun,
@@ -97,4 +98,19 @@ test('the cache tier: a restore names its tier, tokens a sequence held are live,
   expect(cacheTierOf(40)).toBe('live');
   expect(cacheTierOf(40, { tier: 'disk' })).toBe('disk');
   expect(cacheTierOf(40, { tier: 'object' })).toBe('object');
+});
+
+test("a generation's output names a restore, a resume and checkpoints only where there were any", () => {
+  const none = { saved: 0, seconds: 0 };
+  expect(generationOutput({ chunks: ['a'], outputTokens: 1, checkpoints: none })).toEqual({
+    chunks: ['a'],
+    outputTokens: 1,
+    cachedTokens: 0,
+  });
+  const restored = { name: 's', tokens: 40, seconds: 0.1, tier: 'disk' as const, bytes: 1024 };
+  const resumed = { from: 'checkpoint' as const, tier: 'disk' as const, atToken: 64, seconds: 0.2, redrawn: 3, matched: true };
+  const checkpoints = { saved: 2, seconds: 0.5 };
+  const output = generationOutput({ chunks: [], outputTokens: 9, cachedTokens: 40, restored, resumed, checkpoints });
+  expect(output).toEqual({ chunks: [], outputTokens: 9, cachedTokens: 40, restored, resumed, checkpoints });
+  expect(Object.keys(output)).toEqual(['chunks', 'outputTokens', 'cachedTokens', 'resumed', 'checkpoints', 'restored']);
 });

@@ -5,6 +5,7 @@ import {
   freeBytes,
   memoryNeeded,
   placementCandidates,
+  replicaHolders,
   replicaNodeFor,
   replicaReason,
   servingNodes,
@@ -84,4 +85,20 @@ test('a replica goes to the fullest node with room that does not hold the versio
   expect(replicaNodeFor(live, free, new Set(['b']), 2 * GiB)?.id).toBe('a');
   expect(replicaNodeFor(live, free, new Set(), 2 * GiB)?.id).toBe('b');
   expect(replicaNodeFor(live, free, new Set(), 11 * GiB)).toBeUndefined();
+});
+
+test('replicas of a version are the nodes that hold it and take predictions', () => {
+  const prefill = { ...node('p', 16, [['v1', 2]]), role: 'prefill' };
+  const holders = replicaHolders([
+    node('a', 16, [
+      ['v1', 2],
+      ['v2', 1],
+    ]),
+    node('b', 16, [['v1', 2]]),
+    prefill,
+    node('c', 16),
+  ]);
+  expect([...holders.keys()].sort()).toEqual(['v1', 'v2']);
+  expect([...holders.get('v1')!].sort()).toEqual(['a', 'b']);
+  expect([...holders.get('v2')!]).toEqual(['a']);
 });

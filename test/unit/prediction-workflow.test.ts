@@ -1,44 +1,25 @@
 /**
- * The prediction workflow alone, with fake activities (activities come from factories, so the
- * workers here get stand-ins that record what they were asked): deadlines (canceled once
- * started, aborted before) and the delays between attempts.
- *
- * On a TestWorkflowEnvironment. Its time-skipping server is a separate Java-built binary that
- * `@temporalio/testing` can only download, and nothing here may download a server; so it runs on
- * the Temporal CLI's dev server that infra/install.sh builds (createLocal with its path), in real
- * time, with deadlines and delays of a second or two.
+ * The prediction workflow alone, with fake activities (test/workflow-env.ts): deadlines (canceled
+ * once started, aborted before) and the delays between attempts, in real time, with deadlines and
+ * delays of a second or two.
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
-import { existsSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import {
   modelQueue,
   predictionWorkflowId,
   sessionQueue,
-  type PredictionArgs,
   type PredictRequest,
   type PredictResult,
   type RetryPolicy,
 } from '../../domain/contracts';
 import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
-import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
+import { noop, predictionArgs, predictResult, startWorkflowEnv, type WorkflowTestEnv } from '../workflow-env';
 
 jest.setTimeout(180_000);
 
 const CONTROL_QUEUE = 'unit-control';
 const VERSION = 'unit-version';
-
-/** The CLI infra/install.sh builds (infra/env.sh TEMPORAL_BIN), or the one the environment names. */
-function temporalCli(): string {
-  const cache = process.env.KILN_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'kiln');
-  const bin = process.env.TEMPORAL_BIN ?? path.join(cache, 'bin', 'temporal-v1.5.1', 'temporal');
-  if (!existsSync(bin)) throw new Error(`no Temporal CLI at ${bin}: run bash infra/install.sh first`);
-  return bin;
-}
 
 /** What one test's fake engine does with each attempt, by prediction id. */
 type Attempt = (req: PredictRequest, n: number) => Promise<PredictResult>;
@@ -46,23 +27,11 @@ const engines = new Map<string, Attempt>();
 const attemptsAt = new Map<string, number[]>();
 const placed: Array<{ versionId: string; excludeNodes?: string[] }> = [];
 
-let env: TestWorkflowEnvironment;
-let workers: Promise<void>;
-let stop: () => void;
-
-const result = (over: Partial<PredictResult> = {}): PredictResult => ({
-  output: ['ok'],
-  logs: [],
-  metrics: { predict_time: 0.1 },
-  startedAt: new Date().toISOString(),
-  aborted: false,
-  hardware: 'cpu',
-  ...over,
-});
+let workflows: WorkflowTestEnv;
 
 /** The engine's start signal, as the real engine sends it when the prediction leaves the queue. */
 async function signalStarted(predictionId: string): Promise<void> {
-  await env.client.workflow
+  await workflows.env.client.workflow
     .getHandle(predictionWorkflowId(predictionId))
     .signal('predictionStarted', { startedAt: new Date().toISOString(), nodeId: 'node-a' });
 }
@@ -82,10 +51,6 @@ async function runUntilCanceled<T>(onCancel: () => T): Promise<T> {
 }
 
 beforeAll(async () => {
-  env = await TestWorkflowEnvironment.createLocal({
-    server: { executable: { type: 'existing-path', path: temporalCli() }, searchAttributes: [KilnAccount, KilnModel, KilnStatus] },
-  });
-  const noop = async () => undefined;
   const control = {
     beginPrediction: async () => ({ placement: { nodeId: 'node-a', warm: true } }),
     projectPrediction: noop,
@@ -108,27 +73,12 @@ beforeAll(async () => {
       return engines.get(req.predictionId)!(req, times.length);
     },
   };
-  const controlWorker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue: CONTROL_QUEUE,
-    workflowsPath: require.resolve('../../workflows'),
-    activities: control,
-  });
-  const engineWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: modelQueue(VERSION), activities: engine });
   // The node's own queue, as an engine node polls it: a retry goes there (placed on node-a).
-  const nodeWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: sessionQueue('node-a'), activities: engine });
-  let release!: () => void;
-  const stopped = new Promise<void>((resolve) => (release = resolve));
-  stop = release;
-  workers = Promise.all([controlWorker.runUntil(stopped), engineWorker.runUntil(stopped), nodeWorker.runUntil(stopped)]).then(
-    () => undefined,
-  );
+  workflows = await startWorkflowEnv(CONTROL_QUEUE, control, { [modelQueue(VERSION)]: engine, [sessionQueue('node-a')]: engine });
 });
 
 afterAll(async () => {
-  stop?.();
-  await workers;
-  await env?.teardown();
+  await workflows?.teardown();
 });
 
 let n = 0;
@@ -136,25 +86,13 @@ function run(attempt: Attempt, opts: { deadlineMs?: number; retry?: RetryPolicy 
   const id = `unit-${Date.now()}-${n++}`;
   engines.set(id, attempt);
   const now = Date.now();
-  const args: PredictionArgs = {
-    id,
-    accountId: 'account-a',
-    model: 'unit/model',
-    versionId: VERSION,
-    task: 'text-generation',
-    input: { prompt: 'hi' },
-    createdAt: new Date(now).toISOString(),
-    webhook: null,
-    webhookEventsFilter: null,
-    deadline: opts.deadlineMs ? new Date(now + opts.deadlineMs).toISOString() : null,
-    priority: { fairnessKey: 'account-a', fairnessWeight: 1, priorityKey: 3 },
-    retry: opts.retry,
-  };
-  return env.client.workflow.execute('predictionWorkflow', {
-    workflowId: predictionWorkflowId(id),
-    taskQueue: CONTROL_QUEUE,
-    args: [args],
-  });
+  return workflows.execute(
+    predictionArgs(id, VERSION, {
+      createdAt: new Date(now).toISOString(),
+      deadline: opts.deadlineMs ? new Date(now + opts.deadlineMs).toISOString() : null,
+      retry: opts.retry,
+    }),
+  );
 }
 
 test('a deadline that passes while the prediction runs cancels it: canceled, with the output it had', async () => {
@@ -162,7 +100,7 @@ test('a deadline that passes while the prediction runs cancels it: canceled, wit
   const final = await run(
     async (req) => {
       await signalStarted(req.predictionId);
-      return runUntilCanceled(() => result({ output: ['partial'], aborted: true }));
+      return runUntilCanceled(() => predictResult({ output: ['partial'], aborted: true }));
     },
     { deadlineMs: 2_000 },
   );
@@ -194,7 +132,7 @@ test('failed attempts are placed again after the version’s delays (1 s, then 2
     async (req, attempt) => {
       if (attempt < 3) throw ApplicationFailure.create({ type: 'EngineFault', message: `attempt ${attempt} broke` });
       await signalStarted(req.predictionId);
-      return result();
+      return predictResult();
     },
     { retry: { max_attempts: 3, initial_interval_s: 1, backoff: 2 } },
   );
@@ -216,7 +154,7 @@ test('an attempt whose engine was lost is placed again at once, not after the re
     async (req, attempt) => {
       if (attempt === 1) throw ApplicationFailure.create({ type: 'EngineInterrupted', message: 'the engine process stopped' });
       await signalStarted(req.predictionId);
-      return result();
+      return predictResult();
     },
     { retry: { max_attempts: 3, initial_interval_s: 5, backoff: 2 } },
   );

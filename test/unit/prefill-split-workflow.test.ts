@@ -2,17 +2,11 @@
  * The prediction workflow's prefill/decode split alone, with fake activities: a long prompt's
  * prefill runs on the prefill node's queue and its result goes to the decode node's predict; a
  * failed prefill leaves the decode node to prefill; a prompt the API did not mark long never asks
- * for a split. On the Temporal CLI's dev server (see prediction-workflow.test.ts for why).
+ * for a split. On the Temporal CLI's dev server (see test/workflow-env.ts for why).
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
-import { existsSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import {
   modelQueue,
-  predictionWorkflowId,
   prefillQueue,
   sessionQueue,
   type PredictionArgs,
@@ -22,19 +16,12 @@ import {
   type PrefillResult,
 } from '../../domain/contracts';
 import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
-import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
+import { noop, predictionArgs, predictResult, startWorkflowEnv, type WorkflowTestEnv } from '../workflow-env';
 
 jest.setTimeout(180_000);
 
 const CONTROL_QUEUE = 'unit-split-control';
 const VERSION = 'unit-split-version';
-
-function temporalCli(): string {
-  const cache = process.env.KILN_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'kiln');
-  const bin = process.env.TEMPORAL_BIN ?? path.join(cache, 'bin', 'temporal-v1.5.1', 'temporal');
-  if (!existsSync(bin)) throw new Error(`no Temporal CLI at ${bin}: run bash infra/install.sh first`);
-  return bin;
-}
 
 /** What each queue's fake engine was asked, by prediction id. */
 const predicted = new Map<string, { queue: string; req: PredictRequest }>();
@@ -43,9 +30,7 @@ const splitsAsked: string[] = [];
 /** Prediction ids whose prefill fails (its node lost, say). */
 const failingPrefill = new Set<string>();
 
-let env: TestWorkflowEnvironment;
-let workers: Promise<void>;
-let stop: () => void;
+let workflows: WorkflowTestEnv;
 
 const prefilled = (nodeId: string): PrefillResult => ({
   nodeId,
@@ -59,22 +44,11 @@ const prefilled = (nodeId: string): PrefillResult => ({
 const predictOn = (queue: string) => ({
   predict: async (req: PredictRequest): Promise<PredictResult> => {
     predicted.set(req.predictionId, { queue, req });
-    return {
-      output: ['ok'],
-      logs: [],
-      metrics: { predict_time: 0.1 },
-      startedAt: new Date().toISOString(),
-      aborted: false,
-      hardware: 'cpu',
-    };
+    return predictResult();
   },
 });
 
 beforeAll(async () => {
-  env = await TestWorkflowEnvironment.createLocal({
-    server: { executable: { type: 'existing-path', path: temporalCli() }, searchAttributes: [KilnAccount, KilnModel, KilnStatus] },
-  });
-  const noop = async () => undefined;
   const control = {
     beginPrediction: async () => ({ placement: { nodeId: 'node-both', warm: true } }),
     projectPrediction: noop,
@@ -93,52 +67,22 @@ beforeAll(async () => {
       return prefilled('node-p');
     },
   };
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  const create = (taskQueue: string, activities: object, workflows = false) =>
-    Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      activities,
-      ...(workflows ? { workflowsPath: require.resolve('../../workflows') } : {}),
-    });
-  const all = await Promise.all([
-    create(CONTROL_QUEUE, control, true),
-    create(prefillQueue('node-p'), prefill),
-    create(sessionQueue('node-d'), predictOn(sessionQueue('node-d'))),
-    create(modelQueue(VERSION), predictOn(modelQueue(VERSION))),
-  ]);
-  workers = Promise.all(all.map((w) => w.runUntil(stopped))).then(() => undefined);
+  workflows = await startWorkflowEnv(CONTROL_QUEUE, control, {
+    [prefillQueue('node-p')]: prefill,
+    [sessionQueue('node-d')]: predictOn(sessionQueue('node-d')),
+    [modelQueue(VERSION)]: predictOn(modelQueue(VERSION)),
+  });
 });
 
 afterAll(async () => {
-  stop?.();
-  await workers;
-  await env?.teardown();
+  await workflows?.teardown();
 });
 
 let n = 0;
 function run(over: Partial<PredictionArgs>, opts: { failPrefill?: boolean } = {}): Promise<PredictionSnapshot & { id: string }> {
   const id = `unit-split-${Date.now()}-${n++}`;
   if (opts.failPrefill) failingPrefill.add(id);
-  const args: PredictionArgs = {
-    id,
-    accountId: 'account-a',
-    model: 'unit/model',
-    versionId: VERSION,
-    task: 'text-generation',
-    input: { prompt: 'x'.repeat(8000) },
-    createdAt: new Date().toISOString(),
-    webhook: null,
-    webhookEventsFilter: null,
-    deadline: null,
-    priority: { fairnessKey: 'account-a', fairnessWeight: 1, priorityKey: 3 },
-    ...over,
-  };
-  return env.client.workflow.execute('predictionWorkflow', {
-    workflowId: predictionWorkflowId(id),
-    taskQueue: CONTROL_QUEUE,
-    args: [args],
-  });
+  return workflows.execute(predictionArgs(id, VERSION, { input: { prompt: 'x'.repeat(8000) }, ...over }));
 }
 
 test('a long prompt is prefilled on the prefill node, then decoded on the decode node with what the prefill left', async () => {

@@ -1,0 +1,107 @@
+/**
+ * Prefill and decode on separate network hosts (infra/netns-hosts.sh): a `prefill` node on host A
+ * and a `decode` node on host B, each reaching Postgres, Temporal and the object store only
+ * through forwarders on the bridge. A long prompt is prefilled on A, whose KV snapshot goes up to
+ * the object store from A's address and comes down to B, which restores it and decodes. The
+ * commands that made the hosts are printed.
+ */
+import { eq } from 'drizzle-orm';
+import type { ChildProcess } from 'node:child_process';
+import { closeDb, type Db } from '../../db/client';
+import type { ModelVersion } from '../../db/models';
+import { removeNode } from '../../db/nodes';
+import { models } from '../../db/schema';
+import { TINY_LLAMA } from '../../infra/seed';
+import { config } from '../../lib/config';
+import { newId } from '../../lib/ids';
+import { Storage } from '../../lib/storage';
+import { ensureTestModel } from '../fixtures/models';
+import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { upNetnsHosts, type NetnsHosts } from '../netns-hosts';
+import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
+import { scheduledActivities } from '../scheduled-activities';
+
+jest.setTimeout(300_000);
+
+const PREFILL = `test-host-a-prefill-${process.pid}`;
+const DECODE = `test-host-b-decode-${process.pid}`;
+
+let db: Db;
+let net: NetnsHosts | undefined;
+let token: string;
+let version: ModelVersion;
+let modelPath: string;
+let temporal: Awaited<ReturnType<typeof testTemporal>>;
+const engines: ChildProcess[] = [];
+const storage = Storage.fromConfig(config());
+
+beforeAll(async () => {
+  db = testDb();
+  temporal = await testTemporal();
+  net = await upNetnsHosts(2, engineNodeEnv());
+  const [hostA, hostB] = net.hosts;
+  engines.push(
+    ...(await Promise.all([
+      startEngineNodeOnHost(hostA, PREFILL, 1500, { KILN_ENGINE_ROLE: 'prefill' }),
+      startEngineNodeOnHost(hostB, DECODE, 1500, { KILN_ENGINE_ROLE: 'decode' }),
+    ])),
+  );
+  token = (await newAccount(db, 'split-hosts')).token;
+  version = await ensureTestModel(db, `split-hosts-${Date.now()}`, TINY_LLAMA);
+  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
+  modelPath = `${model!.owner}/${model!.name}`;
+});
+
+afterAll(async () => {
+  for (const engine of engines) engine.kill('SIGKILL');
+  await net?.down();
+  for (const node of [PREFILL, DECODE]) await removeNode(db, node).catch(() => undefined);
+  if (version) for await (const page of storage.list(`kv/${version.id}/`)) for (const key of page) await storage.delete(key);
+  await temporal.close();
+  await closeDb(db);
+});
+
+/** A prompt of some 800 estimated tokens (the suite's KILN_PREFILL_SPLIT_MIN_TOKENS is 600) that no other prediction shares. */
+const longPrompt = () =>
+  `Hosts ${newId()}. ${'The kiln holds the heat of the night, and the potter waits for the dawn. '.repeat(44)}\nQ: When?\nA:`;
+
+async function predict(prompt: string) {
+  const created = await api(`/v1/models/${modelPath}/predictions`, {
+    token,
+    body: { input: { prompt, max_tokens: 4, min_tokens: 4, temperature: 0 } },
+  });
+  expect(created.status).toBe(201);
+  const done = await poll(
+    () => api(`/v1/predictions/${created.body.id}`, { token }),
+    (r) => TERMINAL.includes(r.body.status),
+    { timeoutMs: 180_000, intervalMs: 100 },
+  );
+  expect({ status: done.body.status, error: done.body.error }).toEqual({ status: 'succeeded', error: null });
+  return done.body;
+}
+
+test('a long prompt is prefilled on host A and decoded on host B, its KV snapshot carried through the object store', async () => {
+  // The first split loads the version on both hosts (each downloads it through the store's forwarder).
+  const first = await predict(longPrompt());
+  expect(first.metrics).toMatchObject({ prefill_node: PREFILL, decode_node: DECODE });
+
+  const store = net!.forwarders.store;
+  const [up, down] = [store.bytesUp(), store.bytesDown()];
+  const p = await predict(longPrompt());
+  const [sent, received] = [store.bytesUp() - up, store.bytesDown() - down];
+  console.log(
+    `prefill on ${PREFILL}, decode on ${DECODE}: snapshot ${p.metrics.kv_transfer_bytes} bytes; ` +
+      `through the store's forwarder ${sent} bytes up, ${received} bytes down\n${net!.commands.join('\n')}\n${p.logs}`,
+  );
+  expect(await scheduledActivities(temporal.client, p.id)).toEqual(
+    expect.arrayContaining([`prefill on prefill:${PREFILL}`, `predict on sessions:${DECODE}`]),
+  );
+  expect(p.metrics).toMatchObject({ prefill_node: PREFILL, decode_node: DECODE, prefill_split: 'restored', cache_tier: 'object' });
+  expect(p.metrics.kv_transfer_bytes).toBeGreaterThan(0);
+  expect(p.metrics.restored_tokens).toBeGreaterThan(1024);
+  // Host A's upload and host B's download of the snapshot both crossed the bridge: nothing else could carry it.
+  expect(sent).toBeGreaterThanOrEqual(p.metrics.kv_transfer_bytes);
+  expect(received).toBeGreaterThanOrEqual(p.metrics.kv_transfer_bytes);
+  expect(p.logs).toMatch(new RegExp(`Prefilled \\d+ prompt tokens on node ${PREFILL}`));
+  expect(p.logs).toMatch(new RegExp(`restored on node ${DECODE}`));
+});
