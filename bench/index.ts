@@ -11,6 +11,7 @@ import { fairness } from './fairness';
 import { floorScenario } from './floor';
 import { historySize } from './history-size';
 import { kvContinue } from './kv-continue';
+import { kvReplay } from './kv-replay';
 import { kvSnapshot } from './kv-snapshot';
 import { overhead } from './overhead';
 import { pd } from './pd';
@@ -242,6 +243,28 @@ program
   .option('--threads <n>', "CPU threads for the direct rows (the engine worker's KILN_ENGINE_THREADS)", int, defaultThreads())
   .option('--skip-api', 'only the checkpoint-cost rows on the engine directly (no running stack needed)', false)
   .action((o) => kvContinue({ tokens: o.tokens, streams: o.streams, threads: o.threads, skipApi: o.skipApi }));
+
+program
+  .command('kv-replay')
+  .description(
+    'prefix-cache hit rate of multi-turn chats replayed over 3 versions on 3 engine nodes started here, every version scaled to zero between sessions and placed on another node after: cached ÷ prompt tokens with the KV snapshot tiers on, and off beside it',
+  )
+  .option('-s, --sessions <n>', 'sessions (every version unloaded between two)', int, 3)
+  .option('-t, --turns <n>', 'turns of each conversation per session', int, 3)
+  .option('-c, --conversations <n>', 'conversations per version', int, 2)
+  .option('--context-words <n>', "words of each conversation's opening context", int, 450)
+  .option('--turn-words <n>', 'words of each user turn', int, 30)
+  .option('--reply-tokens <n>', 'tokens of each reply at most', int, 32)
+  .action((o) =>
+    kvReplay({
+      sessions: o.sessions,
+      turns: o.turns,
+      conversations: o.conversations,
+      contextWords: o.contextWords,
+      turnWords: o.turnWords,
+      replyTokens: o.replyTokens,
+    }),
+  );
 
 program
   .command('embedding-quality')

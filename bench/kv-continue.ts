@@ -114,6 +114,7 @@ async function throughApi(o: KvContinueOptions) {
   const rows = [
     {
       commit: process.env.KILN_COMMIT ?? '',
+      prediction: victim.id,
       tokens: o.tokens,
       'killed at (share of text)': (killedChars / wholeText.length).toFixed(2),
       'output identical': text === wholeText ? 'yes' : 'no',

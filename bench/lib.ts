@@ -67,6 +67,8 @@ export async function pushGguf(
   file: { path: string; sha256: string; size: number },
   name: string,
   settings: Record<string, number>,
+  /** More fields of the version's create body (memory_bytes, retry). */
+  version: Record<string, unknown> = {},
 ): Promise<string> {
   const { createReadStream } = await import('node:fs');
   const { Readable } = await import('node:stream');
@@ -86,6 +88,7 @@ export async function pushGguf(
   await call(token, `/v1/models/${account.username}/${name}/versions`, {
     files: [{ path: 'model.gguf', sha256: file.sha256, size: file.size }],
     settings,
+    ...version,
   });
   return `${account.username}/${name}`;
 }

@@ -9,13 +9,12 @@
  * puts it there). The API must split prompts of this length: run with
  * KILN_PREFILL_SPLIT_MIN_TOKENS at or below a quarter of the prompt's characters.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { BATCHING_MODELS } from './batching';
+import { startEngineNode, stopEngineNode } from './engine-nodes';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
 export interface PdOptions {
@@ -53,58 +52,13 @@ function nodesOf(layout: Layout, run: string) {
   ];
 }
 
-/** What setup wrote for engines (infra/engine-env.ts), over this environment less the root secrets. */
-function engineEnv(): NodeJS.ProcessEnv {
-  const handed = Object.fromEntries(
-    readFileSync(path.join(DATA_DIR, 'engine.env'), 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1).replace(/^'(.*)'$/, '$1')]),
-  );
-  const secrets = [
-    'DATABASE_URL',
-    'S3_ACCESS_KEY_ID',
-    'S3_SECRET_ACCESS_KEY',
-    'KILN_URL_SIGNING_KEY',
-    'KILN_SECRETS_KEY',
-    'KILN_ENGINE_DB_PASSWORD',
-  ];
-  return { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !secrets.includes(k))), ...handed };
-}
-
-/** Starts an engine node pinned with taskset and waits for its ready file. */
-async function startNode(n: ReturnType<typeof nodesOf>[number]): Promise<ChildProcess> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${n.id}-`));
-  const ready = path.join(dir, 'ready');
-  const log = openSync(path.join(dir, 'engine.log'), 'w');
-  const child = spawn('taskset', ['-c', n.cores, 'node', '--import', 'tsx', 'workers/engine-worker.ts'], {
-    env: {
-      ...engineEnv(),
-      KILN_NODE_ID: n.id,
-      KILN_ENGINE_ROLE: n.role,
-      KILN_ENGINE_THREADS: String(n.threads),
-      KILN_NODE_MEMORY_MB: '3000',
-      KILN_DATA_DIR: dir,
-      KILN_METRICS_PORT: '0',
-      KILN_READY_FILE: ready,
-    },
-    stdio: ['ignore', log, log],
+/** Starts an engine node of a layout, pinned to its cores. */
+const startNode = (n: ReturnType<typeof nodesOf>[number]) =>
+  startEngineNode({
+    id: n.id,
+    cores: n.cores,
+    env: { KILN_ENGINE_ROLE: n.role, KILN_ENGINE_THREADS: String(n.threads), KILN_NODE_MEMORY_MB: '3000' },
   });
-  const t0 = Date.now();
-  while (!existsSync(ready)) {
-    if (child.exitCode !== null) throw new Error(`${n.id} exited with ${child.exitCode}; its log is in ${dir}`);
-    if (Date.now() - t0 > 120_000) throw new Error(`${n.id} not ready after 120 s; its log is in ${dir}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return child;
-}
-
-async function stopNode(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
 
 /** A long prompt no other one shares more than its first few characters with (no prefix reuse). */
 const longPrompt = (tokens: number, i: number) =>
@@ -218,7 +172,7 @@ export async function pd(o: PdOptions): Promise<void> {
         'long prompts (split)': `${loaded.ttft.length} (${loaded.split})`,
       });
     } finally {
-      await Promise.all(children.map(stopNode));
+      await Promise.all(children.map(stopEngineNode));
     }
   }
   table('decode streams beside long prompts, colocated and split (this machine is shared: ratios within one run only)', rows);

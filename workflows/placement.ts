@@ -3,6 +3,7 @@
  * work on a model's queue (predictions, batches): pick a node, load the version there if it is
  * cold, and decide after a failed attempt whether another one may help and when.
  */
+import { TimeoutType } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
@@ -67,6 +68,17 @@ export function isRetryableFault(err: unknown): boolean {
   if (err.cause instanceof TimeoutFailure) return true;
   if (err.cause instanceof ApplicationFailure) return !err.cause.nonRetryable && !isNonRetryableType(err.cause.type);
   return true;
+}
+
+/**
+ * The engine that ran the attempt is gone (its process killed, its node lost): the restart's
+ * report (`EngineInterrupted`) or the heartbeat timeout says so. Nothing about the work is wrong,
+ * so the next attempt need not wait: it goes where a live engine can continue the output.
+ */
+export function isEngineLoss(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  if (err.cause instanceof TimeoutFailure) return err.cause.timeoutType === TimeoutType.HEARTBEAT;
+  return err.cause instanceof ApplicationFailure && err.cause.type === 'EngineInterrupted';
 }
 
 /** The node an attempt ran on, when its heartbeats said (the engine's heartbeat details carry `nodeId`). */

@@ -39,7 +39,16 @@ import { NON_RETRYABLE_TYPES } from '../domain/failures';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { KilnStatus } from '../domain/search-attributes';
 import type { WebhookEvent } from '../domain/statuses';
-import { describeFailure, isRetryableFault, nodeOfFailure, placeModel, retryDelayMs, retryPolicyOf, warmUp } from './placement';
+import {
+  describeFailure,
+  isEngineLoss,
+  isRetryableFault,
+  nodeOfFailure,
+  placeModel,
+  retryDelayMs,
+  retryPolicyOf,
+  warmUp,
+} from './placement';
 import { PREFILL_SPLIT_PATCH, prefillSplit, type SplitAttempt } from './prefill-split';
 import { webhookDeliveryWorkflow } from './webhook-delivery';
 
@@ -113,6 +122,13 @@ const ENGINE_HEARTBEAT_TIMEOUT = '2 seconds';
  * server would hand the retry to one of them, the very node the attempt was lost on.
  */
 export const RETRY_ON_PLACED_NODE_PATCH = 'retry-on-placed-node';
+
+/**
+ * An attempt whose engine was lost (killed, its node gone) is placed again at once, not after the
+ * retry policy's delay: the delay spaces out attempts that failed on their own, and the lost
+ * attempt's output is waiting to be continued from its KV checkpoint.
+ */
+export const ENGINE_LOSS_AT_ONCE_PATCH = 'engine-loss-at-once';
 
 /** max_queue_seconds: a timer that aborts the prediction if it has not started by then. */
 export const QUEUE_DEADLINE_PATCH = 'queue-deadline';
@@ -386,9 +402,11 @@ class PredictionRun {
       this.logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
       throw err;
     }
-    const delay = retryDelayMs(retry, attempt);
+    const atOnce = isEngineLoss(err) && patched(ENGINE_LOSS_AT_ONCE_PATCH);
+    const delay = atOnce ? 0 : retryDelayMs(retry, attempt);
     log.warn('attempt failed, placing again', { attempt, node: this.node, error: describeFailure(err) });
-    this.logLine(`${outcome}; placing the model again${delay > 0 ? ` in ${delay / 1000} s` : ''}`);
+    const when = atOnce ? ' at once (the engine was lost)' : delay > 0 ? ` in ${delay / 1000} s` : '';
+    this.logLine(`${outcome}; placing the model again${when}`);
     return delay;
   }
 

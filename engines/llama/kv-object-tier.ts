@@ -52,6 +52,13 @@ export interface KvObjectTierOptions {
   onBytes?: (bytes: number) => void;
 }
 
+/**
+ * Bytes a download may hold between the socket and the file. With the streams' 16 KiB default the
+ * socket paused at every chunk until its write returned from the thread pool: a 16 MiB state took
+ * ~1.6× as long as with this, where the file gets the chunks in a few gathered writes.
+ */
+const DOWNLOAD_BUFFER_BYTES = 4 * 2 ** 20;
+
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 export class KvObjectTier {
@@ -91,10 +98,8 @@ export class KvObjectTier {
     if (!folder) return undefined;
     let best: { entry: KvSnapshotEntry; shared: number } | undefined;
     for await (const page of this.storage.list(folder)) {
-      for (const key of page) {
-        if (!key.endsWith('.json')) continue;
-        const entry = await this.sidecar(key);
-        if (!entry || entry.versionId !== versionId || entry.owner !== owner) continue;
+      for (const entry of await this.sidecarsOf(page)) {
+        if (entry.versionId !== versionId || entry.owner !== owner) continue;
         const shared = sharedPrefix(entry.tokens, prompt);
         if (shared > (best?.shared ?? 0)) best = { entry, shared };
       }
@@ -106,16 +111,23 @@ export class KvObjectTier {
   async findCheckpoint(versionId: string, owner: string, generation: string, atMost: number): Promise<KvSnapshotEntry | undefined> {
     let best: KvSnapshotEntry | undefined;
     for await (const page of this.storage.list(this.checkpointFolder(versionId, owner, generation))) {
-      for (const key of page) {
-        if (!key.endsWith('.json')) continue;
-        const entry = await this.sidecar(key);
-        if (!entry?.checkpoint || entry.checkpoint.generation !== generation || entry.versionId !== versionId || entry.owner !== owner)
+      for (const entry of await this.sidecarsOf(page)) {
+        if (!entry.checkpoint || entry.checkpoint.generation !== generation || entry.versionId !== versionId || entry.owner !== owner)
           continue;
         const length = entry.tokens.length + entry.checkpoint.pending.length;
         if (length <= atMost && length > (best ? best.tokens.length + best.checkpoint!.pending.length : 0)) best = entry;
       }
     }
     return best;
+  }
+
+  /**
+   * The sidecars among a listing's keys, read side by side: a generation's folder holds each
+   * checkpoint it saved, and a process that restarted has read none of them yet.
+   */
+  private async sidecarsOf(keys: string[]): Promise<KvSnapshotEntry[]> {
+    const entries = await Promise.all(keys.filter((key) => key.endsWith('.json')).map((key) => this.sidecar(key)));
+    return entries.filter((entry): entry is KvSnapshotEntry => entry !== undefined);
   }
 
   private async sidecar(key: string): Promise<KvSnapshotEntry | undefined> {
@@ -150,13 +162,14 @@ export class KvObjectTier {
       await pipeline(
         await this.storage.read(state),
         new Transform({
+          highWaterMark: DOWNLOAD_BUFFER_BYTES,
           transform(chunk: Buffer, _encoding, done) {
             hash.update(chunk);
             bytes += chunk.length;
             done(null, chunk);
           },
         }),
-        createWriteStream(tmp),
+        createWriteStream(tmp, { highWaterMark: DOWNLOAD_BUFFER_BYTES }),
       );
     } catch {
       await rm(tmp, { force: true });

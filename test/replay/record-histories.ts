@@ -119,6 +119,13 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
     query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
     shows: (h) => patchedWith(h, 'prefill-split') && count(h, 'prefill') === 1 && count(h, 'predict') === 1,
   },
+  // An engine killed mid-generation: its restart reported the attempt lost, and the retry was placed at once, no timer
+  // (bench/kv-continue.ts, test/e2e/supervisor.test.ts).
+  {
+    file: 'prediction-engine-lost',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => patchedWith(h, 'engine-loss-at-once') && count(h, 'predict') >= 2,
+  },
   {
     file: 'webhook-delivered',
     query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Completed'",

@@ -130,7 +130,7 @@ test('failed attempts are placed again after the version’s delays (1 s, then 2
   placed.length = 0;
   const final = await run(
     async (req, attempt) => {
-      if (attempt < 3) throw ApplicationFailure.create({ type: 'EngineInterrupted', message: `attempt ${attempt} lost its node` });
+      if (attempt < 3) throw ApplicationFailure.create({ type: 'EngineFault', message: `attempt ${attempt} broke` });
       await signalStarted(req.predictionId);
       return predictResult();
     },
@@ -138,17 +138,32 @@ test('failed attempts are placed again after the version’s delays (1 s, then 2
   );
   expect(final.status).toBe('succeeded');
   expect(final.output).toEqual(['ok']);
-  expect(final.logs).toContain(
-    'Attempt 1 failed on node node-a: EngineInterrupted: attempt 1 lost its node; placing the model again in 1 s',
-  );
-  expect(final.logs).toContain(
-    'Attempt 2 failed on node node-a: EngineInterrupted: attempt 2 lost its node; placing the model again in 2 s',
-  );
+  expect(final.logs).toContain('Attempt 1 failed on node node-a: EngineFault: attempt 1 broke; placing the model again in 1 s');
+  expect(final.logs).toContain('Attempt 2 failed on node node-a: EngineFault: attempt 2 broke; placing the model again in 2 s');
   const [a1, a2, a3] = attemptsAt.get(final.id)!;
   expect(a2 - a1).toBeGreaterThanOrEqual(1_000);
   expect(a3 - a2).toBeGreaterThanOrEqual(2_000);
   // The second and third placements avoid the node that failed.
   expect(placed).toHaveLength(2);
+  expect(placed.every((p) => p.excludeNodes?.includes('node-a'))).toBe(true);
+});
+
+test('an attempt whose engine was lost is placed again at once, not after the retry delay', async () => {
+  placed.length = 0;
+  const final = await run(
+    async (req, attempt) => {
+      if (attempt === 1) throw ApplicationFailure.create({ type: 'EngineInterrupted', message: 'the engine process stopped' });
+      await signalStarted(req.predictionId);
+      return predictResult();
+    },
+    { retry: { max_attempts: 3, initial_interval_s: 5, backoff: 2 } },
+  );
+  expect(final.status).toBe('succeeded');
+  expect(final.logs).toContain(
+    'Attempt 1 failed on node node-a: EngineInterrupted: the engine process stopped; placing the model again at once (the engine was lost)',
+  );
+  const [a1, a2] = attemptsAt.get(final.id)!;
+  expect(a2 - a1).toBeLessThan(5_000);
   expect(placed.every((p) => p.excludeNodes?.includes('node-a'))).toBe(true);
 });
 

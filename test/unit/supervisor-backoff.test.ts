@@ -1,7 +1,7 @@
 /** The supervisor's restart backoff. */
 import { backoffAfterCrash, FIRST_DELAY_MS, MAX_DELAY_MS, STABLE_MS } from '../../infra/supervisor-backoff';
 
-test('crashes in a row double the wait, up to the cap', () => {
+test('a first crash restarts at once; crashes in a row after it double the wait, up to the cap', () => {
   let failures = 0;
   const delays: number[] = [];
   for (let i = 0; i < 10; i++) {
@@ -9,12 +9,12 @@ test('crashes in a row double the wait, up to the cap', () => {
     failures = next.failures;
     delays.push(next.delayMs);
   }
-  expect(delays.slice(0, 4)).toEqual([FIRST_DELAY_MS, 2 * FIRST_DELAY_MS, 4 * FIRST_DELAY_MS, 8 * FIRST_DELAY_MS]);
+  expect(delays.slice(0, 5)).toEqual([0, FIRST_DELAY_MS, 2 * FIRST_DELAY_MS, 4 * FIRST_DELAY_MS, 8 * FIRST_DELAY_MS]);
   expect(delays.at(-1)).toBe(MAX_DELAY_MS);
   expect(delays.every((d, i) => i === 0 || d >= delays[i - 1])).toBe(true);
 });
 
 test('a stable run starts the count again', () => {
-  expect(backoffAfterCrash(STABLE_MS, 6)).toEqual({ failures: 1, delayMs: FIRST_DELAY_MS });
+  expect(backoffAfterCrash(STABLE_MS, 6)).toEqual({ failures: 1, delayMs: 0 });
   expect(backoffAfterCrash(STABLE_MS - 1, 6).failures).toBe(7);
 });
