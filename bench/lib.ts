@@ -1,12 +1,30 @@
 /** Shared by the benchmark scenarios: the running stack, figures and tables. */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { accountForToken, updateAccount } from '../db/accounts';
+import { closeDb, createDb } from '../db/client';
 
 export const API_URL = process.env.KILN_API_URL ?? 'http://127.0.0.1:8080';
 export const DATA_DIR = process.env.KILN_DATA_DIR ?? path.resolve('.data');
 
 export async function apiToken(): Promise<string> {
   return process.env.KILN_API_TOKEN ?? (await readFile(path.join(DATA_DIR, 'api-token'), 'utf8')).trim();
+}
+
+/**
+ * The token's account with per-minute limits on `tasks` that a benchmark's load stays under: a
+ * scenario that keeps streams going makes hundreds of predictions a minute, past an account's
+ * default limit, and measures the engine, not the limiter.
+ */
+export async function unlimitedFor(token: string, tasks: string[]): Promise<void> {
+  const db = createDb(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln', { max: 1 });
+  try {
+    const account = await accountForToken(db, token);
+    if (!account) throw new Error('the bench token names no account');
+    await updateAccount(db, account.id, { rateLimits: { ...account.rateLimits, ...Object.fromEntries(tasks.map((t) => [t, 1_000_000])) } });
+  } finally {
+    await closeDb(db);
+  }
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON, read field by field by each scenario

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
 import { BATCHING_MODELS } from './batching';
 import { startEngineNode, stopEngineNode } from './engine-nodes';
-import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
+import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table, unlimitedFor } from './lib';
 
 export interface PdOptions {
   /** Seconds of each phase (streams alone, then with long prompts arriving). */
@@ -112,6 +112,7 @@ async function phase(token: string, model: string, o: PdOptions, long: boolean):
 
 export async function pd(o: PdOptions): Promise<void> {
   const token = await apiToken();
+  await unlimitedFor(token, ['text-generation']);
   const run = Date.now().toString(36);
   const spec = MODEL;
   const dir = path.join(DATA_DIR, 'bench', 'models');
