@@ -509,8 +509,8 @@ export class LlamaEngine {
     let resumed: ExactResume | undefined;
     const checkpoints = { saved: 0, seconds: 0 };
     try {
-      // A continuation restores its own checkpoint, and a draft model's sequence is kept in step by its own evaluations.
-      if (!(exact && continuedTokens > 0) && !entry.speculative) await evaluatePromptButLast(sequence, probe, signal);
+      // Exact decoding does it itself (after a checkpoint, or not at all); a draft model's sequence is kept in step by its own evaluations.
+      if (!exact && !entry.speculative) await evaluatePromptButLast(sequence, probe, signal);
       const stopReason = await this.decodeOn(versionId, entry, nlc, sequence, job, opts, exact, {
         probe,
         stream,

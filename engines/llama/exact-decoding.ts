@@ -11,6 +11,7 @@
 import type { LlamaContextSequence, LlamaModel, Token, TokenBias } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import type { TextGenerationInput } from '../../domain/tasks/text-generation';
+import { evaluatePromptButLast } from './prompt-evaluation';
 
 /** Generated tokens per chunk: a boundary (where a checkpoint may be taken) every this many. */
 export const CHUNK_TOKENS = 64;
@@ -109,9 +110,9 @@ export async function decodeExactly(d: ExactDecoding): Promise<{ stopReason: str
   const generated = [...d.start.generated];
   let input: Token[];
   if (generated.length === 0) {
-    // The prompt: what the sequence holds of it is kept, the rest evaluated with its last token.
-    await sequence.adaptStateToTokens(d.promptTokens.slice(0, -1), false);
-    input = d.promptTokens.slice(Math.min(sequence.nextTokenIndex, d.promptTokens.length - 1));
+    // The prompt, first or again after a failed attempt left no usable checkpoint: its last token alone, as ever.
+    await evaluatePromptButLast(sequence, d.promptTokens, d.signal);
+    input = d.promptTokens.slice(-1);
   } else {
     input = [generated.at(-1)!];
   }
