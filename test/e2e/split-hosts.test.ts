@@ -5,18 +5,16 @@
  * the object store from A's address and comes down to B, which restores it and decodes. The
  * commands that made the hosts are printed.
  */
-import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
-import { models } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { kvObjectKeys, modelPathOf, newAccount, predictWaiting, testDb, testTemporal } from '../helpers';
 import { upNetnsHosts, type NetnsHosts } from '../netns-hosts';
 import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
 import { scheduledActivities } from '../scheduled-activities';
@@ -48,15 +46,14 @@ beforeAll(async () => {
   );
   token = (await newAccount(db, 'split-hosts')).token;
   version = await ensureTestModel(db, `split-hosts-${Date.now()}`, TINY_LLAMA);
-  const model = await db.query.models.findFirst({ where: eq(models.id, version.modelId) });
-  modelPath = `${model!.owner}/${model!.name}`;
+  modelPath = await modelPathOf(db, version);
 });
 
 afterAll(async () => {
   for (const engine of engines) engine.kill('SIGKILL');
   await net?.down();
   for (const node of [PREFILL, DECODE]) await removeNode(db, node).catch(() => undefined);
-  if (version) for await (const page of storage.list(`kv/${version.id}/`)) for (const key of page) await storage.delete(key);
+  if (version) for (const key of await kvObjectKeys(storage, version.id)) await storage.delete(key);
   await temporal.close();
   await closeDb(db);
 });
@@ -65,29 +62,17 @@ afterAll(async () => {
 const longPrompt = () =>
   `Hosts ${newId()}. ${'The kiln holds the heat of the night, and the potter waits for the dawn. '.repeat(44)}\nQ: When?\nA:`;
 
-async function predict(prompt: string) {
-  const created = await api(`/v1/models/${modelPath}/predictions`, {
-    token,
-    body: { input: { prompt, max_tokens: 4, min_tokens: 4, temperature: 0 } },
-  });
-  expect(created.status).toBe(201);
-  const done = await poll(
-    () => api(`/v1/predictions/${created.body.id}`, { token }),
-    (r) => TERMINAL.includes(r.body.status),
-    { timeoutMs: 180_000, intervalMs: 100 },
-  );
-  expect({ status: done.body.status, error: done.body.error }).toEqual({ status: 'succeeded', error: null });
-  return done.body;
-}
+/** Greedy, four tokens: the split's two steps are what is looked at. */
+const predict = () => predictWaiting(modelPath, token, { prompt: longPrompt(), max_tokens: 4, min_tokens: 4, temperature: 0 });
 
 test('a long prompt is prefilled on host A and decoded on host B, its KV snapshot carried through the object store', async () => {
   // The first split loads the version on both hosts (each downloads it through the store's forwarder).
-  const first = await predict(longPrompt());
+  const first = await predict();
   expect(first.metrics).toMatchObject({ prefill_node: PREFILL, decode_node: DECODE });
 
   const store = net!.forwarders.store;
   const [up, down] = [store.bytesUp(), store.bytesDown()];
-  const p = await predict(longPrompt());
+  const p = await predict();
   const [sent, received] = [store.bytesUp() - up, store.bytesDown() - down];
   console.log(
     `prefill on ${PREFILL}, decode on ${DECODE}: snapshot ${p.metrics.kv_transfer_bytes} bytes; ` +
