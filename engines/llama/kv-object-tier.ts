@@ -7,11 +7,12 @@
  * is part of it), owner (hashed: owners never share) and anchor, the hash of a prompt's first
  * `minTokens` tokens. A snapshot is useful only when it shares at least that many tokens with a
  * prompt, so a lookup lists one anchor's folder and reads only its sidecars:
- *   kv/<version>/<sha256(owner)>/<sha256(first minTokens tokens)>/<name>.json     tokens, bytes, sha256
+ *   kv/<version>/<sha256(owner)>/<sha256(first minTokens tokens)>/<name>.json     tokens, bytes, checksum
  *   kv/<version>/<sha256(owner)>/<sha256(first minTokens tokens)>/<name>.kvstate  llama.cpp's state file
  * `name` is the sha256 of (version, owner, tokens): the same prefix gives the same key on every node.
  * The sidecar goes up after the state, so a sidecar names a whole state; a download is checked
- * against it (size and sha256, hashed as it is written) and a mismatch deletes both objects.
+ * against it (size and checksum, ./state-checksum.ts, hashed as it is written) and a mismatch
+ * deletes both objects.
  * The tier keeps to a byte budget across all nodes: a sidecar is put again when it is used, and
  * eviction drops the snapshots whose sidecars are oldest.
  */
@@ -25,15 +26,15 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Storage } from '../../lib/storage';
 import { sharedPrefix } from './sequence-pool';
+import { stateHasher, type StateChecksum } from './state-checksum';
 
-/** A snapshot as its sidecar describes it. */
-export interface KvSnapshotEntry {
+/** A snapshot as its sidecar describes it: its state file's size and checksum among the rest. */
+export interface KvSnapshotEntry extends StateChecksum {
   name: string;
   versionId: string;
   owner: string;
   tokens: Token[];
   bytes: number;
-  sha256: string;
   /**
    * A generation's checkpoint (./exact-decoding.ts): the generation's key, under which a later
    * attempt looks it up, and the token it drew last, which the state does not hold yet.
@@ -149,11 +150,11 @@ export class KvObjectTier {
 
   /**
    * Downloads the snapshot's state to `file`, hashing it as it is written. A state whose size or
-   * sha256 is not its sidecar's is deleted from the tier and false returned: it is never loaded.
+   * checksum is not its sidecar's is deleted from the tier and false returned: it is never loaded.
    */
   async download(entry: KvSnapshotEntry, file: string): Promise<boolean> {
     const { sidecar, state } = this.keys(entry);
-    const hash = createHash('sha256');
+    const hash = await stateHasher(entry);
     let bytes = 0;
     const tmp = `${file}.${process.pid}.download`;
     try {
@@ -175,7 +176,7 @@ export class KvObjectTier {
       await rm(tmp, { force: true });
       return false;
     }
-    if (bytes !== entry.bytes || hash.digest('hex') !== entry.sha256) {
+    if (bytes !== entry.bytes || !hash.matches(entry)) {
       await rm(tmp, { force: true });
       await this.discard(entry);
       return false;

@@ -6,9 +6,10 @@
  * a document or a conversation's earlier turns are evaluated once per node, not once per process.
  *
  * A snapshot is content-addressed: its name is the sha256 of (version, owner, tokens), and its
- * sidecar records the tokens and the state file's sha256. Owners never share snapshots (as they
- * never share live sequences: reuse would tell one account what another sent). A file whose size
- * or sha256 does not match its sidecar is discarded and the prompt evaluated afresh, never loaded:
+ * sidecar records the tokens and the state file's checksum (./state-checksum.ts). Owners never
+ * share snapshots (as they never share live sequences: reuse would tell one account what another
+ * sent). A file whose size or checksum does not match its sidecar is discarded and the prompt
+ * evaluated afresh, never loaded:
  * llama.cpp trusts a state file completely. The store keeps to a byte budget, least recently used
  * first out. Behind the disk, an object-storage tier (./kv-object-tier.ts) is shared by every
  * node: a snapshot saved here is uploaded after the result returned, and a prompt that no local
@@ -19,9 +20,9 @@ import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { sha256OfFile, sha256OfFileOffThread } from '../../lib/file-sha256';
 import type { KvObjectTier, KvSnapshotEntry } from './kv-object-tier';
 import { sharedPrefix } from './sequence-pool';
+import { checksumOfStateFile, stateFileMatches } from './state-checksum';
 
 export interface KvSnapshotOptions {
   dir: string;
@@ -56,7 +57,7 @@ const OWNERLESS = '';
 export class KvSnapshotStore {
   /** Snapshots written by this process (some may have been evicted since). */
   written = 0;
-  /** Uploads to the object tier under way, and checkpoints being recorded: they run after the result returned. */
+  /** Uploads to the object tier under way, checkpoints being recorded and downloads being recorded: they run after the result returned. */
   private uploading = new Set<Promise<void>>();
   private snapshots = new Map<string, Snapshot>();
   private opened?: Promise<void>;
@@ -116,6 +117,7 @@ export class KvSnapshotStore {
     if (!found) return undefined;
     await sequence.loadStateFromFile(this.stateFile(found.snapshot.name), { acceptRisk: true });
     found.snapshot.usedAt = Date.now();
+    if (found.tier === 'object') this.keepAfterLoad(found.snapshot);
     return {
       name: found.snapshot.name,
       tokens: sharedPrefix(sequence.contextTokens, prompt),
@@ -150,13 +152,14 @@ export class KvSnapshotStore {
     if (remote && (!found || length(remote) > length(found.snapshot))) {
       if (await this.opts.objects!.download(remote, this.stateFile(remote.name))) {
         const snapshot: Snapshot = { ...remote, usedAt: Date.now() };
-        await this.keep(snapshot);
+        this.snapshots.set(snapshot.name, snapshot);
         found = { snapshot, tier: 'object' };
       }
     }
     if (!found?.snapshot.checkpoint) return undefined;
     await sequence.loadStateFromFile(this.stateFile(found.snapshot.name), { acceptRisk: true });
     found.snapshot.usedAt = Date.now();
+    if (found.tier === 'object') this.keepAfterLoad(found.snapshot);
     return {
       name: found.snapshot.name,
       tokens: found.snapshot.tokens.length,
@@ -172,7 +175,7 @@ export class KvSnapshotStore {
   private async intact(snapshot: Snapshot): Promise<boolean> {
     const file = this.stateFile(snapshot.name);
     const intact = await stat(file).then(
-      async (s) => s.size === snapshot.bytes && (await sha256OfFile(file)) === snapshot.sha256,
+      async (s) => s.size === snapshot.bytes && (await stateFileMatches(file, snapshot)),
       () => false,
     );
     if (!intact) await this.remove(snapshot.name);
@@ -192,8 +195,20 @@ export class KvSnapshotStore {
     if (!found || found.shared <= held + this.opts.minTokens / 2) return undefined;
     if (!(await objects.download(found.entry, this.stateFile(found.entry.name)))) return undefined;
     const snapshot: Snapshot = { ...found.entry, usedAt: Date.now() };
-    await this.keep(snapshot);
+    // Known at once, so that no other restore downloads it again; its sidecar is written after the load.
+    this.snapshots.set(snapshot.name, snapshot);
     return { snapshot, tier: 'object' };
+  }
+
+  /**
+   * keep() for a snapshot just downloaded and loaded: its sidecar's write and the disk tier's
+   * eviction pass (a few milliseconds) run after the load, off the path to the first token.
+   */
+  private keepAfterLoad(snapshot: Snapshot): void {
+    const background: Promise<void> = this.keep(snapshot)
+      .catch(() => undefined)
+      .finally(() => this.uploading.delete(background));
+    this.uploading.add(background);
   }
 
   /** Records a snapshot whose state file is in place, then keeps to the budget. */
@@ -275,7 +290,7 @@ export class KvSnapshotStore {
       owner: key,
       tokens,
       bytes: fileSize,
-      sha256: await sha256OfFileOffThread(file),
+      ...(await checksumOfStateFile(file)),
       usedAt: Date.now(),
       ...(checkpoint ? { checkpoint } : {}),
     };

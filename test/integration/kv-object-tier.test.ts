@@ -124,7 +124,7 @@ test('a damaged object is discarded, never loaded: the prompt is evaluated afres
   await firstTurnOnAnotherNode(prefix);
   const state = (await keysUnder(prefix)).find((k) => k.endsWith('.kvstate'))!;
   const size = (await storage.size(state))!;
-  // Same length, other bytes: only the sha256 can tell.
+  // Same length, other bytes: only the checksum can tell.
   await storage.putBytes(state, Buffer.alloc(size, 7), 'application/octet-stream');
 
   const { engine, snapshots } = await node(prefix);
