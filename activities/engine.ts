@@ -2,6 +2,7 @@
 import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
 import { finishSucceededPrediction, writePredictionSnapshot, type RunWriter } from '../db/predictions';
+import { recordSessionNode } from '../db/session-affinity';
 import { usageOf } from '../db/usage';
 import {
   PREDICTION_STARTED_SIGNAL,
@@ -68,6 +69,8 @@ export function createEngineActivities(deps: EngineDeps) {
       try {
         const result = await runPrediction(deps, req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
         announcement.cancel();
+        // Before the final row: the chain's next turn, which waits for it, finds the session's node.
+        if (req.opensSession !== undefined && !result.aborted) await openSession(db, req, node.nodeId);
         if (!req.project || result.aborted) return result;
         // The workflow was canceled, terminated or reset while the engine ran (its heartbeat
         // said so): the final row is the workflow's, or the reconciler's, to write.
@@ -82,6 +85,15 @@ export function createEngineActivities(deps: EngineDeps) {
       }
     },
   };
+}
+
+/**
+ * Records this node as the session's that the prediction opens (PredictRequest.opensSession).
+ * Best effort: without it, the chain's next turn is placed on any node serving the version.
+ */
+async function openSession(db: Db, req: PredictRequest, nodeId: string): Promise<void> {
+  const key = { accountId: req.snapshot.accountId, session: req.opensSession!, versionId: req.versionId };
+  await recordSessionNode(db, key, nodeId).catch((err: Error) => log.warn('could not record the session node', { error: err.message }));
 }
 
 /** How often a running prediction heartbeats at least: four beats fit in the workflow's 2 s heartbeat timeout. */

@@ -54,6 +54,8 @@ export interface CreateOptions {
   maxQueueSeconds?: number;
   /** x-session-affinity. */
   session?: string;
+  /** A Responses chain's first prediction: the session whose node becomes the one that runs it. */
+  opensSession?: string;
   /** What the Temporal UI shows for the workflow, instead of `<model> for <account>`. */
   summary?: string;
 }
@@ -122,7 +124,10 @@ export function predictionArgs(
   resolved: ResolvedVersion,
   id: string,
   input: Record<string, unknown>,
-  opts: Pick<CreateOptions, 'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds' | 'maxQueueSeconds' | 'session'>,
+  opts: Pick<
+    CreateOptions,
+    'priority' | 'webhook' | 'webhookEventsFilter' | 'cancelAfterSeconds' | 'maxQueueSeconds' | 'session' | 'opensSession'
+  >,
   now: Date,
   createdAt = now,
 ): PredictionArgs {
@@ -145,6 +150,7 @@ export function predictionArgs(
     },
     retry: resolved.version.retry ?? undefined,
     ...(opts.session !== undefined ? { session: opts.session } : {}),
+    ...(opts.session === undefined && opts.opensSession !== undefined ? { opensSession: opts.opensSession } : {}),
   };
 }
 

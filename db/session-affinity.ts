@@ -33,3 +33,14 @@ export async function sessionNode(db: Db, key: SessionKey, candidates: string[],
     .returning({ nodeId: sessionAffinities.nodeId });
   return row.nodeId;
 }
+
+/** Makes `nodeId` the session's node: where the prediction that opened the session ran. */
+export async function recordSessionNode(db: Db, key: SessionKey, nodeId: string): Promise<void> {
+  await db
+    .insert(sessionAffinities)
+    .values({ ...key, nodeId })
+    .onConflictDoUpdate({
+      target: [sessionAffinities.accountId, sessionAffinities.versionId, sessionAffinities.session],
+      set: { nodeId, usedAt: sql`now()` },
+    });
+}

@@ -35,6 +35,12 @@ export interface PredictionArgs {
    */
   session?: string;
   /**
+   * A chain's first prediction (the Responses API): it runs as any other, from the model's fair
+   * queue on whichever node takes it, and that node becomes this session's node, so the chain's
+   * next predictions (`session`) go where its prefix is cached.
+   */
+  opensSession?: string;
+  /**
    * A prompt long enough for a prefill/decode split (its estimated tokens), set by the API when a
    * prefill node was live: the workflow then asks placement for a split (domain/prefill-split.ts).
    */
@@ -118,6 +124,8 @@ export interface PredictRequest {
   project?: boolean;
   /** x-session-affinity: the engine keeps this session's sequence state for its next request. */
   session?: string;
+  /** PredictionArgs.opensSession: the engine that runs it records its node as this session's. */
+  opensSession?: string;
   /** The prompt was prefilled on another node, whose KV snapshot this engine restores (or prefills again where it cannot). */
   prefilled?: PrefillResult;
 }

@@ -33,6 +33,8 @@ const ENGINE_GRANTS = [
   // ... and in the same transaction releases the prediction's admission slot and records its usage once.
   'GRANT SELECT (prediction_id), DELETE ON admissions TO kiln_engine',
   'GRANT INSERT ON usage_records TO kiln_engine',
+  // A Responses chain's first turn records the node it ran on as its session's (PredictRequest.opensSession).
+  'GRANT SELECT (account_id, version_id, session), INSERT, UPDATE (node_id, used_at) ON session_affinities TO kiln_engine',
 ];
 
 const literal = (s: string) => `'${s.replace(/'/g, "''")}'`;

@@ -109,6 +109,14 @@ export const LEAN_HOT_PATH = 'lean-hot-path';
 export const SESSION_AFFINITY_PATCH = 'session-affinity';
 
 /**
+ * A chain's first prediction runs from the model's fair queue like any other, and the engine that
+ * runs it records its node as the session's (PredictionArgs.opensSession): the chain's next turns
+ * go there. Pinning a session's first turn to a node and a kept sequence cost it the shared prefix
+ * that another sequence held, and the unkept ones their choice of sequence.
+ */
+export const OPENS_SESSION_PATCH = 'opens-session';
+
+/**
  * A dead engine is noticed within ENGINE_HEARTBEAT_TIMEOUT, not 10 s: the engine beats every
  * 500 ms whatever it runs (activities/engine.ts), and a killed or lost node's attempt then fails
  * soon enough for the next one to continue its generation at once.
@@ -172,6 +180,8 @@ class PredictionRun {
   private queueDeadlinePassed = false;
   private lean = false;
   private session: { accountId: string; session: string } | undefined;
+  /** The session whose node the engine that runs this prediction records (OPENS_SESSION_PATCH). */
+  private opensSession: string | undefined;
   /** What the last attempt was sent: with the engine's result, the final row the engine wrote. */
   private sent: PredictionSnapshot | undefined;
   /** The node the current attempt runs on, as far as the workflow knows. */
@@ -277,6 +287,7 @@ class PredictionRun {
     this.lean = args.admitted === true && !args.webhook && !args.queueDeadline && patched(LEAN_HOT_PATH);
     this.session =
       args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
+    this.opensSession = args.opensSession !== undefined && patched(OPENS_SESSION_PATCH) ? args.opensSession : undefined;
   }
 
   /** How long a silent engine has before its attempt is given up for lost (histories from before the patch: 10 s). */
@@ -341,6 +352,7 @@ class PredictionRun {
         snapshot: sent,
         project: true,
         ...(session ? { session: session.session } : {}),
+        ...(this.opensSession !== undefined ? { opensSession: this.opensSession } : {}),
         ...(this.prefilled ? { prefilled: this.prefilled } : {}),
       });
     } catch (err) {
@@ -369,6 +381,7 @@ class PredictionRun {
       attempt,
       ...continues,
       ...(session ? { session: session.session } : {}),
+      ...(this.opensSession !== undefined ? { opensSession: this.opensSession } : {}),
       ...(this.prefilled ? { prefilled: this.prefilled } : {}),
     });
     const markStarted = this.markStarted();

@@ -36,20 +36,24 @@ export async function resolveModel(db: Db, account: Account, ref: string, task: 
   return resolved;
 }
 
-/** Starts the prediction (in `opts.session`, else the x-session-affinity header's); its rate limit and id go into the response's headers. */
+/**
+ * Starts the prediction (in `opts.session`, else the x-session-affinity header's; with neither, it
+ * may open `opts.opensSession`); its rate limit and id go into the response's headers.
+ */
 export async function startPrediction(
   deps: CreateDeps,
   req: Request,
   res: Response,
   resolved: ResolvedVersion,
   input: Record<string, unknown>,
-  opts: { session?: string; summary?: string } = {},
+  opts: { session?: string; opensSession?: string; summary?: string } = {},
 ): Promise<PredictionRow> {
   const { row, rateLimit } = await createPrediction(deps, currentAccount(res), resolved, input, {
     idempotencyKey: req.get('idempotency-key'),
     priority: parsePriority(req.get('kiln-priority')),
     maxQueueSeconds: maxQueueSeconds(undefined, req.get('max-queue-time')),
     session: opts.session ?? parseSessionAffinity(req.get('x-session-affinity')),
+    opensSession: opts.opensSession,
     summary: opts.summary,
   });
   setRateLimitHeaders(res, rateLimit);

@@ -122,11 +122,13 @@ export async function createResponse(deps: Deps, req: Request, res: Response, ac
   const newItems = storedInputItems(items, 'new');
   const messages = conversationMessages([...(chain?.turns ?? []), { inputItems: newItems, outputItems: [] }], body.instructions);
   const { input } = responseInput(request, messages, contextSize);
-  // A chain keeps one session, so each turn goes to the node that has its prefix cached.
-  const session = parseSessionAffinity(req.get('x-session-affinity')) ?? chain?.session ?? `chain_${newId()}`;
+  // A chain keeps one session, so each turn goes to the node that has its prefix cached. A new
+  // chain's first turn runs as a chat completion would, and opens the session where it runs.
+  const kept = parseSessionAffinity(req.get('x-session-affinity')) ?? chain?.session;
+  const session = kept ?? `chain_${newId()}`;
   const connection = body.background && !body.stream ? undefined : held.hold(body.stream ? 'stream' : 'wait');
   const prediction = await startPrediction(deps, req, res, resolved, input, {
-    session,
+    ...(kept !== undefined ? { session: kept } : { opensSession: session }),
     summary: `Responses API: ${body.model} for ${account.username}${body.previous_response_id ? `, continuing ${body.previous_response_id}` : ''}`,
   });
   const state: ResponseState = {

@@ -3,9 +3,11 @@
  * response is a prediction of the chat task, and its stream is numbered from the prediction's
  * durable event log, so a stream resumed with starting_after has no gap and no repeat.
  */
+import { eq } from 'drizzle-orm';
 import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { closeDb, type Db } from '../../db/client';
+import { nodes, responses, sessionAffinities } from '../../db/schema';
 import { pacedLlama } from '../fixtures/models';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
 import { specCheckedFetch } from '../spec-checked-fetch';
@@ -212,7 +214,7 @@ test('a response that runs again (a retry of its prediction) voids the text stre
   expect(await collect(await openai.responses.retrieve(id, { stream: true }))).toEqual(transcript);
 });
 
-test('previous_response_id: the chain continues the conversation in one session, and the prefix is reused', async () => {
+test('previous_response_id: the chain continues the conversation in one session, opened where its first turn ran, and the prefix is reused', async () => {
   const r1 = await openai.responses.create({
     model: MODEL,
     instructions: 'Be brief.',
@@ -220,6 +222,14 @@ test('previous_response_id: the chain continues the conversation in one session,
     max_output_tokens: 8,
     temperature: 0,
   });
+  // The first turn ran from the model's queue, as a chat completion does; its node is the session's now.
+  const [{ session }] = await db.select({ session: responses.session }).from(responses).where(eq(responses.id, r1.id));
+  const opened = await db
+    .select({ nodeId: sessionAffinities.nodeId })
+    .from(sessionAffinities)
+    .where(eq(sessionAffinities.session, session));
+  expect(opened).toHaveLength(1);
+  expect(await db.select().from(nodes).where(eq(nodes.id, opened[0].nodeId))).toHaveLength(1);
   const r2 = await openai.responses.create({
     model: MODEL,
     previous_response_id: r1.id,

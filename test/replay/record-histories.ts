@@ -113,6 +113,12 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
     query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
     shows: (h) => patchedWith(h, 'session-affinity'),
   },
+  // A Responses chain's first turn: from the model's queue, its node recorded as the session's (test/e2e/openai-responses.test.ts, bench responses).
+  {
+    file: 'prediction-opens-session',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => patchedWith(h, 'opens-session'),
+  },
   // A long prompt prefilled on a prefill node, decoded on a decode node (test/e2e/prefill-split.test.ts).
   {
     file: 'prediction-prefill-split',

@@ -9,6 +9,7 @@ import {
   modelQueue,
   predictionWorkflowId,
   sessionQueue,
+  type PredictionArgs,
   type PredictRequest,
   type PredictResult,
   type RetryPolicy,
@@ -82,7 +83,10 @@ afterAll(async () => {
 });
 
 let n = 0;
-function run(attempt: Attempt, opts: { deadlineMs?: number; retry?: RetryPolicy } = {}): Promise<PredictionSnapshot> {
+function run(
+  attempt: Attempt,
+  opts: { deadlineMs?: number; retry?: RetryPolicy; args?: Partial<PredictionArgs> } = {},
+): Promise<PredictionSnapshot> {
   const id = `unit-${Date.now()}-${n++}`;
   engines.set(id, attempt);
   const now = Date.now();
@@ -91,6 +95,7 @@ function run(attempt: Attempt, opts: { deadlineMs?: number; retry?: RetryPolicy 
       createdAt: new Date(now).toISOString(),
       deadline: opts.deadlineMs ? new Date(now + opts.deadlineMs).toISOString() : null,
       retry: opts.retry,
+      ...opts.args,
     }),
   );
 }
@@ -184,4 +189,19 @@ test('when the attempts run out the prediction fails with the last attempt’s e
   expect(refused.status).toBe('failed');
   expect(refused.error).toBe('Attempt 1 failed on node node-a: ModelError: no such thing');
   expect(attemptsAt.get(refused.id)).toHaveLength(1);
+});
+
+test('a prediction that opens a session runs from the model’s queue and tells the engine the session, on the hot path and off it', async () => {
+  const seen: Array<{ queue: string; session?: string; opensSession?: string }> = [];
+  const engine: Attempt = async (req) => {
+    seen.push({ queue: Context.current().info.taskQueue, session: req.session, opensSession: req.opensSession });
+    if (!req.project) await signalStarted(req.predictionId);
+    return predictResult();
+  };
+  await run(engine, { args: { opensSession: 'chain_a' } });
+  await run(engine, { args: { opensSession: 'chain_b', admitted: true, placement: { nodeId: 'node-a', warm: true } } });
+  expect(seen).toEqual([
+    { queue: modelQueue(VERSION), session: undefined, opensSession: 'chain_a' },
+    { queue: modelQueue(VERSION), session: undefined, opensSession: 'chain_b' },
+  ]);
 });
