@@ -127,6 +127,16 @@ function cpuPerToken(cpu: Record<string, number>, tokens: number): string {
     .join(', ');
 }
 
+/**
+ * When the API run's streams began and ended, from its start: the time the engine decodes fewer
+ * than N sequences at once (the creates coming in one after another, the streams ending) is the
+ * spread of each.
+ */
+function spans(streams: Array<{ ttft: number; total: number }>): string {
+  const range = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} ms`;
+  return `first tokens at ${range(streams.map((s) => s.ttft))}, last tokens at ${range(streams.map((s) => s.total))}`;
+}
+
 async function timed(n: number, tokens: number, one: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await Promise.all(Array.from({ length: n }, one));
@@ -202,11 +212,14 @@ export async function batching(o: BatchingOptions) {
       at.floor.push(await floorOnce(bin, file, n, o));
       at.direct.push(await timed(n, o.tokens, direct));
       const cpuBefore = cpuByProcess();
-      if (token && model) at.api.push(await timed(n, o.tokens, () => streamPrediction(token!, model!, input)));
+      const streams: Array<{ ttft: number; total: number }> = [];
+      if (token && model) at.api.push(await timed(n, o.tokens, async () => streams.push(await streamPrediction(token!, model!, input))));
       const f = (xs: number[]) => (xs.length ? xs.at(-1)!.toFixed(1) : '-');
       console.log(`round ${r + 1}, ${n} streams: llama.cpp ${f(at.floor)}, direct ${f(at.direct)}, API ${f(at.api)} tokens/s`);
-      if (token && model)
+      if (token && model) {
         console.log(`  the API run's CPU, ms per generated token: ${cpuPerToken(cpuBetween(cpuBefore, cpuByProcess()), n * o.tokens)}`);
+        console.log(`  ${spans(streams)}`);
+      }
     }
   }
 

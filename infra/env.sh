@@ -99,13 +99,23 @@ start_daemon() {
   echo $! >"$pidfile"
 }
 
+# KILN_CONTROL_NICE, checked: the nice (0-19) of the control plane the local stack starts (the API,
+# the control worker, and the Temporal dev server, MinIO and Postgres where these scripts start them),
+# so that the engine's llama.cpp threads win a core when both want it.
+control_nice() {
+  local n="${KILN_CONTROL_NICE:-0}"
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -le 19 ] || die "KILN_CONTROL_NICE must be 0 to 19 (got '$n')"
+  echo "$n"
+}
+
 # start_temporal_dev NAME PIDFILE PORT UI_PORT DB_FILE NAMESPACE...: the Temporal CLI's dev
 # server, with fairness on and Kiln's search attributes; its state lives in DB_FILE (SQLite).
 start_temporal_dev() {
   local name=$1 pidfile=$2 port=$3 ui_port=$4 db_file=$5; shift 5
   local namespaces=() ns
   for ns in "$@"; do namespaces+=(--namespace "$ns"); done
-  start_daemon "$name" "$pidfile" "$TEMPORAL_BIN" server start-dev \
+  local n; n=$(control_nice) || exit 1
+  start_daemon "$name" "$pidfile" nice -n "$n" "$TEMPORAL_BIN" server start-dev \
     --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" \
     --db-filename "$db_file" \
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \

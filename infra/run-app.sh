@@ -9,9 +9,17 @@
 # The control plane's processes at KILN_CONTROL_NICE: the engine's llama.cpp threads win the CPU
 # when both want it (on a CPU host they use every core).
 control_plane_priority() {
-  local n="${KILN_CONTROL_NICE:-0}"
-  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -le 19 ] || die "KILN_CONTROL_NICE must be 0 to 19 (got '$n')"
+  local n; n=$(control_nice) || exit 1
   [ "$n" = 0 ] || renice -n "$n" -p $$ >/dev/null
+}
+
+# The engine worker at KILN_ENGINE_NICE (-20 to 19): below 0 its llama.cpp threads win the CPU over
+# every other process of the host, which takes root (or CAP_SYS_NICE); without it the engine runs
+# at the priority it was started with, and says so once.
+engine_priority() {
+  local n="${KILN_ENGINE_NICE:-0}"
+  [[ "$n" =~ ^-?[0-9]+$ ]] && [ "$n" -ge -20 ] && [ "$n" -le 19 ] || die "KILN_ENGINE_NICE must be -20 to 19 (got '$n')"
+  [ "$n" = 0 ] || renice -n "$n" -p $$ >/dev/null 2>&1 || log "engine worker: cannot set nice $n (needs root or CAP_SYS_NICE); it runs at $(nice)"
 }
 
 case "${1:-}" in
@@ -25,6 +33,7 @@ case "${1:-}" in
     exec_kiln workers/control-worker.ts
     ;;
   engine-worker)
+    engine_priority
     engine_environment
     export KILN_METRICS_PORT="${KILN_ENGINE_METRICS_PORT:-9465}"
     exec_kiln workers/engine-worker.ts
@@ -35,6 +44,7 @@ case "${1:-}" in
     # registers as a node of its own, with a metrics port of its own.
     gpu=${1#engine-worker-gpu}
     [[ "$gpu" =~ ^[0-9]+$ ]] || die "usage: infra/run-app.sh engine-worker-gpuN"
+    engine_priority
     engine_environment
     export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$gpu"
     export KILN_NODE_ID="${KILN_NODE_ID:-$(hostname)}-gpu$gpu"

@@ -27,7 +27,7 @@ start_minio() {
     log "starting MinIO (S3 API :$MINIO_PORT)"
     mkdir -p "$DATA/minio"
     MINIO_ROOT_USER="$S3_ACCESS_KEY_ID" MINIO_ROOT_PASSWORD="$S3_SECRET_ACCESS_KEY" MINIO_BROWSER=off \
-      start_daemon minio "$DATA/pids/minio.pid" "$MINIO_BIN" server "$DATA/minio" \
+      start_daemon minio "$DATA/pids/minio.pid" nice -n "$nice_level" "$MINIO_BIN" server "$DATA/minio" \
       --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE_PORT" --quiet
   fi
   wait_for minio 60 minio_healthy
@@ -40,10 +40,13 @@ start_postgres() {
   log "starting PostgreSQL"
   local version
   for version in $(ls /etc/postgresql 2>/dev/null); do
-    pg_ctlcluster --skip-systemctl-redirect "$version" main start >>"$DATA/logs/postgres.log" 2>&1 || true
+    nice -n "$nice_level" pg_ctlcluster --skip-systemctl-redirect "$version" main start >>"$DATA/logs/postgres.log" 2>&1 || true
   done
   wait_for postgres 30 postgres_ready
 }
+
+# What these scripts start runs at KILN_CONTROL_NICE, as the API and the control worker do (env.sh).
+nice_level=$(control_nice) || exit 1
 
 # Arguments pick some of them (the test suite runs its own Temporal and Postgres): services.sh minio
 services=" ${*:-postgres temporal minio} "

@@ -22,7 +22,8 @@ start_suite_postgres() {
     || die "the suite runs its own Postgres cluster with Debian's pg_createcluster (postgresql-common), which is not here"
   pg_dropcluster --stop "$version" "$suite_pg_cluster" >/dev/null 2>&1 || true
   log "starting the suite's Postgres (cluster $version/$suite_pg_cluster, :$suite_pg_port)"
-  pg_createcluster "$version" "$suite_pg_cluster" -p "$suite_pg_port" \
+  local n; n=$(control_nice) || exit 1
+  nice -n "$n" pg_createcluster "$version" "$suite_pg_cluster" -p "$suite_pg_port" \
     -o fsync=off -o synchronous_commit=off -o full_page_writes=off \
     -o max_connections=200 --start -- --auth=trust >"$RUN_DIR/logs/postgres-create.log" 2>&1 \
     || die "creating the suite's Postgres cluster failed (log: $RUN_DIR/logs/postgres-create.log)"

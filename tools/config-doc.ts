@@ -219,7 +219,14 @@ export const scriptVariables: ScriptVariable[] = [
     names: ['KILN_CONTROL_NICE'],
     default: '`0`',
     description:
-      "The `nice` of the API and the control worker on the local stack (0–19): above 0 the engine's llama.cpp threads win the CPU when both want it, and the control plane runs on what they leave.",
+      "The `nice` (0–19) of the control plane the local stack starts: the API, the control worker, and the Temporal dev server, MinIO and Postgres where `npm start` or `npm test` starts them (a service already running keeps its own). Above 0 the engine's llama.cpp threads win a core when both want it, and the control plane runs on what they leave.",
+    readBy: ['infra/run-app.sh', 'infra/services.sh', 'infra/suite-services.sh', 'infra/env.sh'],
+  },
+  {
+    names: ['KILN_ENGINE_NICE'],
+    default: '`0`',
+    description:
+      "The `nice` (−20–19) of the engine worker. Below 0 its llama.cpp threads win a core over every other process of the host, Kiln's control plane included; that takes root or `CAP_SYS_NICE`, and without it the engine logs one line and runs at the priority it was started with.",
     readBy: ['infra/run-app.sh'],
   },
   {
