@@ -133,6 +133,7 @@ export function withPrefill(result: PredictResult, prefilled: PrefillResult, g: 
   const metrics: PredictionMetrics = {
     ...result.metrics,
     prefill_node: prefilled.nodeId,
+    ...(prefilled.waitSeconds !== undefined ? { prefill_wait_time: prefilled.waitSeconds } : {}),
     prefill_time: prefilled.prefillSeconds,
     kv_upload_time: prefilled.uploadSeconds,
     kv_transfer_bytes: used ? prefilled.bytes : 0,

@@ -140,6 +140,7 @@ function longPromptRows(p: Phase): Array<Record<string, string | number>> {
     .map((l) => ({
       'sent at': Math.round(l.at),
       TTFT: Math.round(l.ttft),
+      'prefill wait': ms(l.metrics.prefill_wait_time),
       prefill: ms(l.metrics.prefill_time),
       'kv upload': ms(l.metrics.kv_upload_time),
       'decode queue': ms(l.metrics.queue_time),

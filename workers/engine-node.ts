@@ -188,9 +188,10 @@ export class EngineNode implements NodeHooks {
         taskQueue: prefillQueue(this.nodeId),
         plugins: this.deps.plugins,
         activities: { prefill: this.activities.prefill },
-        // As many as the context has sequences. One at a time would finish the first sooner, but a
-        // backlog past the prefill's schedule-to-start timeout then falls back to the decode node,
-        // which stalls its streams (bench/pd.ts, 2026-11-27: 2 of 4 long prompts fell back at one at a time).
+        // As many as the context has sequences, so that a backlog waits here, heartbeating and
+        // counted in the tokens in flight that placement reads, not past the prefill's
+        // schedule-to-start timeout (which falls back to the decode node and stalls its streams).
+        // The engine evaluates them one at a time, in arrival order (engines/llama/prefill-turns.ts).
         ...modelWorkerTuning(this.opts.sequences),
       });
     } else {
