@@ -189,6 +189,7 @@ export async function pd(o: PdOptions): Promise<void> {
   );
   const rows: Array<Record<string, string | number>> = [];
   const figures: Record<string, { quiet: Phase; loaded: Phase }> = {};
+  const aloneTtft: Record<string, number> = {};
   for (const layout of ['colocated', 'split'] as const) {
     const nodes = nodesOf(layout, run);
     const children = await Promise.all(nodes.map(startNode));
@@ -210,11 +211,22 @@ export async function pd(o: PdOptions): Promise<void> {
         { input: { prompt: longPrompt(o.promptTokens, -1), max_tokens: 2 } },
         { prefer: 'wait=60' },
       );
+      // One long prompt on its own, the layout warm: the TTFT the arrival rate is weighed against.
+      const alone = await streamPrediction(token, model, { prompt: longPrompt(o.promptTokens, -2), max_tokens: 2, temperature: 0 });
+      const aloneMetrics = (await call(token, `/v1/predictions/${alone.id}`)).metrics ?? {};
       console.log(
         `${layout}: ${nodes.map((n) => `${n.id} (${n.role}, cores ${n.cores}, ${n.threads} threads)`).join(', ')}; ` +
           `warm-up ${warm.status}; long prompt ${warmLong.metrics?.input_token_count} tokens, ` +
-          `prefill ${warmLong.metrics?.prefill_node ?? 'colocated'} → decode ${warmLong.metrics?.decode_node ?? 'colocated'}`,
+          `prefill ${warmLong.metrics?.prefill_node ?? 'colocated'} → decode ${warmLong.metrics?.decode_node ?? 'colocated'}; ` +
+          `one alone: TTFT ${alone.ttft.toFixed(0)} ms` +
+          (aloneMetrics.prefill_time !== undefined ? ` (prefill ${ms(aloneMetrics.prefill_time)} ms on one core)` : ''),
       );
+      if (aloneMetrics.prefill_time !== undefined && o.intervalS < 1.5 * Number(aloneMetrics.prefill_time)) {
+        console.log(
+          `  one long prompt every ${o.intervalS} s keeps the prefill node busy ${((100 * Number(aloneMetrics.prefill_time)) / o.intervalS).toFixed(0)} % of the time: its queue grows`,
+        );
+      }
+      aloneTtft[layout] = alone.ttft;
       const quiet = await phase(token, model, o, false);
       const loaded = await phase(token, model, o, true);
       figures[layout] = { quiet, loaded };
@@ -248,10 +260,19 @@ export async function pd(o: PdOptions): Promise<void> {
   console.log(
     [
       `decode p99 TPOT with long prompts ÷ without, split: ${stall(split).toFixed(2)}x (target ≤ ${TARGETS.stallRatio}x: ${verdict(stall(split) <= TARGETS.stallRatio)}); colocated: ${stall(colocated).toFixed(2)}x`,
-      `long prompts' TTFT p50, split ÷ colocated: ${ttft.toFixed(2)}x (target ≤ ${TARGETS.ttftRatio}x: ${verdict(ttft <= TARGETS.ttftRatio)})`,
+      `long prompts' TTFT p50, split ÷ colocated: ${ttft.toFixed(2)}x (target ≤ ${TARGETS.ttftRatio}x: ${verdict(ttft <= TARGETS.ttftRatio)}); ` +
+        `one long prompt alone, split ÷ colocated: ${(aloneTtft.split / aloneTtft.colocated).toFixed(2)}x (${aloneTtft.split.toFixed(0)} / ${aloneTtft.colocated.toFixed(0)} ms)`,
       `aggregate tokens/s, split ÷ colocated: ${tput.toFixed(2)}x (target ≥ ${TARGETS.throughputRatio}x: ${verdict(tput >= TARGETS.throughputRatio)})`,
     ].join('\n'),
   );
-  const saved = await saveResult('pd', { options: o, figures, stallSplit: stall(split), stallColocated: stall(colocated), ttft, tput });
+  const saved = await saveResult('pd', {
+    options: o,
+    figures,
+    aloneTtft,
+    stallSplit: stall(split),
+    stallColocated: stall(colocated),
+    ttft,
+    tput,
+  });
   console.log(`saved ${saved}`);
 }
