@@ -50,6 +50,7 @@ export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) =>
       continues,
       continuedTokens: req.continuedTokens,
       session: req.session,
+      prefilledElsewhere: req.prefilled !== undefined && req.prefilled.snapshot !== null,
       owner: req.snapshot.accountId,
       onChunk: (chunk, outputTokens) => {
         tokens = outputTokens;

@@ -194,6 +194,8 @@ export interface GenerateOptions {
   session?: string;
   /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
   owner?: string;
+  /** A split's decode step (domain/prefill-split.ts): the prompt was prefilled on a prefill node, whose snapshot this restores. */
+  prefilledElsewhere?: boolean;
 }
 
 /**
@@ -535,7 +537,12 @@ export class LlamaEngine {
       for (const dispose of disposers) dispose();
       entry.gatherer.leave(sequenceId);
     }
-    await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
+    // A split's decode step that restored a snapshot of the prompt (the prefill node's) keeps none of its own: that
+    // snapshot holds the prompt, and a next turn as long is prefilled on a prefill node again, which
+    // finds it on its own disk. Saving it again would copy the state out under the context's lock
+    // (every stream's decode waits), then hash and upload it, on the core the streams decode on.
+    const keep = !ending.aborted && !(opts.prefilledElsewhere && restored);
+    await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, keep);
     const output = generationOutput({
       chunks: stream.chunks,
       outputTokens: stream.outputTokens,
