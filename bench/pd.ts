@@ -26,7 +26,7 @@ export interface PdOptions {
   streamTokens: number;
   /** Tokens of each long prompt (one token a character with the generated vocabulary). */
   promptTokens: number;
-  /** Seconds between long prompts. */
+  /** Seconds between long prompts: both layouts get the same rate, one that a prefill node's one core can keep up with. */
   intervalS: number;
 }
 
