@@ -27,6 +27,7 @@ export function createPrefillActivities(deps: Pick<EngineDeps, 'llama' | 'node'>
           snapshot: r.snapshot?.name ?? null,
           tokens: r.tokens,
           bytes: r.snapshot?.bytes ?? 0,
+          waitSeconds: round(r.waitSeconds),
           prefillSeconds: round(r.prefillSeconds),
           uploadSeconds: round(r.uploadSeconds),
         };

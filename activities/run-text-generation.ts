@@ -50,6 +50,7 @@ export const runTextGeneration: TaskRunner<TextGenerationInput> = async (run) =>
       continues,
       continuedTokens: req.continuedTokens,
       session: req.session,
+      prefilledElsewhere: req.prefilled !== undefined && req.prefilled.snapshot !== null,
       owner: req.snapshot.accountId,
       onChunk: (chunk, outputTokens) => {
         tokens = outputTokens;
@@ -133,6 +134,7 @@ export function withPrefill(result: PredictResult, prefilled: PrefillResult, g: 
   const metrics: PredictionMetrics = {
     ...result.metrics,
     prefill_node: prefilled.nodeId,
+    ...(prefilled.waitSeconds !== undefined ? { prefill_wait_time: prefilled.waitSeconds } : {}),
     prefill_time: prefilled.prefillSeconds,
     kv_upload_time: prefilled.uploadSeconds,
     kv_transfer_bytes: used ? prefilled.bytes : 0,

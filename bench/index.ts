@@ -216,7 +216,12 @@ program
   .option('-s, --streams <n>', 'decoding streams kept going', int, 4)
   .option('-t, --stream-tokens <n>', 'tokens each stream prediction generates', int, 64)
   .option('-p, --prompt-tokens <n>', 'tokens of each long prompt', int, 2000)
-  .option('-i, --interval <s>', 'seconds between long prompts', Number, 3)
+  .option(
+    '-i, --interval <s>',
+    "seconds between long prompts: 5 leaves one core's prefill of a 2,000-token prompt (2.2 s measured here) room to keep up; at 3 its queue grows (docs/benchmarks.md)",
+    Number,
+    5,
+  )
   .action((o) =>
     pd({ seconds: o.seconds, streams: o.streams, streamTokens: o.streamTokens, promptTokens: o.promptTokens, intervalS: o.interval }),
   );

@@ -147,6 +147,8 @@ export interface PrefillResult {
   tokens: number;
   /** The snapshot's state file, in bytes: what the decode node downloads. */
   bytes: number;
+  /** Seconds waiting on the node for the prefills before it (one runs at a time); absent in results from before. */
+  waitSeconds?: number;
   /** Seconds evaluating the prompt (tokens a snapshot on the node already held are not evaluated again). */
   prefillSeconds: number;
   /** Seconds saving the state file and putting it in the object tier. */

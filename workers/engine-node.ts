@@ -28,6 +28,9 @@ import { pinnedVersions } from './pinned-replicas';
 import { modelWorkerTuning } from './worker-tuning';
 
 const HEARTBEAT_MS = 5_000;
+
+/** Prefill tasks a `prefill` node takes from its queue at once; past them a prefill waits in the queue. */
+const PREFILLS_TAKEN = 64;
 /** A version leaves the registry this long before its queue stops being polled, so work placed just before still runs. */
 const UNLOAD_GRACE_MS = 5_000;
 /**
@@ -188,10 +191,12 @@ export class EngineNode implements NodeHooks {
         taskQueue: prefillQueue(this.nodeId),
         plugins: this.deps.plugins,
         activities: { prefill: this.activities.prefill },
-        // As many as the context has sequences. One at a time would finish the first sooner, but a
-        // backlog past the prefill's schedule-to-start timeout then falls back to the decode node,
-        // which stalls its streams (bench/pd.ts, 2026-11-27: 2 of 4 long prompts fell back at one at a time).
-        ...modelWorkerTuning(this.opts.sequences),
+        // The engine evaluates them one at a time, in arrival order (engines/llama/prefill-turns.ts),
+        // so a backlog waits there, heartbeating and counted in the tokens in flight that placement
+        // reads. Taken from the queue at once: the prefill's schedule-to-start timeout is then a lost
+        // node's, never a busy one's (bench/pd.ts, 2026-11-27: with as many as the sequences, 4 of 10
+        // long prompts waited past it and were prefilled on the decode node, stalling its streams).
+        ...modelWorkerTuning(PREFILLS_TAKEN),
       });
     } else {
       // Sessions (x-session-affinity) placed here, whatever their version: the engine keeps their

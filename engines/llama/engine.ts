@@ -45,6 +45,7 @@ import { GenerationStream } from './generation-stream';
 import { GrammarCache, grammarKey, jsonSchemaGrammar } from './grammar';
 import type { KvSnapshotEntry } from './kv-object-tier';
 import type { KvSnapshotStore } from './kv-snapshots';
+import { PrefillTurns } from './prefill-turns';
 import { cachedPromptTokens } from './prefix-reuse';
 import { evaluatePromptButLast } from './prompt-evaluation';
 import { samplingOptions } from './sampling-options';
@@ -193,6 +194,8 @@ export interface GenerateOptions {
   session?: string;
   /** Whose request this is (an account): evaluated tokens are reused only for the same owner. */
   owner?: string;
+  /** A split's decode step (domain/prefill-split.ts): the prompt was prefilled on a prefill node, whose snapshot this restores. */
+  prefilledElsewhere?: boolean;
 }
 
 /**
@@ -255,8 +258,10 @@ export class LlamaEngine {
   private llama?: Promise<Llama>;
   private loaded = new Map<string, LoadedModel>();
   private grammars = new GrammarCache();
-  /** Prompt tokens of the prefills running now (prefill/decode split). */
+  /** Prompt tokens of the prefills running or waiting for their turn now (prefill/decode split). */
   private prefilling = 0;
+  /** Prefills take turns: one at a time, in arrival order (./prefill-turns.ts). */
+  private prefillTurns = new PrefillTurns();
 
   constructor(
     private opts: LlamaEngineOptions,
@@ -532,7 +537,12 @@ export class LlamaEngine {
       for (const dispose of disposers) dispose();
       entry.gatherer.leave(sequenceId);
     }
-    await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, !ending.aborted);
+    // A split's decode step that restored a snapshot of the prompt (the prefill node's) keeps none of its own: that
+    // snapshot holds the prompt, and a next turn as long is prefilled on a prefill node again, which
+    // finds it on its own disk. Saving it again would copy the state out under the context's lock
+    // (every stream's decode waits), then hash and upload it, on the core the streams decode on.
+    const keep = !ending.aborted && !(opts.prefilledElsewhere && restored);
+    await this.snapshotThenRelease(versionId, entry, sequence, opts.owner, keep);
     const output = generationOutput({
       chunks: stream.chunks,
       outputTokens: stream.outputTokens,
@@ -729,13 +739,13 @@ export class LlamaEngine {
    * snapshot where one holds part of it) and puts its KV snapshot in the object tier, where the
    * decode node finds it by the same prompt. `snapshot` is undefined when none could be kept (the
    * prompt is shorter than the store's minimum, or there is no object tier): the decode node then
-   * prefills it itself.
+   * prefills it itself. Prefills take turns (./prefill-turns.ts): `waitSeconds` is the wait for this one's.
    */
   async prefill(
     versionId: string,
     request: Pick<TextGenerationInput, 'prompt' | 'messages'>,
     opts: { owner?: string; signal?: AbortSignal } = {},
-  ): Promise<{ snapshot?: KvSnapshotEntry; tokens: number; prefillSeconds: number; uploadSeconds: number }> {
+  ): Promise<{ snapshot?: KvSnapshotEntry; tokens: number; waitSeconds: number; prefillSeconds: number; uploadSeconds: number }> {
     const entry = this.entryOf(versionId);
     const nlc = await loadNodeLlamaCpp();
     const probe = reuseProbe(
@@ -748,8 +758,14 @@ export class LlamaEngine {
         `the prompt is ${probe.length} tokens, more than the context of ${entry.context.contextSize}`,
       );
     }
+    const arrived = performance.now();
     this.prefilling += probe.length;
+    const giveBack = await this.prefillTurns.take(opts.signal).catch((err: unknown) => {
+      this.prefilling -= probe.length;
+      throw err;
+    });
     const { sequence } = await entry.pool.acquire(opts.signal, probe, { owner: opts.owner }).catch((err: unknown) => {
+      giveBack();
       this.prefilling -= probe.length;
       throw err;
     });
@@ -764,10 +780,12 @@ export class LlamaEngine {
       return {
         snapshot,
         tokens: probe.length,
+        waitSeconds: (started - arrived) / 1000,
         prefillSeconds: (saving - started) / 1000,
         uploadSeconds: (performance.now() - saving) / 1000,
       };
     } finally {
+      giveBack();
       this.prefilling -= probe.length;
       entry.pool.release(sequence);
     }

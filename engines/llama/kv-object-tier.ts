@@ -195,13 +195,18 @@ export class KvObjectTier {
     await this.storage.delete(state).catch(() => undefined);
   }
 
-  /** Puts a snapshot saved on disk at `file` into the tier (state, then sidecar), then keeps to the budget. */
+  /** Puts a snapshot saved on disk at `file` into the tier (put), then keeps to the budget. */
   async upload(entry: KvSnapshotEntry, file: string): Promise<void> {
+    await this.put(entry, file);
+    await this.evict();
+  }
+
+  /** Puts a snapshot saved on disk at `file` into the tier: its state (unless its sidecar is there already), then its sidecar. */
+  async put(entry: KvSnapshotEntry, file: string): Promise<void> {
     const { sidecar, state } = this.keys(entry);
     if ((await this.storage.size(sidecar)) === undefined) await this.storage.putFile(state, file);
     await this.storage.putBytes(sidecar, JSON.stringify(entry));
     this.sidecars.set(entry.name, entry);
-    await this.evict();
   }
 
   /** Oldest sidecar first, until the state objects fit the budget. */

@@ -232,12 +232,15 @@ export class KvSnapshotStore {
     await this.store(versionId, owner, sequence);
   }
 
-  /** save() and saveCheckpoint(): a checkpoint's returns once the state is copied, with the rest under way. */
+  /**
+   * save(), saveCheckpoint() and publish(): a checkpoint's returns once the state is copied, with
+   * the rest under way. `upload: false` leaves the object tier to the caller.
+   */
   private async store(
     versionId: string,
     owner: string | undefined,
     sequence: LlamaContextSequence,
-    checkpoint?: KvSnapshotEntry['checkpoint'],
+    { checkpoint, upload = true }: { checkpoint?: KvSnapshotEntry['checkpoint']; upload?: boolean } = {},
   ): Promise<void | { recorded: Promise<void> }> {
     await this.open();
     const tokens = [...sequence.contextTokens];
@@ -256,7 +259,7 @@ export class KvSnapshotStore {
     await mkdir(this.opts.dir, { recursive: true });
     const { fileSize } = await sequence.saveStateToFile(`${file}.tmp`);
     // The sequence may go on from here: a checkpoint's generation waits for no more than the state's copy.
-    const recording = this.record(file, { name, versionId, key, tokens, fileSize, checkpoint }, mine);
+    const recording = this.record(file, { name, versionId, key, tokens, fileSize, checkpoint }, mine, upload);
     if (!checkpoint) return recording;
     const background: Promise<void> = recording.catch(() => undefined).finally(() => this.uploading.delete(background));
     this.uploading.add(background);
@@ -273,14 +276,15 @@ export class KvSnapshotStore {
     sequence: LlamaContextSequence,
     checkpoint: NonNullable<KvSnapshotEntry['checkpoint']>,
   ): Promise<{ recorded: Promise<void> }> {
-    return (await this.store(versionId, owner, sequence, checkpoint)) ?? { recorded: Promise.resolve() };
+    return (await this.store(versionId, owner, sequence, { checkpoint })) ?? { recorded: Promise.resolve() };
   }
 
-  /** A state file just written: its hash and sidecar, the older snapshots it makes needless gone, then the upload. */
+  /** A state file just written: its hash and sidecar, the older snapshots it makes needless gone, then the upload (where `upload`). */
   private async record(
     file: string,
     s: { name: string; versionId: string; key: string; tokens: Token[]; fileSize: number; checkpoint?: KvSnapshotEntry['checkpoint'] },
     mine: Snapshot[],
+    upload: boolean,
   ): Promise<void> {
     const { name, versionId, key, tokens, fileSize, checkpoint } = s;
     await rename(`${file}.tmp`, file);
@@ -297,19 +301,20 @@ export class KvSnapshotStore {
     this.written += 1;
     for (const older of mine) if (sharedPrefix(older.tokens, tokens) === older.tokens.length) await this.remove(older.name);
     await this.keep(snapshot);
-    this.upload(snapshot);
+    if (upload) this.upload(snapshot);
   }
 
   /**
    * Saves what `sequence` holds (as save does) and has it in the object tier before it returns:
    * a prefill node hands its snapshot to the decode node this way. The snapshot that holds the
    * sequence's tokens (a longer one may already hold them), or undefined when they are too few
-   * to keep or no object tier is configured.
+   * to keep or no object tier is configured. Put once, by this call; the tier's eviction (a
+   * listing of all of it) follows after the return, off the prompt's time to first token.
    */
   async publish(versionId: string, owner: string | undefined, sequence: LlamaContextSequence): Promise<KvSnapshotEntry | undefined> {
     const objects = this.opts.objects;
     if (!objects) return undefined;
-    await this.save(versionId, owner, sequence);
+    await this.store(versionId, owner, sequence, { upload: false });
     const tokens = sequence.contextTokens;
     const key = owner ?? OWNERLESS;
     const holding = [...this.snapshots.values()]
@@ -318,8 +323,13 @@ export class KvSnapshotStore {
     if (!holding) return undefined;
     await this.settled();
     const { usedAt: _usedAt, ...entry } = holding;
-    // Idempotent: where the background upload got it there, only its sidecar is put again.
-    await objects.upload(entry, this.stateFile(holding.name));
+    // Idempotent: where an earlier upload got it there, only its sidecar is put again.
+    await objects.put(entry, this.stateFile(holding.name));
+    const evicting: Promise<void> = objects
+      .evict()
+      .catch(() => undefined)
+      .finally(() => this.uploading.delete(evicting));
+    this.uploading.add(evicting);
     return entry;
   }
 
