@@ -536,6 +536,7 @@ export class LlamaEngine {
         onResumed: (r) => (resumed = r),
         onDispose: (dispose) => disposers.push(dispose),
       });
+      stream.flush();
       const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
       const canceled = opts.signal?.aborted === true;
       const { stopped: atStopString, firstChunkAt } = stream;
@@ -624,8 +625,8 @@ export class LlamaEngine {
   }
 
   /**
-   * What a generation streams: its text after the continued part, cut at a stop string (the
-   * request's, and an exactly decoded chat's text stop triggers) or max_tokens.
+   * What a generation streams: its text after the continued part, cut at a stop string or
+   * max_tokens. An exactly decoded chat's text stop triggers are stop strings that never show in part.
    */
   private generationStream(
     entry: LoadedModel,
@@ -640,7 +641,8 @@ export class LlamaEngine {
         continues: job.continues,
         continuedTokens: job.continuedTokens,
         maxTokens: job.limits.max_tokens,
-        stops: [...stopStringsOf(job.request.stop), ...chatStops],
+        stops: stopStringsOf(job.request.stop),
+        heldStops: chatStops,
         detokenize: (tokens) => entry.model.detokenize(tokens),
       },
       { onChunk: opts.onChunk, onLastToken: () => entry.gatherer.leave(sequenceId), onStop: () => stopAt.abort() },
