@@ -650,7 +650,7 @@ export class LlamaEngine {
   }
 
   /**
-   * A repeatable completion, decoded by ./exact-decoding.ts. One that continues a failed attempt
+   * A repeatable completion or plain chat, decoded by ./exact-decoding.ts. One that continues a failed attempt
    * restores that generation's latest checkpoint holding no more than was streamed (or prefills
    * the prompt again where none is usable) and draws again the streamed tokens after it, streaming
    * only the ones after them. At chunk boundaries a checkpoint is saved, as often as its cost allows.
