@@ -24,6 +24,7 @@ import type { GpuState } from '../../lib/hardware';
 import { l2Normalize } from '../../lib/vectors';
 import { EngineError } from '../engine-error';
 import { loadLlamaBackend, type SourceBuildSetting } from './backend';
+import { chatEndings, StartTrim, type ChatEndings } from './chat-endings';
 import { chatWrapperOf } from './chat-template';
 import { DecodeGatherer } from './decode-gatherer';
 import { checkpointDueAfterMs, checkpointStart, decodeExactly, decodesExactly, generationKey } from './exact-decoding';
@@ -215,9 +216,14 @@ interface GenerationJob {
   seed: number;
 }
 
-/** An exact decoding's parts that the generation around it owns. */
-interface ExactRun {
+/** A generation decoded exactly: its key, and a chat's endings (none for a completion). */
+interface ExactGeneration {
   generation: string;
+  endings?: ChatEndings;
+}
+
+/** An exact decoding's parts that the generation around it owns. */
+interface ExactRun extends ExactGeneration {
   /** The prompt's tokens. */
   probe: Token[];
   stream: GenerationStream;
@@ -228,22 +234,31 @@ interface ExactRun {
   checkpoints: { saved: number; seconds: number };
 }
 
-/** The generation's key where it is decoded exactly (./exact-decoding.ts); undefined where it is not. */
+/**
+ * The generation's key where it is decoded exactly (./exact-decoding.ts), with a chat's endings;
+ * undefined where it is not.
+ */
 function exactGeneration(
   versionId: string,
   entry: LoadedModel,
+  nlc: NodeLlamaCpp,
   job: GenerationJob,
   opts: GenerateOptions,
-): { generation: string } | undefined {
+): ExactGeneration | undefined {
+  const { prompt } = job;
+  const endings =
+    prompt.kind === 'chat'
+      ? chatEndings(prompt.state, prompt.wrapper.settings, entry.model.tokenizer, nlc, (t) => entry.model.isEogToken(t))
+      : undefined;
   const exact = decodesExactly({
-    promptKind: job.prompt.kind,
+    plainPrompt: prompt.kind === 'completion' || endings !== undefined,
     grammar: job.grammar !== undefined,
     speculative: entry.speculative !== undefined,
     request: job.request,
     continues: job.continues,
     continuedTokensKnown: opts.continuedTokens !== undefined,
   });
-  return exact ? { generation: generationKey(versionId, opts.owner, job.request, job.seed) } : undefined;
+  return exact ? { generation: generationKey(versionId, opts.owner, job.request, job.seed), endings } : undefined;
 }
 
 /** Counts what loads: a weight load per base model, a context per adapter (engines/llama/metrics.ts). */
@@ -484,7 +499,7 @@ export class LlamaEngine {
   ): Promise<GenerationRun> {
     const { request, limits, continuedTokens } = job;
     const probe = reuseProbe(entry.model, job.prompt);
-    const exact = exactGeneration(versionId, entry, job, opts);
+    const exact = exactGeneration(versionId, entry, nlc, job, opts);
     const { sequenceId, sequence, heldTokens, restored } = await this.lendSequence(versionId, entry, probe, opts, {
       resuming: exact !== undefined && continuedTokens > 0,
     });
@@ -493,7 +508,7 @@ export class LlamaEngine {
     const started = performance.now();
     const stopAt = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, stopAt.signal]) : stopAt.signal;
-    const stream = this.generationStream(entry, job, opts, sequenceId, stopAt);
+    const stream = this.generationStream(entry, job, opts, sequenceId, stopAt, exact?.endings?.stops ?? []);
     const biasFor = tokenBiasPolicy(entry.model, nlc.TokenBias, request.json_schema, limits);
     const tokenBias = () => biasFor(stream.outputTokens);
     const options = samplingOptions(request, {
@@ -526,6 +541,7 @@ export class LlamaEngine {
         onResumed: (r) => (resumed = r),
         onDispose: (dispose) => disposers.push(dispose),
       });
+      stream.flush();
       const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
       const canceled = opts.signal?.aborted === true;
       const { stopped: atStopString, firstChunkAt } = stream;
@@ -568,14 +584,14 @@ export class LlamaEngine {
     sequence: LlamaContextSequence,
     job: GenerationJob,
     opts: GenerateOptions,
-    exact: { generation: string } | undefined,
-    d: Omit<ExactRun, 'generation' | 'onCounted'> & Pick<Decoding, 'options' | 'onDispose'>,
+    exact: ExactGeneration | undefined,
+    d: Omit<ExactRun, keyof ExactGeneration | 'onCounted'> & Pick<Decoding, 'options' | 'onDispose'>,
   ): Promise<string> {
     if (exact) {
       const { options, onDispose: _onDispose, ...run } = d;
       return this.decodeExactlyOn(versionId, entry, sequence, job, opts, {
         ...run,
-        generation: exact.generation,
+        ...exact,
         onCounted: (tokens) => options.onToken?.(tokens),
       });
     }
@@ -618,14 +634,25 @@ export class LlamaEngine {
     return { sequenceId, sequence, heldTokens, restored };
   }
 
-  /** What a generation streams: its text after the continued part, cut at a stop string or max_tokens. */
-  private generationStream(entry: LoadedModel, job: GenerationJob, opts: GenerateOptions, sequenceId: number, stopAt: AbortController) {
+  /**
+   * What a generation streams: its text after the continued part, cut at a stop string or
+   * max_tokens. An exactly decoded chat's text stop triggers are stop strings that never show in part.
+   */
+  private generationStream(
+    entry: LoadedModel,
+    job: GenerationJob,
+    opts: GenerateOptions,
+    sequenceId: number,
+    stopAt: AbortController,
+    chatStops: readonly string[],
+  ) {
     return new GenerationStream(
       {
         continues: job.continues,
         continuedTokens: job.continuedTokens,
         maxTokens: job.limits.max_tokens,
         stops: stopStringsOf(job.request.stop),
+        heldStops: chatStops,
         detokenize: (tokens) => entry.model.detokenize(tokens),
       },
       { onChunk: opts.onChunk, onLastToken: () => entry.gatherer.leave(sequenceId), onStop: () => stopAt.abort() },
@@ -633,7 +660,7 @@ export class LlamaEngine {
   }
 
   /**
-   * A repeatable completion, decoded by ./exact-decoding.ts. One that continues a failed attempt
+   * A repeatable completion or plain chat, decoded by ./exact-decoding.ts. One that continues a failed attempt
    * restores that generation's latest checkpoint holding no more than was streamed (or prefills
    * the prompt again where none is usable) and draws again the streamed tokens after it, streaming
    * only the ones after them. At chunk boundaries a checkpoint is saved, as often as its cost allows.
@@ -652,6 +679,8 @@ export class LlamaEngine {
       continuedTokens > 0 ? await this.resumeExactly(versionId, sequence, job, opts, run) : { start: [], resumed: undefined };
     // Text goes out by whole characters: a token that ends inside one waits for the next (at most 4 bytes).
     let textFrom = continuedTokens;
+    // A chat's answer loses its leading whitespace as LlamaChat drops it; a continued one had it dropped already.
+    const startTrim = new StartTrim(continuedTokens === 0 ? (run.endings?.ignoredAtStart ?? []) : []);
     const { stopReason, generated } = await decodeExactly({
       model,
       sequence,
@@ -667,7 +696,7 @@ export class LlamaEngine {
         const text = model.detokenize(all.slice(textFrom, index + 1), false, all.slice(Math.max(0, textFrom - 8), textFrom));
         if (text.endsWith('\uFFFD') && index + 1 - textFrom < 4) return;
         textFrom = index + 1;
-        run.stream.takeText(text);
+        run.stream.takeText(startTrim.take(text));
       },
       atBoundary: this.checkpointSaver(versionId, sequence, opts, run),
     });

@@ -1,5 +1,5 @@
 /**
- * A completion decoded so that a later attempt can continue it exactly: token by token on the
+ * A completion or plain chat decoded so that a later attempt can continue it exactly: token by token on the
  * sequence (no re-tokenized text), in chunks of CHUNK_TOKENS generated tokens whose sampler is
  * seeded from the request's seed and the chunk's index. Between two chunks the sequence is idle,
  * holding the prompt and every generated token but the last drawn one, which is when a KV
@@ -35,24 +35,20 @@ export function isRepeatable(request: Pick<TextGenerationInput, 'temperature' | 
 
 /**
  * Whether a generation is decoded token by token in seeded chunks, so that an attempt that
- * continues it draws the same tokens: a repeatable completion with no grammar and no draft model,
- * and a continuation only where the continued text's token count is known.
+ * continues it draws the same tokens: a repeatable completion, or a chat whose endings exact
+ * decoding keeps (./chat-endings.ts), with no grammar and no draft model, and a continuation only where the
+ * continued text's token count is known.
  */
 export function decodesExactly(job: {
-  promptKind: string;
+  /** A completion, or a chat that needs nothing of LlamaChat but its endings. */
+  plainPrompt: boolean;
   grammar: boolean;
   speculative: boolean;
   request: Pick<TextGenerationInput, 'temperature' | 'seed'>;
   continues: string;
   continuedTokensKnown: boolean;
 }): boolean {
-  return (
-    job.promptKind === 'completion' &&
-    !job.grammar &&
-    !job.speculative &&
-    isRepeatable(job.request) &&
-    (!job.continues || job.continuedTokensKnown)
-  );
+  return job.plainPrompt && !job.grammar && !job.speculative && isRepeatable(job.request) && (!job.continues || job.continuedTokensKnown);
 }
 
 /**

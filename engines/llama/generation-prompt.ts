@@ -2,13 +2,21 @@
  * What a request gives the model to read: a chat (its history, rendered with the model's chat
  * template) or a completion's prompt, with the prompt's tokens.
  */
-import type { ChatHistoryItem, ChatWrapper, LlamaModel, Token } from 'node-llama-cpp';
+import type { ChatHistoryItem, ChatWrapper, ChatWrapperGeneratedContextState, LlamaModel, Token } from 'node-llama-cpp';
 import type { ChatMessage, TextGenerationInput } from '../../domain/tasks/text-generation';
 import { toChatHistory } from './chat-history';
 import { promptProbe } from './prefix-reuse';
 
 export type GenerationPrompt =
-  | { kind: 'chat'; messages: ChatMessage[]; history: ChatHistoryItem[]; wrapper: ChatWrapper; tokens: Token[] }
+  | {
+      kind: 'chat';
+      messages: ChatMessage[];
+      history: ChatHistoryItem[];
+      wrapper: ChatWrapper;
+      /** The wrapper's rendering of the chat: its text, and how the answer ends (./chat-endings.ts). */
+      state: ChatWrapperGeneratedContextState;
+      tokens: Token[];
+    }
   | { kind: 'completion'; text: string; tokens: Token[] };
 
 /** The request's prompt; its tokens' count is the generation's input tokens. */
@@ -20,8 +28,9 @@ export function generationPrompt(
   if (!request.messages) return { kind: 'completion', text: request.prompt ?? '', tokens: model.tokenizer(request.prompt ?? '') };
   const wrapper = resolveChatWrapper(model);
   const history = toChatHistory(request.messages);
-  const tokens = wrapper.generateContextState({ chatHistory: history }).contextText.tokenize(model.tokenizer);
-  return { kind: 'chat', messages: request.messages, history, wrapper, tokens };
+  const state = wrapper.generateContextState({ chatHistory: history });
+  const tokens = state.contextText.tokenize(model.tokenizer);
+  return { kind: 'chat', messages: request.messages, history, wrapper, state, tokens };
 }
 
 /**

@@ -1,9 +1,12 @@
 /**
  * What one generation has streamed so far: its output tokens, counted within max_tokens, and its
- * text, cleaned, cut at the first stop string and handed on as chunks.
+ * text, cleaned, cut at the first stop string and handed on as chunks. Where a stop string must
+ * not show even in part (a chat template's own end text), text that may be its beginning is held
+ * until it is not; it is held by whole chunks, so a chunk handed on is all the text of the tokens
+ * counted when it goes out, as a continuation counts them.
  */
 import type { Token } from 'node-llama-cpp';
-import { cutAtStop } from './stop-strings';
+import { endsInStopBeginning, firstStopAt } from './stop-strings';
 import { cleanText } from './text';
 import { withinMaxTokens } from './token-budget';
 
@@ -13,6 +16,8 @@ export interface StreamSettings {
   continuedTokens: number;
   maxTokens: number;
   stops: readonly string[];
+  /** Stop strings whose beginning is held back until the text goes on otherwise (also matched as stops). */
+  heldStops?: readonly string[];
   detokenize: (tokens: Token[]) => string;
 }
 
@@ -36,12 +41,15 @@ export class GenerationStream {
   firstChunkAt: number | null = null;
   /** The tokens kept of the last ones drawn, where they went past max_tokens. */
   private clipped?: Token[];
+  /** How much of `text` has gone out (the continued text counts as gone). */
+  private streamedLength: number;
 
   constructor(
     private readonly settings: StreamSettings,
     private readonly hooks: StreamHooks,
   ) {
     this.text = settings.continues;
+    this.streamedLength = settings.continues.length;
     this.outputTokens = settings.continuedTokens;
   }
 
@@ -61,11 +69,26 @@ export class GenerationStream {
     this.clipped = undefined;
     if (this.stopped || chunk === '') return;
     this.firstChunkAt ??= performance.now();
-    const { keep, stopped } = cutAtStop(this.text, chunk, this.settings.stops);
+    const { stops, heldStops = [] } = this.settings;
+    const before = this.text.length;
     this.text += chunk;
-    this.stopped = stopped;
-    if (keep !== '') this.emit(keep);
-    if (stopped) this.hooks.onStop();
+    const stopAt = firstStopAt(this.text, before, [...stops, ...heldStops]);
+    this.stopped = stopAt >= 0;
+    const end = this.stopped ? stopAt : endsInStopBeginning(this.text, heldStops) ? this.streamedLength : this.text.length;
+    this.emitUpTo(end);
+    if (this.stopped) this.hooks.onStop();
+  }
+
+  /** The generation ended: text held for a stop string that did not come goes out. */
+  flush(): void {
+    if (!this.stopped) this.emitUpTo(this.text.length);
+  }
+
+  private emitUpTo(end: number): void {
+    if (end <= this.streamedLength) return;
+    const chunk = this.text.slice(this.streamedLength, end);
+    this.streamedLength = end;
+    this.emit(chunk);
   }
 
   private emit(chunk: string): void {

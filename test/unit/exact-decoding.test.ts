@@ -36,19 +36,19 @@ test("a generation's key: the same for the same version, owner, input and drawn 
 
 describe('which generations decode exactly', () => {
   const job = {
-    promptKind: 'completion',
+    plainPrompt: true,
     grammar: false,
     speculative: false,
     request: { temperature: 0 },
     continues: '',
     continuedTokensKnown: false,
   };
-  test('a repeatable completion with no grammar and no draft model does', () => {
+  test('a repeatable completion or plain chat with no grammar and no draft model does', () => {
     expect(decodesExactly(job)).toBe(true);
     expect(decodesExactly({ ...job, request: { temperature: 0.8, seed: 3 } })).toBe(true);
   });
-  test('a chat, a grammar, a draft model or an unseeded sample does not', () => {
-    expect(decodesExactly({ ...job, promptKind: 'chat' })).toBe(false);
+  test('a chat that needs LlamaChat, a grammar, a draft model or an unseeded sample does not', () => {
+    expect(decodesExactly({ ...job, plainPrompt: false })).toBe(false);
     expect(decodesExactly({ ...job, grammar: true })).toBe(false);
     expect(decodesExactly({ ...job, speculative: true })).toBe(false);
     expect(decodesExactly({ ...job, request: { temperature: 0.8 } })).toBe(false);

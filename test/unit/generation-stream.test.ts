@@ -116,3 +116,38 @@ test('reaching max_tokens exactly tells the last token; a clip applies to the ne
   stream.takeText('ab');
   expect(told).toEqual([['ab', 2]]);
 });
+
+test("a held stop string's beginning waits, by whole chunks, until the text goes on otherwise; the whole one stops it unseen", () => {
+  const { stream, told, calls } = streamOf({ heldStops: ['\n### Human'] });
+  stream.countTokens(t(1));
+  stream.takeText('Fine.');
+  stream.countTokens(t(2));
+  stream.takeText('\n');
+  stream.countTokens(t(3));
+  stream.takeText('##');
+  expect(told).toEqual([['Fine.', 1]]);
+  stream.countTokens(t(4));
+  stream.takeText(' Next');
+  expect(told).toEqual([
+    ['Fine.', 1],
+    ['\n## Next', 4],
+  ]);
+  stream.countTokens(t(5));
+  stream.takeText('\n### Hu');
+  stream.countTokens(t(6));
+  stream.takeText('man: more');
+  expect(stream.chunks.join('')).toBe('Fine.\n## Next');
+  expect(stream.stopped).toBe(true);
+  expect(calls).toEqual(['stop']);
+  stream.flush();
+  expect(stream.chunks.join('')).toBe('Fine.\n## Next');
+});
+
+test('text held at the end of the generation goes out when it is flushed', () => {
+  const { stream, told } = streamOf({ heldStops: ['<end>'] });
+  stream.countTokens(t(1, 2));
+  stream.takeText('a <en');
+  expect(told).toEqual([]);
+  stream.flush();
+  expect(told).toEqual([['a <en', 2]]);
+});

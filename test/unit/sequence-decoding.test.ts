@@ -1,5 +1,5 @@
 /** Decoding on a lent sequence: a chat through LlamaChat, a completion through LlamaCompletion topped up to min_tokens. */
-import type { ChatWrapper, LlamaContextSequence, Token } from 'node-llama-cpp';
+import type { ChatWrapper, ChatWrapperGeneratedContextState, LlamaContextSequence, Token } from 'node-llama-cpp';
 import type { GenerationPrompt } from '../../engines/llama/generation-prompt';
 import type { SamplingOptions } from '../../engines/llama/sampling-options';
 import { decode, type Decoding } from '../../engines/llama/sequence-decoding';
@@ -103,7 +103,8 @@ test('a chat answers its history, or the history with the continued response beg
     { type: 'model' as const, response: [] },
   ];
   const wrapper = {} as ChatWrapper;
-  const chat: GenerationPrompt = { kind: 'chat', messages: [{ role: 'user', content: 'hi' }], history, wrapper, tokens: tokens(4) };
+  const state = {} as ChatWrapperGeneratedContextState;
+  const chat: GenerationPrompt = { kind: 'chat', messages: [{ role: 'user', content: 'hi' }], history, wrapper, state, tokens: tokens(4) };
   const { d, disposals } = decoding(chat, stream, nlc, { limits: { max_tokens: 8, min_tokens: 5 } });
   expect(await decode(d)).toBe('eogToken');
   expect(log).toEqual([

@@ -1,5 +1,5 @@
 /** Stop strings on streamed text: matched across chunks, the earliest one wins, the text before it kept. */
-import { cutAtStop, stopStringsOf } from '../../engines/llama/stop-strings';
+import { cutAtStop, endsInStopBeginning, firstStopAt, stopStringsOf } from '../../engines/llama/stop-strings';
 
 test('no stop, one stop or several become a list', () => {
   expect(stopStringsOf(undefined)).toEqual([]);
@@ -40,4 +40,17 @@ test('a stop string that begins with a space is found (llama.cpp misses it: the 
 test('a stop string wholly in the text before the chunk is not looked for again', () => {
   // The continued text of an earlier attempt may hold one: only what ends in this chunk counts.
   expect(cutAtStop('END then', ' more', ['END'])).toEqual({ keep: ' more', stopped: false });
+});
+
+test("a text ends with a stop string's beginning only where a proper beginning of one is its end", () => {
+  expect(endsInStopBeginning('Fine.\n#', ['\n### Human'])).toBe(true);
+  expect(endsInStopBeginning('Fine.\n', ['\n### Human'])).toBe(true);
+  expect(endsInStopBeginning('Fine.\n#x', ['\n### Human'])).toBe(false);
+  expect(endsInStopBeginning('anything', [])).toBe(false);
+});
+
+test('the first stop string is found where it ends after what was looked at already', () => {
+  expect(firstStopAt('one two three', 0, ['three', 'two'])).toBe(4);
+  expect(firstStopAt('Hello END', 9, ['END'])).toBe(-1);
+  expect(firstStopAt('Hello EN', 8, ['END'])).toBe(-1);
 });
