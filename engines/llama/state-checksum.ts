@@ -29,17 +29,22 @@ export interface StateHasher {
 
 /** A hasher for `expected`'s algorithm (XXH3-128 for a new snapshot, whose checksum is not known yet). */
 export async function stateHasher(expected?: StateChecksum): Promise<StateHasher & { digest(): StateChecksum }> {
-  if (expected && expected.xxh128 === undefined && expected.sha256 !== undefined) {
-    const hash = createHash('sha256');
-    let sha256: string | undefined;
-    const digest = () => ({ sha256: (sha256 ??= hash.digest('hex')) });
-    return { update: (chunk) => hash.update(chunk), digest, matches: (e) => e.sha256 !== undefined && digest().sha256 === e.sha256 };
-  }
+  const algorithm: keyof StateChecksum = expected?.xxh128 === undefined && expected?.sha256 !== undefined ? 'sha256' : 'xxh128';
+  const hash: { update(chunk: Uint8Array): unknown; digest(encoding: 'hex'): string } =
+    algorithm === 'sha256' ? createHash('sha256') : await xxh128Hash();
+  let hex: string | undefined;
+  const digest = () => ({ [algorithm]: (hex ??= hash.digest('hex')) });
+  return {
+    update: (chunk) => void hash.update(chunk),
+    digest,
+    matches: (e) => e[algorithm] !== undefined && digest()[algorithm] === e[algorithm],
+  };
+}
+
+async function xxh128Hash() {
   const hash = await createXXHash128();
   hash.init();
-  let xxh128: string | undefined;
-  const digest = () => ({ xxh128: (xxh128 ??= hash.digest('hex')) });
-  return { update: (chunk) => void hash.update(chunk), digest, matches: (e) => e.xxh128 !== undefined && digest().xxh128 === e.xxh128 };
+  return hash;
 }
 
 /** Reads `file` in 4 MiB pieces into `hasher` (each piece hashes in about a millisecond on the event loop). */
