@@ -524,35 +524,16 @@ export class LlamaEngine {
       },
       onTextChunk: (text) => stream.takeText(text),
     });
-    const disposers: Array<() => void> = [];
-    let ending: GenerationEnding;
-    let resumed: ExactResume | undefined;
-    const checkpoints = { saved: 0, seconds: 0 };
-    try {
-      // Exact decoding does it itself (after a checkpoint, or not at all); a draft model's sequence is kept in step by its own evaluations.
-      if (!exact && !entry.speculative) await evaluatePromptButLast(sequence, probe, signal);
-      const stopReason = await this.decodeOn(versionId, entry, nlc, sequence, job, opts, exact, {
-        probe,
-        stream,
-        signal,
-        tokenBias,
-        options,
-        checkpoints,
-        onResumed: (r) => (resumed = r),
-        onDispose: (dispose) => disposers.push(dispose),
-      });
-      stream.flush();
-      const draft = predictionsBefore ? draftCounts(sequence, predictionsBefore) : undefined;
-      const canceled = opts.signal?.aborted === true;
-      const { stopped: atStopString, firstChunkAt } = stream;
-      ending = endedByDecoding({ stopReason, atStopString, canceled, started, firstChunkAt, ended: performance.now(), draft });
-    } catch (err) {
-      if (!signal.aborted) throw err;
-      ending = endedByEarlyAbort({ canceled: opts.signal?.aborted === true, started, ended: performance.now() });
-    } finally {
-      for (const dispose of disposers) dispose();
-      entry.gatherer.leave(sequenceId);
-    }
+    const { ending, resumed, checkpoints } = await this.decodeToEnding(versionId, entry, nlc, sequence, job, opts, exact, {
+      probe,
+      stream,
+      signal,
+      tokenBias,
+      options,
+      sequenceId,
+      started,
+      predictionsBefore,
+    });
     // A split's decode step that restored a snapshot of the prompt (the prefill node's) keeps none of its own: that
     // snapshot holds the prompt, and a next turn as long is prefilled on a prefill node again, which
     // finds it on its own disk. Saving it again would copy the state out under the context's lock
@@ -574,6 +555,61 @@ export class LlamaEngine {
       restored?.bytes ?? 0,
     );
     return { output, ending };
+  }
+
+  /**
+   * Decodes the lent sequence to its end and says how it ended; an abort before the first decode
+   * ends it early. The sequence leaves the decode gatherer whatever happens.
+   */
+  private async decodeToEnding(
+    versionId: string,
+    entry: LoadedModel,
+    nlc: NodeLlamaCpp,
+    sequence: LlamaContextSequence,
+    job: GenerationJob,
+    opts: GenerateOptions,
+    exact: ExactGeneration | undefined,
+    d: Pick<ExactRun, 'probe' | 'stream' | 'signal' | 'tokenBias'> &
+      Pick<Decoding, 'options'> & {
+        sequenceId: number;
+        started: number;
+        predictionsBefore: ReturnType<typeof draftCounts> | false | undefined;
+      },
+  ): Promise<{ ending: GenerationEnding; resumed?: ExactResume; checkpoints: { saved: number; seconds: number } }> {
+    const { probe, stream, signal, started } = d;
+    const disposers: Array<() => void> = [];
+    let resumed: ExactResume | undefined;
+    const checkpoints = { saved: 0, seconds: 0 };
+    try {
+      // Exact decoding does it itself (after a checkpoint, or not at all); a draft model's sequence is kept in step by its own evaluations.
+      if (!exact && !entry.speculative) await evaluatePromptButLast(sequence, probe, signal);
+      const stopReason = await this.decodeOn(versionId, entry, nlc, sequence, job, opts, exact, {
+        probe,
+        stream,
+        signal,
+        tokenBias: d.tokenBias,
+        options: d.options,
+        checkpoints,
+        onResumed: (r) => (resumed = r),
+        onDispose: (dispose) => disposers.push(dispose),
+      });
+      stream.flush();
+      const draft = d.predictionsBefore ? draftCounts(sequence, d.predictionsBefore) : undefined;
+      const canceled = opts.signal?.aborted === true;
+      const { stopped: atStopString, firstChunkAt } = stream;
+      const ending = endedByDecoding({ stopReason, atStopString, canceled, started, firstChunkAt, ended: performance.now(), draft });
+      return { ending, resumed, checkpoints };
+    } catch (err) {
+      if (!signal.aborted) throw err;
+      return {
+        ending: endedByEarlyAbort({ canceled: opts.signal?.aborted === true, started, ended: performance.now() }),
+        resumed,
+        checkpoints,
+      };
+    } finally {
+      for (const dispose of disposers) dispose();
+      entry.gatherer.leave(d.sequenceId);
+    }
   }
 
   /** Decodes on the lent sequence: exactly (./exact-decoding.ts) where `exact` names the generation, else by node-llama-cpp's calls. */
