@@ -222,6 +222,17 @@ interface ExactGeneration {
   endings?: ChatEndings;
 }
 
+/** A generation on its lent sequence: what the decoding steps share. */
+interface SequenceJob {
+  versionId: string;
+  entry: LoadedModel;
+  nlc: NodeLlamaCpp;
+  sequence: LlamaContextSequence;
+  job: GenerationJob;
+  opts: GenerateOptions;
+  exact: ExactGeneration | undefined;
+}
+
 /** An exact decoding's parts that the generation around it owns. */
 interface ExactRun extends ExactGeneration {
   /** The prompt's tokens. */
@@ -524,16 +535,19 @@ export class LlamaEngine {
       },
       onTextChunk: (text) => stream.takeText(text),
     });
-    const { ending, resumed, checkpoints } = await this.decodeToEnding(versionId, entry, nlc, sequence, job, opts, exact, {
-      probe,
-      stream,
-      signal,
-      tokenBias,
-      options,
-      sequenceId,
-      started,
-      predictionsBefore,
-    });
+    const { ending, resumed, checkpoints } = await this.decodeToEnding(
+      { versionId, entry, nlc, sequence, job, opts, exact },
+      {
+        probe,
+        stream,
+        signal,
+        tokenBias,
+        options,
+        sequenceId,
+        started,
+        predictionsBefore,
+      },
+    );
     // A split's decode step that restored a snapshot of the prompt (the prefill node's) keeps none of its own: that
     // snapshot holds the prompt, and a next turn as long is prefilled on a prefill node again, which
     // finds it on its own disk. Saving it again would copy the state out under the context's lock
@@ -562,13 +576,7 @@ export class LlamaEngine {
    * ends it early. The sequence leaves the decode gatherer whatever happens.
    */
   private async decodeToEnding(
-    versionId: string,
-    entry: LoadedModel,
-    nlc: NodeLlamaCpp,
-    sequence: LlamaContextSequence,
-    job: GenerationJob,
-    opts: GenerateOptions,
-    exact: ExactGeneration | undefined,
+    on: SequenceJob,
     d: Pick<ExactRun, 'probe' | 'stream' | 'signal' | 'tokenBias'> &
       Pick<Decoding, 'options'> & {
         sequenceId: number;
@@ -576,6 +584,7 @@ export class LlamaEngine {
         predictionsBefore: ReturnType<typeof draftCounts> | false | undefined;
       },
   ): Promise<{ ending: GenerationEnding; resumed?: ExactResume; checkpoints: { saved: number; seconds: number } }> {
+    const { entry, sequence, opts, exact } = on;
     const { probe, stream, signal, started } = d;
     const disposers: Array<() => void> = [];
     let resumed: ExactResume | undefined;
@@ -583,7 +592,7 @@ export class LlamaEngine {
     try {
       // Exact decoding does it itself (after a checkpoint, or not at all); a draft model's sequence is kept in step by its own evaluations.
       if (!exact && !entry.speculative) await evaluatePromptButLast(sequence, probe, signal);
-      const stopReason = await this.decodeOn(versionId, entry, nlc, sequence, job, opts, exact, {
+      const stopReason = await this.decodeOn(on, {
         probe,
         stream,
         signal,
@@ -614,15 +623,10 @@ export class LlamaEngine {
 
   /** Decodes on the lent sequence: exactly (./exact-decoding.ts) where `exact` names the generation, else by node-llama-cpp's calls. */
   private decodeOn(
-    versionId: string,
-    entry: LoadedModel,
-    nlc: NodeLlamaCpp,
-    sequence: LlamaContextSequence,
-    job: GenerationJob,
-    opts: GenerateOptions,
-    exact: ExactGeneration | undefined,
+    on: SequenceJob,
     d: Omit<ExactRun, keyof ExactGeneration | 'onCounted'> & Pick<Decoding, 'options' | 'onDispose'>,
   ): Promise<string> {
+    const { versionId, entry, nlc, sequence, job, opts, exact } = on;
     if (exact) {
       const { options, onDispose: _onDispose, ...run } = d;
       return this.decodeExactlyOn(versionId, entry, sequence, job, opts, {
