@@ -18,7 +18,19 @@ export interface QueueReading {
   running: number;
   /** Median start-to-end seconds of the version's last 50 successes in the last hour; null when none. */
   serviceSeconds: number | null;
+  /**
+   * Successes a second the version kept up while predictions queued for it: over the span of the
+   * last (at most 50, in the last BUSY_WINDOW) that waited WAITED_SECONDS or more to start, every
+   * success in that span. Null with fewer than MIN_BUSY such or no span to speak of.
+   */
+  busyRate: number | null;
 }
+
+/** How far back a busy spell still says what the version keeps up now. */
+const BUSY_WINDOW = '30 seconds';
+/** A prediction that waited this long to start found every slot taken: the version was busy. */
+const WAITED_SECONDS = 0.5;
+const MIN_BUSY = 5;
 
 /**
  * The version's queue as one statement. `before`: the prediction asked about (it and later
@@ -33,7 +45,7 @@ export async function readQueue(
 ): Promise<QueueReading> {
   const isEarlier = before ? sql`(p.created_at, p.id) < (${before.createdAt.toISOString()}::timestamptz, ${before.id})` : sql`true`;
   const exclude = before ? sql`and p.id <> ${before.id}` : sql``;
-  const [waiting, [counts]] = await Promise.all([
+  const [waiting, [counts], [busy]] = await Promise.all([
     db.execute<{ key: string; weight: number; waiting: number; earlier: number; account_earlier: number }>(sql`
       select coalesce(a.fairness_group, a.id) as key, max(a.fairness_weight)::float8 as weight, count(*)::int as waiting,
              (count(*) filter (where ${isEarlier}))::int as earlier,
@@ -48,6 +60,17 @@ export async function readQueue(
                        where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
                          and metrics ? 'predict_time'
                        order by completed_at desc limit 50) recent) as service`),
+    db.execute<{ n: number; span: number | null }>(sql`
+      with waited as (
+        select completed_at from predictions
+         where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - ${BUSY_WINDOW}::interval
+           and started_at - created_at >= make_interval(secs => ${WAITED_SECONDS})
+         order by completed_at desc limit 50),
+      spell as (select min(completed_at) as first, max(completed_at) as last, count(*) as waited from waited)
+      select (select count(*)::int from predictions p
+               where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.first and p.completed_at <= spell.last) as n,
+             case when spell.waited >= ${MIN_BUSY} then extract(epoch from spell.last - spell.first)::float8 end as span
+        from spell`),
   ]);
   return {
     waiting: waiting.map((w) => ({
@@ -59,5 +82,6 @@ export async function readQueue(
     })),
     running: counts.running,
     serviceSeconds: counts.service,
+    busyRate: busy && busy.span !== null && busy.span >= 0.5 ? busy.n / busy.span : null,
   };
 }

@@ -30,6 +30,12 @@ export interface QueueState {
   slots: number;
   /** Recent median time from start to end of the version's predictions; null: none measured yet. */
   serviceSeconds: number | null;
+  /**
+   * Predictions a second the version finished lately while its queue was never empty; null: no
+   * such spell. Below slots / serviceSeconds when something besides the slots holds the work up
+   * (a busy CPU, the hand-over of each slot to its next task).
+   */
+  busyRate: number | null;
 }
 
 export interface QueueEstimate {
@@ -56,13 +62,17 @@ export function estimateQueue(state: QueueState): QueueEstimate {
 }
 
 /**
- * Free slots take the first predictions at once; each later one waits for a slot to come free,
- * and slots free at `slots / serviceSeconds` a second on average.
+ * Free slots take the first predictions at once; each later one waits for a slot to come free.
+ * Slots free at `slots / serviceSeconds` a second at most, and at the rate the version kept up
+ * while busy where that was lower: the slots' own figure alone was seconds optimistic on a
+ * saturated machine (docs/benchmarks.md, Fairness).
  */
 function etaOf(state: QueueState, aheadAll: number): number | null {
   if (state.serviceSeconds === null || state.slots === 0) return null;
   const free = Math.max(0, state.slots - state.running);
   if (aheadAll < free) return 0;
   const completionsNeeded = aheadAll - free + 1;
-  return Math.round(((completionsNeeded * state.serviceSeconds) / state.slots) * 10) / 10;
+  const slotRate = state.slots / state.serviceSeconds;
+  const rate = state.busyRate ? Math.min(slotRate, state.busyRate) : slotRate;
+  return Math.round((completionsNeeded / rate) * 10) / 10;
 }
