@@ -19,17 +19,15 @@ export interface QueueReading {
   /** Median start-to-end seconds of the version's last 50 successes in the last hour; null when none. */
   serviceSeconds: number | null;
   /**
-   * Successes a second the version kept up while predictions queued for it: over the span of the
-   * last (at most 50, in the last BUSY_WINDOW) that waited WAITED_SECONDS or more to start, every
-   * success in that span. Null with fewer than MIN_BUSY such or no span to speak of.
+   * Successes a second since the oldest prediction still waiting arrived (at most BUSY_WINDOW
+   * back): the rate the queue has drained at while it was never empty. Null while none waits, or
+   * with fewer than MIN_BUSY successes or under a second to go on.
    */
   busyRate: number | null;
 }
 
 /** How far back a busy spell still says what the version keeps up now. */
 const BUSY_WINDOW = '30 seconds';
-/** A prediction that waited this long to start found every slot taken: the version was busy. */
-const WAITED_SECONDS = 0.5;
 const MIN_BUSY = 5;
 
 /**
@@ -60,17 +58,12 @@ export async function readQueue(
                        where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
                          and metrics ? 'predict_time'
                        order by completed_at desc limit 50) recent) as service`),
-    db.execute<{ n: number; span: number | null }>(sql`
-      with waited as (
-        select completed_at from predictions
-         where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - ${BUSY_WINDOW}::interval
-           and started_at - created_at >= make_interval(secs => ${WAITED_SECONDS})
-         order by completed_at desc limit 50),
-      spell as (select min(completed_at) as first, max(completed_at) as last, count(*) as waited from waited)
+    db.execute<{ n: number | null; span: number | null }>(sql`
       select (select count(*)::int from predictions p
-               where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.first and p.completed_at <= spell.last) as n,
-             case when spell.waited >= ${MIN_BUSY} then extract(epoch from spell.last - spell.first)::float8 end as span
-        from spell`),
+               where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.since) as n,
+             extract(epoch from now() - spell.since)::float8 as span
+        from (select greatest(min(created_at), now() - ${BUSY_WINDOW}::interval) as since
+                from predictions where version_id = ${versionId} and status = 'starting' having count(*) > 0) spell`),
   ]);
   return {
     waiting: waiting.map((w) => ({
@@ -82,6 +75,6 @@ export async function readQueue(
     })),
     running: counts.running,
     serviceSeconds: counts.service,
-    busyRate: busy && busy.span !== null && busy.span >= 0.5 ? busy.n / busy.span : null,
+    busyRate: busy?.n != null && busy.span != null && busy.n >= MIN_BUSY && busy.span >= 1 ? busy.n / busy.span : null,
   };
 }

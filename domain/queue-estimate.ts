@@ -31,9 +31,9 @@ export interface QueueState {
   /** Recent median time from start to end of the version's predictions; null: none measured yet. */
   serviceSeconds: number | null;
   /**
-   * Predictions a second the version finished lately while its queue was never empty; null: no
-   * such spell. Below slots / serviceSeconds when something besides the slots holds the work up
-   * (a busy CPU, the hand-over of each slot to its next task).
+   * Predictions a second the version has finished since its queue formed; null: too little to go
+   * on. Below slots / serviceSeconds when something besides the slots holds the work up (a busy
+   * CPU, the hand-over of each slot to its next task).
    */
   busyRate: number | null;
 }
@@ -63,8 +63,8 @@ export function estimateQueue(state: QueueState): QueueEstimate {
 
 /**
  * Free slots take the first predictions at once; each later one waits for a slot to come free.
- * Slots free at `slots / serviceSeconds` a second at most, and at the rate the version kept up
- * while busy where that was lower: the slots' own figure alone was seconds optimistic on a
+ * Slots free at `slots / serviceSeconds` a second at most, and at the rate the queue has drained
+ * at since it formed where that is lower: the slots' own figure alone was seconds optimistic on a
  * saturated machine (docs/benchmarks.md, Fairness).
  */
 function etaOf(state: QueueState, aheadAll: number): number | null {
