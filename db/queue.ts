@@ -20,8 +20,9 @@ export interface QueueReading {
   serviceSeconds: number | null;
   /**
    * Successes a second since the oldest prediction still waiting arrived (at most BUSY_WINDOW
-   * back): the rate the queue has drained at while it was never empty. Null while none waits, or
-   * with fewer than MIN_BUSY successes or under a second to go on.
+   * back), from the first of them to the last: the rate the queue has drained at while it was
+   * never empty. Null while none waits, or with fewer than MIN_BUSY such successes or under a
+   * second between the first and the last.
    */
   busyRate: number | null;
 }
@@ -58,12 +59,12 @@ export async function readQueue(
                        where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
                          and metrics ? 'predict_time'
                        order by completed_at desc limit 50) recent) as service`),
-    db.execute<{ n: number | null; span: number | null }>(sql`
-      select (select count(*)::int from predictions p
-               where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.since) as n,
-             extract(epoch from now() - spell.since)::float8 as span
-        from (select greatest(min(created_at), now() - ${BUSY_WINDOW}::interval) as since
-                from predictions where version_id = ${versionId} and status = 'starting' having count(*) > 0) spell`),
+    db.execute<{ n: number; span: number | null }>(sql`
+      select count(*)::int as n, extract(epoch from max(p.completed_at) - min(p.completed_at))::float8 as span
+        from predictions p,
+             (select greatest(min(created_at), now() - ${BUSY_WINDOW}::interval) as since
+                from predictions where version_id = ${versionId} and status = 'starting' having count(*) > 0) spell
+       where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.since`),
   ]);
   return {
     waiting: waiting.map((w) => ({
@@ -75,6 +76,6 @@ export async function readQueue(
     })),
     running: counts.running,
     serviceSeconds: counts.service,
-    busyRate: busy?.n != null && busy.span != null && busy.n >= MIN_BUSY && busy.span >= 1 ? busy.n / busy.span : null,
+    busyRate: busy && busy.span !== null && busy.n >= MIN_BUSY && busy.span >= 1 ? (busy.n - 1) / busy.span : null,
   };
 }

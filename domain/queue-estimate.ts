@@ -63,9 +63,11 @@ export function estimateQueue(state: QueueState): QueueEstimate {
 
 /**
  * Free slots take the first predictions at once; each later one waits for a slot to come free.
- * Slots free at `slots / serviceSeconds` a second at most, and at the rate the queue has drained
- * at since it formed where that is lower: the slots' own figure alone was seconds optimistic on a
- * saturated machine (docs/benchmarks.md, Fairness).
+ * Slots free at `slots / serviceSeconds` a second with the CPU to spare, and slower on a saturated
+ * machine: the queue's drain rate since it formed (`busyRate`) says how much slower, but it is
+ * read while the burst that formed the queue is still being created, and the drain speeds up
+ * once that is in. Where the two differ, the rate that followed lay near their geometric mean
+ * (`bench -- fairness -f 120 -s 200`: 19–23 a second followed 40 and 7–14): that is the rate taken.
  */
 function etaOf(state: QueueState, aheadAll: number): number | null {
   if (state.serviceSeconds === null || state.slots === 0) return null;
@@ -73,6 +75,6 @@ function etaOf(state: QueueState, aheadAll: number): number | null {
   if (aheadAll < free) return 0;
   const completionsNeeded = aheadAll - free + 1;
   const slotRate = state.slots / state.serviceSeconds;
-  const rate = state.busyRate ? Math.min(slotRate, state.busyRate) : slotRate;
+  const rate = state.busyRate && state.busyRate < slotRate ? Math.sqrt(slotRate * state.busyRate) : slotRate;
   return Math.round((completionsNeeded / rate) * 10) / 10;
 }

@@ -49,12 +49,12 @@ test('ETA: slots free at slots / service time a second once every slot is busy',
   expect(estimate.etaSeconds).toBe(3); // 6 completions × 2 s ÷ 4 slots
 });
 
-test('ETA: the rate the version kept up while busy, where it is below what the slots would give', () => {
+test('ETA: a queue that drained slower than its slots would: between the two rates, at their geometric mean', () => {
   const flood = { weight: 1, waiting: 100, earlier: 100 };
   const busy = (busyRate: number | null) =>
     estimateQueue(state({ mine: { weight: 1, earlier: 2 }, others: [flood], running: 4, slots: 4, serviceSeconds: 2, busyRate }))
       .etaSeconds;
-  expect(busy(1)).toBe(6); // 6 completions at 1 a second
+  expect(busy(0.5)).toBe(6); // 6 completions at √(2 × 0.5) = 1 a second
   expect(busy(10)).toBe(3); // never faster than the slots: 4 slots ÷ 2 s
   expect(busy(null)).toBe(3);
 });
