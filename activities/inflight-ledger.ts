@@ -19,8 +19,17 @@ export interface LostActivity {
 /** What fails a lost activity by its task token (Temporal's AsyncCompletionClient.fail). */
 export type FailActivity = (taskToken: Uint8Array, failure: ApplicationFailure) => Promise<void>;
 
+/**
+ * How long an activity runs before it is written down. One lost sooner fails by its heartbeat
+ * timeout instead (2 s, workflows/prediction.ts), barely later than a restart would report it;
+ * a short prediction, most of them, then costs the ledger no file write at all.
+ */
+export const RECORD_AFTER_MS = 500;
+
 export class InflightLedger {
   private readonly running = new Map<string, LostActivity>();
+  /** The keys the last write put on disk: forgetting one of them needs a write, forgetting any other does not. */
+  private onDisk = new Set<string>();
   /** One write at a time; a change made meanwhile is written by the next. */
   private writing: Promise<void> = Promise.resolve();
   private dirty = false;
@@ -28,16 +37,19 @@ export class InflightLedger {
   constructor(
     private readonly file: string,
     private readonly nodeId: string,
+    private readonly recordAfterMs = RECORD_AFTER_MS,
   ) {}
 
-  /** Records a running activity; the returned function forgets it when the activity ends. */
+  /** Records a running activity (on disk once it has run `recordAfterMs`); the returned function forgets it when the activity ends. */
   track(taskToken: Uint8Array, predictionId: string): () => void {
     const key = Buffer.from(taskToken).toString('base64');
     this.running.set(key, { taskToken: key, predictionId, startedAt: new Date().toISOString() });
-    this.save();
+    const record = setTimeout(() => this.save(), this.recordAfterMs);
+    record.unref();
     return () => {
+      clearTimeout(record);
       this.running.delete(key);
-      this.save();
+      if (this.onDisk.has(key)) this.save();
     };
   }
 
@@ -52,7 +64,9 @@ export class InflightLedger {
     this.writing = this.writing.then(async () => {
       this.dirty = false;
       const tmp = `${this.file}.tmp`;
-      await writeFile(tmp, JSON.stringify([...this.running.values()]));
+      const running = [...this.running.values()];
+      this.onDisk = new Set(running.map((a) => a.taskToken));
+      await writeFile(tmp, JSON.stringify(running));
       await rename(tmp, this.file);
     });
     // A failed write leaves the last good file; the next change tries again.

@@ -54,6 +54,7 @@ export async function queuePosition(
     running: reading.running,
     slots,
     serviceSeconds: reading.serviceSeconds,
+    busyRate: reading.busyRate,
   });
   return {
     position: estimate.position,

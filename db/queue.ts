@@ -18,7 +18,18 @@ export interface QueueReading {
   running: number;
   /** Median start-to-end seconds of the version's last 50 successes in the last hour; null when none. */
   serviceSeconds: number | null;
+  /**
+   * Successes a second since the oldest prediction still waiting arrived (at most BUSY_WINDOW
+   * back), from the first of them to the last: the rate the queue has drained at while it was
+   * never empty. Null while none waits, or with fewer than MIN_BUSY such successes or under a
+   * second between the first and the last.
+   */
+  busyRate: number | null;
 }
+
+/** How far back a busy spell still says what the version keeps up now. */
+const BUSY_WINDOW = '30 seconds';
+const MIN_BUSY = 5;
 
 /**
  * The version's queue as one statement. `before`: the prediction asked about (it and later
@@ -33,7 +44,7 @@ export async function readQueue(
 ): Promise<QueueReading> {
   const isEarlier = before ? sql`(p.created_at, p.id) < (${before.createdAt.toISOString()}::timestamptz, ${before.id})` : sql`true`;
   const exclude = before ? sql`and p.id <> ${before.id}` : sql``;
-  const [waiting, [counts]] = await Promise.all([
+  const [waiting, [counts], [busy]] = await Promise.all([
     db.execute<{ key: string; weight: number; waiting: number; earlier: number; account_earlier: number }>(sql`
       select coalesce(a.fairness_group, a.id) as key, max(a.fairness_weight)::float8 as weight, count(*)::int as waiting,
              (count(*) filter (where ${isEarlier}))::int as earlier,
@@ -48,6 +59,12 @@ export async function readQueue(
                        where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
                          and metrics ? 'predict_time'
                        order by completed_at desc limit 50) recent) as service`),
+    db.execute<{ n: number; span: number | null }>(sql`
+      select count(*)::int as n, extract(epoch from max(p.completed_at) - min(p.completed_at))::float8 as span
+        from predictions p,
+             (select greatest(min(created_at), now() - ${BUSY_WINDOW}::interval) as since
+                from predictions where version_id = ${versionId} and status = 'starting' having count(*) > 0) spell
+       where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.since`),
   ]);
   return {
     waiting: waiting.map((w) => ({
@@ -59,5 +76,6 @@ export async function readQueue(
     })),
     running: counts.running,
     serviceSeconds: counts.service,
+    busyRate: busy && busy.span !== null && busy.n >= MIN_BUSY && busy.span >= 1 ? (busy.n - 1) / busy.span : null,
   };
 }

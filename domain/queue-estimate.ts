@@ -30,6 +30,12 @@ export interface QueueState {
   slots: number;
   /** Recent median time from start to end of the version's predictions; null: none measured yet. */
   serviceSeconds: number | null;
+  /**
+   * Predictions a second the version has finished since its queue formed; null: too little to go
+   * on. Below slots / serviceSeconds when something besides the slots holds the work up (a busy
+   * CPU, the hand-over of each slot to its next task).
+   */
+  busyRate: number | null;
 }
 
 export interface QueueEstimate {
@@ -56,13 +62,19 @@ export function estimateQueue(state: QueueState): QueueEstimate {
 }
 
 /**
- * Free slots take the first predictions at once; each later one waits for a slot to come free,
- * and slots free at `slots / serviceSeconds` a second on average.
+ * Free slots take the first predictions at once; each later one waits for a slot to come free.
+ * Slots free at `slots / serviceSeconds` a second with the CPU to spare, and slower on a saturated
+ * machine: the queue's drain rate since it formed (`busyRate`) says how much slower, but it is
+ * read while the burst that formed the queue is still being created, and the drain speeds up
+ * once that is in. Where the two differ, the rate that followed lay near their geometric mean
+ * (`bench -- fairness -f 120 -s 200`: 19–23 a second followed 40 and 7–14): that is the rate taken.
  */
 function etaOf(state: QueueState, aheadAll: number): number | null {
   if (state.serviceSeconds === null || state.slots === 0) return null;
   const free = Math.max(0, state.slots - state.running);
   if (aheadAll < free) return 0;
   const completionsNeeded = aheadAll - free + 1;
-  return Math.round(((completionsNeeded * state.serviceSeconds) / state.slots) * 10) / 10;
+  const slotRate = state.slots / state.serviceSeconds;
+  const rate = state.busyRate && state.busyRate < slotRate ? Math.sqrt(slotRate * state.busyRate) : slotRate;
+  return Math.round((completionsNeeded / rate) * 10) / 10;
 }

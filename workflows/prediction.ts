@@ -142,6 +142,14 @@ export const ENGINE_LOSS_AT_ONCE_PATCH = 'engine-loss-at-once';
 export const QUEUE_DEADLINE_PATCH = 'queue-deadline';
 
 /**
+ * A run with this marker has every patch above (and PREFILL_SPLIT_PATCH) applied, where each
+ * applies, with no marker of its own: beside each marker the SDK upserts `TemporalChangeVersion`,
+ * which costs Temporal a visibility write, and the hot path took two. Patches added after this one
+ * are asked for with `patched()` as usual.
+ */
+export const EARLIER_PATCHES_IN_ONE = 'earlier-patches-in-one';
+
+/**
  * One prediction's run: admission, then attempts (place, warm up, predict) until one succeeds or
  * none is left, then the final state. Each step is a method; the order of their commands is the
  * order of the recorded histories (test/unit/workflow-replay.test.ts).
@@ -189,8 +197,11 @@ class PredictionRun {
   private heartbeatTimeout = '10 seconds';
   /** What a split's prefill node left for this attempt's decode node (workflows/prefill-split.ts). */
   private prefilled: PrefillResult | undefined;
+  /** Whether this run carries EARLIER_PATCHES_IN_ONE: decided once, before any other patch is asked for. */
+  private readonly earlierPatchesApplied: boolean;
 
   constructor(private readonly args: PredictionArgs) {
+    this.earlierPatchesApplied = patched(EARLIER_PATCHES_IN_ONE);
     this.state = {
       id: args.id,
       accountId: args.accountId,
@@ -210,6 +221,11 @@ class PredictionRun {
       deadline: args.deadline,
       revision: 0,
     };
+  }
+
+  /** `patched(id)` for a patch that EARLIER_PATCHES_IN_ONE covers: no marker of its own where the run carries that one. */
+  private applies(patchId: string): boolean {
+    return this.earlierPatchesApplied || patched(patchId);
   }
 
   private logLine = (line: string) => {
@@ -270,7 +286,7 @@ class PredictionRun {
    */
   armQueueDeadline(): void {
     const queueDeadline = this.args.queueDeadline;
-    if (!queueDeadline || !patched(QUEUE_DEADLINE_PATCH)) return;
+    if (!queueDeadline || !this.applies(QUEUE_DEADLINE_PATCH)) return;
     void CancellationScope.cancellable(async () => {
       await sleep(Math.max(0, Date.parse(queueDeadline) - Date.now()));
       // startedAt: an attempt that started and failed counts; its retry is not waiting in a queue.
@@ -284,15 +300,15 @@ class PredictionRun {
   /** The hot path, and a session's own queue: both patched in, each where it applies. */
   choosePath(): void {
     const { args } = this;
-    this.lean = args.admitted === true && !args.webhook && !args.queueDeadline && patched(LEAN_HOT_PATH);
+    this.lean = args.admitted === true && !args.webhook && !args.queueDeadline && this.applies(LEAN_HOT_PATH);
     this.session =
-      args.session !== undefined && patched(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
-    this.opensSession = args.opensSession !== undefined && patched(OPENS_SESSION_PATCH) ? args.opensSession : undefined;
+      args.session !== undefined && this.applies(SESSION_AFFINITY_PATCH) ? { accountId: args.accountId, session: args.session } : undefined;
+    this.opensSession = args.opensSession !== undefined && this.applies(OPENS_SESSION_PATCH) ? args.opensSession : undefined;
   }
 
   /** How long a silent engine has before its attempt is given up for lost (histories from before the patch: 10 s). */
   chooseEngineLossTimeout(): void {
-    this.heartbeatTimeout = patched(PROMPT_ENGINE_LOSS_PATCH) ? ENGINE_HEARTBEAT_TIMEOUT : '10 seconds';
+    this.heartbeatTimeout = this.applies(PROMPT_ENGINE_LOSS_PATCH) ? ENGINE_HEARTBEAT_TIMEOUT : '10 seconds';
   }
 
   /** Admission, then attempts until one gives a result; a failure with no attempt left is thrown. */
@@ -313,7 +329,7 @@ class PredictionRun {
       const split = attempt === 1 ? await this.splitPrefill() : undefined;
       const place = split?.decode ?? firstPlace ?? (await placeModel(args.versionId, excludeNodes, session));
       // A split's decode step and a retry go to the node's own queue, as a session's predictions do.
-      const ownQueueNode = session || split || (attempt > 1 && patched(RETRY_ON_PLACED_NODE_PATCH)) ? place.nodeId : undefined;
+      const ownQueueNode = session || split || (attempt > 1 && this.applies(RETRY_ON_PLACED_NODE_PATCH)) ? place.nodeId : undefined;
       firstPlace = undefined;
       this.node = place.nodeId;
       this.prefilled = split?.prefilled;
@@ -336,7 +352,7 @@ class PredictionRun {
   /** A long prompt's prefill on a `prefill` node (workflows/prefill-split.ts), where the API marked it long and a split is placed. */
   private async splitPrefill(): Promise<SplitAttempt | undefined> {
     const { args } = this;
-    if (!args.longPrompt || args.session !== undefined || !patched(PREFILL_SPLIT_PATCH)) return undefined;
+    if (!args.longPrompt || args.session !== undefined || !this.applies(PREFILL_SPLIT_PATCH)) return undefined;
     return prefillSplit(args, this.logLine);
   }
 
@@ -369,7 +385,7 @@ class PredictionRun {
     const { args, session } = this;
     // A retry continues the output that the failed attempts streamed (one generation for clients).
     const continues =
-      attempt > 1 && patched(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
+      attempt > 1 && this.applies(CONTINUE_ATTEMPTS_PATCH) ? await control.beginAttempt({ predictionId: args.id, attempt }) : undefined;
     // The engine signals when it really starts; until then the prediction waits in the fair queue.
     this.started = undefined;
     const running = predictOn(args.versionId, args.priority, sessionNode, this.heartbeatTimeout).predict({
@@ -415,7 +431,7 @@ class PredictionRun {
       this.logLine(`${outcome}; ${isRetryableFault(err) ? `no attempts left (max_attempts ${retry.max_attempts})` : 'not retryable'}`);
       throw err;
     }
-    const atOnce = isEngineLoss(err) && patched(ENGINE_LOSS_AT_ONCE_PATCH);
+    const atOnce = isEngineLoss(err) && this.applies(ENGINE_LOSS_AT_ONCE_PATCH);
     const delay = atOnce ? 0 : retryDelayMs(retry, attempt);
     log.warn('attempt failed, placing again', { attempt, node: this.node, error: describeFailure(err) });
     const when = atOnce ? ' at once (the engine was lost)' : delay > 0 ? ` in ${delay / 1000} s` : '';

@@ -99,6 +99,18 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
     shows: (h) => lean(h) && count(h, 'predict') >= 1,
   },
   { file: 'prediction-lean-deadline', query: "WorkflowType='predictionWorkflow' AND KilnStatus='aborted'", shows: lean },
+  // The hot path with every earlier patch behind one marker (EARLIER_PATCHES_IN_ONE in workflows/prediction.ts).
+  {
+    file: 'prediction-lean-one-marker',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => patchedWith(h, 'earlier-patches-in-one') && markers(h, 'core_patch') === 1 && markers(h, 'core_local_activity') === 0,
+  },
+  // The queued path (local activities, the start signal) behind the same one marker.
+  {
+    file: 'prediction-queued-one-marker',
+    query: "WorkflowType='predictionWorkflow' AND KilnStatus='succeeded'",
+    shows: (h) => patchedWith(h, 'earlier-patches-in-one') && markers(h, 'core_patch') === 1 && markers(h, 'core_local_activity') > 0,
+  },
   { file: 'batch-continued-as-new', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='ContinuedAsNew'", shows: () => true },
   { file: 'batch-completed', query: "WorkflowType='batchWorkflow' AND ExecutionStatus='Completed'", shows: () => true },
   // POST /v1/batches/{id}/retry: a run that plans and reruns only the failed chunks (test/e2e/batch-retry.test.ts).
