@@ -12,7 +12,23 @@ export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
 
 bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck, lint, layer rules and formatting"
-(cd "$KILN_ROOT" && tsc --noEmit && eslint . && npm run --silent layers:check && npm run --silent format:check) || die "typecheck, lint, layer rules or formatting failed"
+# Side by side, each on one thread; each one's output is shown only when it fails.
+checks=("tsc --noEmit" "eslint ." "npm run --silent layers:check" "npm run --silent format:check")
+checks_dir=$(mktemp -d)
+check_pids=()
+for i in "${!checks[@]}"; do
+  # shellcheck disable=SC2086
+  (cd "$KILN_ROOT" && ${checks[$i]} >"$checks_dir/$i.log" 2>&1) &
+  check_pids+=($!)
+done
+checks_failed=()
+for i in "${!checks[@]}"; do wait "${check_pids[$i]}" || checks_failed+=("$i"); done
+for i in "${checks_failed[@]}"; do
+  echo "--- ${checks[$i]}" >&2
+  cat "$checks_dir/$i.log" >&2
+done
+rm -rf "$checks_dir"
+[ "${#checks_failed[@]}" = 0 ] || die "typecheck, lint, layer rules or formatting failed"
 # Each lane runs its own Temporal dev server and Postgres (infra/suite-services.sh), except on the
 # full Temporal server (KILN_TEMPORAL=server), which lives in the shared Postgres, or on a database
 # named by KILN_TEST_DATABASE_URL: those run one lane. MinIO is shared: each lane has its own bucket in it.
