@@ -159,8 +159,10 @@ fi
 # started and ended go to $lanes_dir; its stack is stopped as soon as its files are done.
 run_lane() {
   local k=$1 pids=() pid status
+  shift
   lane_env "$k"
-  trap 'stop_lane "$k"' EXIT
+  # shellcheck disable=SC2064
+  trap "stop_lane $k" EXIT
   stop_kiln
   ! $own_temporal || { start_suite_temporal & pids+=($!); }
   ! $own_postgres || { start_suite_postgres & pids+=($!); }
