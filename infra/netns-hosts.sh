@@ -9,7 +9,9 @@
 #   netns-hosts.sh address NAME   prints the host's address
 #
 # KILN_TEST_SLOT (0–9) picks the subnet and, unless KILN_NETNS_PREFIX is set, the names
-# (kiln<slot>-h1, bridge kiln<slot>-br), so suites of two checkouts never share hosts.
+# (kiln<slot>-h1, bridge kiln<slot>-br), so suites of two checkouts never share hosts. The lanes of
+# one suite (infra/test.sh: KILN_TEST_LANE 1–4, with a prefix of their own) have subnets
+# 10.213.100 and up, above every slot's.
 # Needs root (ip netns). Every command it runs is printed, so a test log shows how hosts were made and cut.
 set -euo pipefail
 
@@ -19,7 +21,9 @@ prefix="${KILN_NETNS_PREFIX:-kiln$slot}"
 # Interface names hold at most 15 characters: <prefix>-br and <prefix>-hNN.
 [[ "$prefix" =~ ^[a-z0-9]{1,10}$ ]] || { echo "KILN_NETNS_PREFIX must be 1–10 lowercase letters or digits (got '$prefix')" >&2; exit 2; }
 bridge="$prefix-br"
-subnet="10.213.$slot"
+lane="${KILN_TEST_LANE:-0}"
+[[ "$lane" =~ ^[0-4]$ ]] || { echo "KILN_TEST_LANE must be 0 to 4 (got '$lane')" >&2; exit 2; }
+subnet="10.213.$slot"; [ "$lane" = 0 ] || subnet="10.213.$((100 + 4 * slot + lane - 1))"
 
 run() {
   echo "+ $*"

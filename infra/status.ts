@@ -6,7 +6,7 @@
  */
 import { Connection } from '@temporalio/client';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
@@ -85,7 +85,7 @@ async function postgresProbe(url: string) {
   }
 }
 
-/** Kiln's processes of one stack (the development one in .data, the suite's in .data/test). */
+/** Kiln's processes of one stack (the development one in .data, a suite lane's in .data/test or .data/test-l<K>). */
 async function kilnProcesses(runDir: string, label: string): Promise<ComponentStatus[]> {
   let state: SupervisorState;
   try {
@@ -236,7 +236,13 @@ export async function stackStatus(): Promise<ComponentStatus[]> {
     service('postgres', 5432, () => postgresProbe(process.env.KILN_STATUS_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')),
   ]);
   const dev = await kilnProcesses(data, '');
-  const test = await kilnProcesses(path.join(data, 'test'), 'test:');
+  // The suite's stacks, one a lane (infra/test.sh): .data/test, .data/test-l1, ...
+  const lanes = existsSync(data)
+    ? readdirSync(data)
+        .filter((d) => /^test(-l\d)?$/.test(d))
+        .sort()
+    : [];
+  const test = (await Promise.all(lanes.map((d) => kilnProcesses(path.join(data, d), `${d}:`)))).flat();
   if (dev.length === 0)
     dev.push({ component: 'kiln', up: false, pid: null, uptimeS: null, restarts: null, health: 'not started (npm start)' });
   const nodes = await engineNodes(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln');

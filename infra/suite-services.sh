@@ -4,11 +4,9 @@
 # must never be the developer's: a running `npm start`, another worktree's suite and the
 # benchmarks keep the shared ones (infra/services.sh). Sourced by test.sh after env.sh.
 
-# Ports: Temporal 17233 + slot (its UI 18233 + slot), Postgres 15432 + slot.
-suite_temporal_port=$((17233 + slot))
-suite_temporal_ui_port=$((18233 + slot))
-suite_pg_port=$((15432 + slot))
-suite_pg_cluster="kiln-test-$slot"
+# The caller sets the ports and the cluster's name (test.sh's lane_env: Temporal 17233 + slot, its
+# UI 18233 + slot, Postgres 15432 + slot, cluster kiln-test-<slot>, for lane 0):
+# suite_temporal_port, suite_temporal_ui_port, suite_pg_port, suite_pg_cluster.
 
 suite_pg_version() { ls /etc/postgresql 2>/dev/null | sort -V | tail -1; }
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# npm test: the same setup as npm start, then the whole suite against the real stack.
-# The suite gets its own API, workers, database, Temporal namespace and bucket, so it never
-# touches a running development stack; services it had to start are stopped again at the end,
+# npm test: the same setup as npm start, then the whole suite against real stacks, in lanes.
+# A lane is a stack of its own (API, workers, Temporal dev server, Postgres cluster, database,
+# namespace, bucket, ports) that runs its share of the test files in band, so a file that restarts a
+# process, counts rows or reads metrics sees only its own lane. KILN_TEST_LANES (1–5, default 3) sets
+# how many; the files are split over them by their last durations (infra/test-lanes.ts). The suite
+# never touches a running development stack; services it had to start are stopped again at the end,
 # unless another checkout's suite is still using them (see suites_dir).
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 # The suite covers kiln/remove-background too, whose weights are AGPL-3.0 and fetched only on request.
@@ -9,10 +12,26 @@ export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
 
 bash "$KILN_ROOT/infra/install.sh" --with-browser
 log "typecheck, lint, layer rules and formatting"
-(cd "$KILN_ROOT" && tsc --noEmit && eslint . && npm run --silent layers:check && npm run --silent format:check) || die "typecheck, lint, layer rules or formatting failed"
-# The suite runs its own Temporal dev server and Postgres (infra/suite-services.sh), except on the
+# Side by side, each on one thread; each one's output is shown only when it fails.
+checks=("tsc --noEmit" "eslint ." "npm run --silent layers:check" "npm run --silent format:check")
+checks_dir=$(mktemp -d)
+check_pids=()
+for i in "${!checks[@]}"; do
+  # shellcheck disable=SC2086
+  (cd "$KILN_ROOT" && ${checks[$i]} >"$checks_dir/$i.log" 2>&1) &
+  check_pids+=($!)
+done
+checks_failed=()
+for i in "${!checks[@]}"; do wait "${check_pids[$i]}" || checks_failed+=("$i"); done
+for i in "${checks_failed[@]}"; do
+  echo "--- ${checks[$i]}" >&2
+  cat "$checks_dir/$i.log" >&2
+done
+rm -rf "$checks_dir"
+[ "${#checks_failed[@]}" = 0 ] || die "typecheck, lint, layer rules or formatting failed"
+# Each lane runs its own Temporal dev server and Postgres (infra/suite-services.sh), except on the
 # full Temporal server (KILN_TEMPORAL=server), which lives in the shared Postgres, or on a database
-# named by KILN_TEST_DATABASE_URL. MinIO is shared: the suite has its own bucket in it.
+# named by KILN_TEST_DATABASE_URL: those run one lane. MinIO is shared: each lane has its own bucket in it.
 own_temporal=true; [ "$KILN_TEMPORAL" = server ] && own_temporal=false
 own_postgres=true; { [ -n "${KILN_TEST_DATABASE_URL:-}" ] || ! $own_temporal; } && own_postgres=false
 shared=(minio); $own_temporal || shared+=(temporal); $own_postgres || shared+=(postgres)
@@ -27,21 +46,9 @@ for svc in "${ours[@]}"; do pid_alive "$DATA/pids/$svc.pid" && stop_list+=("$svc
 export KILN_ENV=test
 # One engine worker even on a GPU host: the suite drives it by its name and node id.
 export KILN_ENGINE_PER_GPU=false
-export KILN_RUN_DIR="$DATA/test" KILN_DATA_DIR="$DATA/test"
-# KILN_TEST_SLOT=N (N ≥ 1) gives a checkout its own ports, Temporal, Postgres, bucket and task
-# queues, so that two worktrees can run their suites at once.
-slot="${KILN_TEST_SLOT:-0}"
-[[ "$slot" =~ ^[0-9]$ ]] || die "KILN_TEST_SLOT must be one digit (got '$slot')"
-suffix=""; [ "$slot" = 0 ] || suffix="-$slot"
-export PORT="${KILN_TEST_PORT:-$((8081 + slot * 10))}"
-export KILN_API_URL="http://127.0.0.1:$PORT"
-export KILN_CONTROL_METRICS_PORT=$((9474 + slot * 10)) KILN_ENGINE_METRICS_PORT=$((9475 + slot * 10))
-pg_port=5432; $own_postgres && pg_port=$((15432 + slot))
-export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:$pg_port/kiln_test${suffix//-/_}}"
-export TEMPORAL_NAMESPACE="kiln-test$suffix" S3_BUCKET="kiln-test$suffix" KILN_NODE_ID="test-node-1$suffix"
 export LOG_LEVEL=warn
-# Traces go to the port test/e2e/traces.test.ts collects them on, sent within a moment.
-export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$((4318 + slot * 10))" OTEL_BSP_SCHEDULE_DELAY=200
+# Traces are sent within a moment of their end (test/e2e/traces.test.ts collects them).
+export OTEL_BSP_SCHEDULE_DELAY=200
 # Receivers in the suite listen on loopback; retries come fast so a down receiver is tested in seconds.
 # Batches continue as new every 4 chunks, so the suite's batches exercise it.
 export KILN_BATCH_CHUNKS_PER_RUN=4
@@ -51,11 +58,55 @@ export KILN_BATCH_INPUT_MAX_BYTES=1048576
 # the generated models' prompts run one token a character or so, and must fit their 4,096-token context.
 export KILN_PREFILL_SPLIT_MIN_TOKENS=600
 export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLOW_PRIVATE=true KILN_WEBHOOK_RETRY_SCHEDULE=1s,1s,2s KILN_WEBHOOK_MAX_ATTEMPTS=6
-if $own_temporal; then
-  export TEMPORAL_ADDRESS="127.0.0.1:$((17233 + slot))" KILN_TEMPORAL_UI_URL="http://127.0.0.1:$((18233 + slot))"
+
+# KILN_TEST_SLOT=N (N ≥ 1) gives a checkout its own ports, Temporal, Postgres, bucket and task
+# queues, so that two worktrees can run their suites at once.
+slot="${KILN_TEST_SLOT:-0}"
+[[ "$slot" =~ ^[0-9]$ ]] || die "KILN_TEST_SLOT must be one digit (got '$slot')"
+lanes="${KILN_TEST_LANES:-3}"
+[[ "$lanes" =~ ^[1-5]$ ]] || die "KILN_TEST_LANES must be 1 to 5 (got '$lanes')"
+# Files named on the command line run in one lane, unless KILN_TEST_LANES asks for more.
+[ $# -eq 0 ] || [ -n "${KILN_TEST_LANES:-}" ] || lanes=1
+if [ "$lanes" -gt 1 ] && ! { $own_temporal && $own_postgres; }; then
+  log "one lane: the full Temporal server and a named database are shared, not made per lane"
+  lanes=1
 fi
-. "$KILN_ROOT/infra/app.sh"
+
+# lane_env K: the environment of lane K of this slot. Lane 0 has the slot's own ports and names
+# (8081 + 10 × slot, ...); lane K ≥ 1 has ports of its own number n = 4 × slot + K − 1 in ranges no
+# slot uses (API 8200 + 10n, metrics 9200 + 10n, OTLP 4400 + 10n, Temporal 17300 + n, its UI
+# 18300 + n, Postgres 15500 + n) and names suffixed -l<K>. Tests start extra APIs on PORT + 1..9.
 . "$KILN_ROOT/infra/suite-services.sh"
+lane_env() {
+  local k=$1 suffix="" otel metrics n
+  [ "$slot" = 0 ] || suffix="-$slot"
+  export KILN_TEST_LANE="$k"
+  if [ "$k" = 0 ]; then
+    PORT="${KILN_TEST_PORT:-$((8081 + slot * 10))}" metrics=$((9474 + slot * 10)) otel=$((4318 + slot * 10))
+    suite_temporal_port=$((17233 + slot)) suite_temporal_ui_port=$((18233 + slot)) suite_pg_port=$((15432 + slot))
+    RUN_DIR="$DATA/test"
+  else
+    n=$((4 * slot + k - 1)) suffix="$suffix-l$k"
+    PORT=$((8200 + 10 * n)) metrics=$((9200 + 10 * n)) otel=$((4400 + 10 * n))
+    suite_temporal_port=$((17300 + n)) suite_temporal_ui_port=$((18300 + n)) suite_pg_port=$((15500 + n))
+    RUN_DIR="$DATA/test-l$k"
+    # Hosts of infra/netns-hosts.sh, on a subnet of the lane's own (it reads KILN_TEST_LANE).
+    export KILN_NETNS_PREFIX="kiln${slot}l$k"
+  fi
+  suite_pg_cluster="kiln-test-$slot${suffix#"-$slot"}"
+  export PORT KILN_API_URL="http://127.0.0.1:$PORT"
+  export KILN_CONTROL_METRICS_PORT=$metrics KILN_ENGINE_METRICS_PORT=$((metrics + 1))
+  export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$otel"
+  export KILN_RUN_DIR="$RUN_DIR" KILN_DATA_DIR="$RUN_DIR"
+  mkdir -p "$RUN_DIR/logs" "$RUN_DIR/pids"
+  local pg_port=5432; $own_postgres && pg_port=$suite_pg_port
+  export DATABASE_URL="${KILN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:$pg_port/kiln_test${suffix//-/_}}"
+  export TEMPORAL_NAMESPACE="kiln-test$suffix" S3_BUCKET="kiln-test$suffix" KILN_NODE_ID="test-node-1$suffix"
+  if $own_temporal; then
+    export TEMPORAL_ADDRESS="127.0.0.1:$suite_temporal_port" KILN_TEMPORAL_UI_URL="http://127.0.0.1:$suite_temporal_ui_port"
+  fi
+}
+. "$KILN_ROOT/infra/app.sh"
 
 # Suites of several worktrees share MinIO (and the full Temporal server with its Postgres): each
 # registers itself here, and the one that started them leaves them up while another still runs.
@@ -73,10 +124,17 @@ other_suites_running() {
   return 1
 }
 
-cleanup() {
+stop_lane() {
+  lane_env "$1"
   stop_kiln
   ! $own_temporal || stop_suite_temporal
   ! $own_postgres || stop_suite_postgres
+}
+
+cleanup() {
+  local k pids=()
+  for k in $(seq 0 $((lanes - 1))); do (stop_lane "$k") & pids+=($!); done
+  wait "${pids[@]}" || true
   rm -f "$suites_dir/$$"
   if [ "${#stop_list[@]}" -gt 0 ] && other_suites_running; then
     log "leaving ${stop_list[*]} running: another checkout's suite is using them"
@@ -86,37 +144,60 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Always the code of this checkout: restart the suite's own processes, on fresh services and bucket.
-stop_kiln
-pids=()
-! $own_temporal || { start_suite_temporal & pids+=($!); }
-! $own_postgres || { start_suite_postgres & pids+=($!); }
-for pid in "${pids[@]}"; do wait "$pid" || die "the suite's Temporal or Postgres did not start"; done
-run_kiln infra/empty-bucket.ts || die "emptying the suite's bucket $S3_BUCKET failed"
-start_kiln
+lanes_dir="$DATA/test-lanes"
+rm -rf "$lanes_dir"
+mkdir -p "$lanes_dir"
+if [ "$lanes" -gt 1 ]; then
+  (cd "$KILN_ROOT" && jest --listTests --json "$@") >"$lanes_dir/files.json" || die "jest could not list the test files"
+  lanes=$(run_kiln infra/test-lanes.ts plan "$lanes" "$lanes_dir" <"$lanes_dir/files.json") || die "planning the lanes failed"
+else
+  : >"$lanes_dir/lane-0.files"
+fi
 
-results="$RUN_DIR/jest-results.json"
-rm -f "$results"
-suite_started=$SECONDS
-set +e
-NODE_OPTIONS=--experimental-vm-modules npx jest --runInBand --json --outputFile="$results" "$@"
-status=$?
-set -e
-node -e '
-  const fs = require("fs");
-  const f = process.argv[1];
-  if (!fs.existsSync(f)) { console.log("0 passed, 1 failed"); process.exit(0); }
-  const r = JSON.parse(fs.readFileSync(f, "utf8"));
-  const failed = r.numFailedTests + (r.numRuntimeErrorTestSuites || 0);
-  const [jest, total] = process.argv.slice(2).map(Number);
-  console.log(`npm test took ${total} s: jest ${jest} s, setup (install check, typecheck, lint, stack) ${total - jest} s`);
-  // The suite runs in band, so the files of a tier add up to its share of the wall time.
-  const tiers = {};
-  for (const t of r.testResults) {
-    const tier = (t.name.match(/\/test\/(unit|integration|e2e|replay)\//) || [, "other"])[1];
-    tiers[tier] = (tiers[tier] || 0) + (t.endTime - t.startTime) / 1000;
-  }
-  console.log("by tier: " + Object.entries(tiers).map(([k, v]) => `${k} ${Math.round(v)} s`).join(", "));
-  console.log(`${r.numPassedTests} passed, ${failed} failed`);
-' "$results" "$((SECONDS - suite_started))" "$SECONDS"
+# run_lane K: lane K's stack, always the code of this checkout on fresh services and bucket, then jest
+# on the lane's files (on the command line's arguments with one lane). Its results and the times jest
+# started and ended go to $lanes_dir; its stack is stopped as soon as its files are done.
+run_lane() {
+  local k=$1 pids=() pid status
+  shift
+  lane_env "$k"
+  # shellcheck disable=SC2064
+  trap "stop_lane $k" EXIT
+  stop_kiln
+  ! $own_temporal || { start_suite_temporal & pids+=($!); }
+  ! $own_postgres || { start_suite_postgres & pids+=($!); }
+  for pid in "${pids[@]}"; do wait "$pid" || die "the suite's Temporal or Postgres did not start"; done
+  run_kiln infra/empty-bucket.ts || die "emptying the suite's bucket $S3_BUCKET failed"
+  start_kiln
+  local args=("$@")
+  if [ "$lanes" -gt 1 ]; then
+    mapfile -t args <"$lanes_dir/lane-$k.files"
+    args=(--runTestsByPath "${args[@]}")
+  fi
+  echo "$(date +%s)" >"$lanes_dir/lane-$k.times"
+  set +e
+  (cd "$KILN_ROOT" && NODE_OPTIONS=--experimental-vm-modules jest --runInBand --json --outputFile="$lanes_dir/lane-$k.results.json" "${args[@]}")
+  status=$?
+  set -e
+  echo "$(cat "$lanes_dir/lane-$k.times") $(date +%s)" >"$lanes_dir/lane-$k.times"
+  return $status
+}
+
+if [ "$lanes" = 1 ]; then
+  (run_lane 0 "$@") && status=0 || status=$?
+else
+  lane_pids=()
+  for k in $(seq 0 $((lanes - 1))); do
+    # Each line of a lane's output says which lane it came from.
+    { (run_lane "$k") && echo 0 >"$lanes_dir/lane-$k.status" || echo $? >"$lanes_dir/lane-$k.status"; } 2>&1 | sed -u "s/^/[lane $k] /" &
+    lane_pids+=($!)
+  done
+  wait "${lane_pids[@]}" || true
+  status=0
+  for k in $(seq 0 $((lanes - 1))); do
+    s=$(cat "$lanes_dir/lane-$k.status" 2>/dev/null || echo 1)
+    [ "$s" = 0 ] || status=$s
+  done
+fi
+run_kiln infra/test-lanes.ts summary "$lanes_dir" "$SECONDS" "$lanes"
 exit $status

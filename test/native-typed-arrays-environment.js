@@ -4,9 +4,9 @@
  * such as onnxruntime-node hands back typed arrays made in Node's own context, which
  * onnxruntime-common then rejects with `instanceof` ("A float32 tensor's data must be type of
  * Float32Array"). This environment shares the rest of the typed arrays the same way. Outside
- * Jest there is one context and nothing to fix.
+ * Jest there is one context and nothing to fix. It starts each file with fresh connections too.
  */
-const { TestEnvironment } = require('jest-environment-node');
+const FreshConnectionsEnvironment = require('./fresh-connections-environment');
 
 const SHARED = [
   'Int8Array',
@@ -22,7 +22,7 @@ const SHARED = [
   'DataView',
 ];
 
-class NativeTypedArraysEnvironment extends TestEnvironment {
+class NativeTypedArraysEnvironment extends FreshConnectionsEnvironment {
   constructor(config, context) {
     super(config, context);
     for (const name of SHARED) this.global[name] = globalThis[name];

@@ -268,10 +268,17 @@ export const scriptVariables: ScriptVariable[] = [
     readBy: ['infra/test.sh', 'bench/process-start.sh'],
   },
   {
+    names: ['KILN_TEST_LANES', 'KILN_TEST_LANE'],
+    default: '`3` (`1` when files are named on the command line)',
+    description:
+      "`npm test` runs the suite in this many lanes (1–5) at once, each a stack of its own (API, workers, Temporal dev server, Postgres cluster, namespace, bucket) running its share of the files in band, split by their last durations. Lane 0 has the slot's ports; lane K ≥ 1 has API 8200 + 10n, metrics 9200 + 10n, OTLP 4400 + 10n, Temporal 17300 + n, its UI 18300 + n, Postgres 15500 + n (n = 4 × slot + K − 1), names suffixed `-l<K>`. `KILN_TEST_LANE` is set for each lane's processes (its network namespaces' subnet).",
+    readBy: ['infra/test.sh', 'infra/netns-hosts.sh'],
+  },
+  {
     names: ['KILN_TEST_PORT', 'KILN_TEST_DATABASE_URL'],
     default: '8081 + 10 × slot; `postgres://postgres@127.0.0.1:15432/kiln_test` (port 15432 + slot, `kiln_test_<slot>`)',
     description:
-      "The test suite's API port and database. A database named here is used as it is (the suite then runs no Postgres of its own, and the Postgres chaos test restarts that database's cluster).",
+      "The test suite's API port (of lane 0) and database. A database named here is used as it is (the suite then runs one lane and no Postgres of its own, and the Postgres chaos test restarts that database's cluster).",
     readBy: ['infra/test.sh'],
   },
   {
@@ -490,7 +497,7 @@ const FOOTER = `## Ports and files
 Ports: API 8080 (tests: 8081, or 8081 + 10 × \`KILN_TEST_SLOT\`; benchmarks: 8070), Temporal 7233
 (the full server: 7243), Temporal UI 8233 (the full server's: 8243), MinIO 9000, Postgres 5432,
 worker metrics 9464 (control) and 9465 (engine). The test suite's own Temporal dev server, its UI
-and its Postgres cluster: 17233, 18233 and 15432, + \`KILN_TEST_SLOT\`.
+and its Postgres cluster: 17233, 18233 and 15432, + \`KILN_TEST_SLOT\` (its further lanes: \`KILN_TEST_LANES\`).
 
 Runtime data lives in \`.data/\` (git-ignored): logs in \`.data/logs/\`, the API token in
 \`.data/api-token\`, the Temporal SQLite file, MinIO's data, the engine's model cache. The binaries

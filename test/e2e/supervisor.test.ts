@@ -53,7 +53,7 @@ test.each(['api', 'control-worker', 'engine-worker'])(
       (p) => p.status === 'processing',
       { timeoutMs: 120_000, intervalMs: 100 },
     );
-    const before = (await stackStatus()).find((c) => c.component === `test:${name}`);
+    const before = (await stackStatus()).find((c) => c.component === `${path.basename(RUN_DIR)}:${name}`);
 
     const killedAt = Date.now();
     const { killed, restarted, downMs } = await killSuiteProcess(name);
@@ -75,7 +75,7 @@ test.each(['api', 'control-worker', 'engine-worker'])(
 
     const log = readFileSync(path.join(RUN_DIR, 'logs/supervisor.log'), 'utf8');
     expect(log).toContain(`${name} (pid ${killed}) exited (SIGKILL)`);
-    const after = (await stackStatus()).find((c) => c.component === `test:${name}`);
+    const after = (await stackStatus()).find((c) => c.component === `${path.basename(RUN_DIR)}:${name}`);
     expect(after).toMatchObject({ up: true, pid: restarted, restarts: (before?.restarts ?? 0) + 1 });
   },
 );
