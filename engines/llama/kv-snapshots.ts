@@ -201,11 +201,14 @@ export class KvSnapshotStore {
   }
 
   /**
-   * keep() for a snapshot just downloaded and loaded: its sidecar's write and the disk tier's
-   * eviction pass (a few milliseconds) run after the load, off the path to the first token.
+   * keep() for a snapshot just downloaded and loaded, and its use marked in the object tier: the
+   * sidecars' writes and the disk tier's eviction pass (a few milliseconds) run after the load,
+   * off the path to the first token.
    */
   private keepAfterLoad(snapshot: Snapshot): void {
-    const background: Promise<void> = this.keep(snapshot)
+    const { usedAt: _usedAt, ...entry } = snapshot;
+    const background: Promise<void> = Promise.all([this.keep(snapshot), this.opts.objects?.touch(entry).catch(() => undefined)])
+      .then(() => undefined)
       .catch(() => undefined)
       .finally(() => this.uploading.delete(background));
     this.uploading.add(background);

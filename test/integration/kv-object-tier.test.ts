@@ -3,8 +3,10 @@
  * llama.cpp: a prefix evaluated on one node is restored on a node that never saw it (an empty
  * disk: another node, or a version warmed up again after scaling to zero), with the output of a
  * cold run; a damaged object is discarded and the prompt evaluated afresh; the tier keeps to its
- * byte budget. Each test files its snapshots under a prefix of its own and removes it.
+ * byte budget, and a restore counts as a use. Each test files its snapshots under a prefix of its
+ * own and removes it.
  */
+import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -45,6 +47,8 @@ function tierPrefix(): string {
   prefixes.push(prefix);
   return prefix;
 }
+
+const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 async function keysUnder(prefix: string): Promise<string[]> {
   const keys: string[] = [];
@@ -150,4 +154,25 @@ test('the tier keeps to its byte budget, least recently used out first', async (
   expect(states).toHaveLength(1);
   expect(states).not.toContain(alice);
   expect((await keysUnder(prefix)).filter((k) => k.endsWith('.json'))).toHaveLength(1);
+});
+
+test('a snapshot restored from the tier counts as used: eviction takes the one used least recently', async () => {
+  const prefix = tierPrefix();
+  await firstTurnOnAnotherNode(prefix, 'alice');
+  await firstTurnOnAnotherNode(prefix, 'bob');
+  const states = async () => (await keysUnder(prefix)).filter((k) => k.endsWith('.kvstate'));
+  const [alice, bob] = await Promise.all(['alice', 'bob'].map(async (owner) => (await states()).find((k) => k.includes(sha256(owner)))!));
+  // Alice's snapshot is restored on a third node, after bob's upload: it is now the newer of the two.
+  const reader = await node(prefix);
+  expect((await reader.engine.generate('v1', QUESTION, { owner: 'alice' })).cacheTier).toBe('object');
+  await reader.store.settled();
+  await reader.engine.dispose();
+  expect(await states()).toHaveLength(3);
+  const largest = Math.max(...(await Promise.all((await states()).map(async (k) => (await storage.size(k))!))));
+  // Carol's upload leaves room for three of the four: bob's, used least recently, goes.
+  await firstTurnOnAnotherNode(prefix, 'carol', Math.floor(largest * 3.5));
+  const left = await states();
+  expect(left).toHaveLength(3);
+  expect(left).toContain(alice);
+  expect(left).not.toContain(bob);
 });
