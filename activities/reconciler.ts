@@ -26,6 +26,7 @@ import { isTerminalStatus } from '../domain/statuses';
 import type { Storage } from '../lib/storage';
 import { batchClosedEarly, batchRowToSnapshot, outcomeOf, predictionClosedEarly, type ClosedRun } from './closed-run-outcome';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
+import { lookEvery } from './look-loop';
 import { runWriterOf } from './run-writer';
 
 export interface ReconcilerDeps {
@@ -304,19 +305,42 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
   const followEarlyCloses = earlyCloseFollower({ db, temporal, pageSize }, finish);
   const finishOpenRows = openRowsPass({ db, temporal, pageSize }, finish);
   const archive = storage ? historyArchiver(temporal, storage) : undefined;
+  /**
+   * One look at everything open: rows not in a terminal status and slots still held, each
+   * checked against its workflow's latest run. Running ones, and ones Temporal does not know
+   * (their history is gone: nothing to finish them from), are left as they are.
+   */
+  async function reconcileClosedWorkflows(): Promise<ReconcileLook> {
+    const olderThan = new Date(Date.now() - minAgeMs);
+    const latest = latestRunsOnce(temporal);
+    // First: what it finishes is no longer open for the pass below.
+    const followed = await followEarlyCloses(latest);
+    const done = await finishOpenRows(olderThan, latest);
+    return { ...done, predictions: done.predictions + followed, archived: archive ? archive() : 0 };
+  }
+
   return {
-    /**
-     * One look at everything open: rows not in a terminal status and slots still held, each
-     * checked against its workflow's latest run. Running ones, and ones Temporal does not know
-     * (their history is gone: nothing to finish them from), are left as they are.
-     */
-    async reconcileClosedWorkflows(): Promise<{ predictions: number; batches: number; slots: number; archived: number }> {
-      const olderThan = new Date(Date.now() - minAgeMs);
-      const latest = latestRunsOnce(temporal);
-      // First: what it finishes is no longer open for the pass below.
-      const followed = await followEarlyCloses(latest);
-      const done = await finishOpenRows(olderThan, latest);
-      return { ...done, predictions: done.predictions + followed, archived: archive ? archive() : 0 };
+    reconcileClosedWorkflows,
+    /** The reconciler workflow's looks, `intervalMs` apart, in one activity (./look-loop.ts). */
+    async reconcileEvery({ intervalMs, looks }: { intervalMs: number; looks: number }): Promise<void> {
+      await lookEvery(
+        reconcileClosedWorkflows,
+        (done) => {
+          if (done.predictions + done.batches + done.slots > 0) log.info('reconciled closed workflows', done);
+        },
+        { intervalMs, looks, heartbeatMs: RECONCILE_HEARTBEAT_MS, name: 'reconciling' },
+      );
     },
   };
 }
+
+/** What one look finished: predictions, batches and admission slots, and the histories it began to archive. */
+export type ReconcileLook = {
+  predictions: number;
+  batches: number;
+  slots: number;
+  archived: number;
+};
+
+/** How often the reconciler's loop says it is alive; its heartbeat timeout is a few of these. */
+export const RECONCILE_HEARTBEAT_MS = 5_000;

@@ -2,14 +2,15 @@
  * Finishes what closed workflows left open. A prediction or batch workflow that is terminated,
  * times out, or fails or is canceled before its last step never makes its final writes: its row
  * stays `starting`/`processing`, its stream open, its account's admission slot taken. Every few
- * seconds this singleton asks the reconcile activity to look at the open rows and held slots and
- * finish those whose workflow has closed, from that workflow's history.
+ * seconds this singleton's activity looks at the open rows and held slots and finishes those
+ * whose workflow has closed, from that workflow's history.
  *
  * A loop workflow, like the replica scaler: one per namespace, started by the control worker,
- * surviving restarts, on a steady clock. The look is a regular activity (not a local one): it may
- * take longer than a workflow task should wait, and it queries other workflows.
+ * surviving restarts, on a steady clock. The looks run in one long activity that sleeps between
+ * them (activities/reconciler.ts, reconcileEvery): a regular activity, not a local one, since a look
+ * may take longer than a workflow task should wait, and it queries other workflows.
  */
-import { continueAsNew, log, proxyActivities, sleep } from '@temporalio/workflow';
+import { continueAsNew, log, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { createReconcilerActivities } from '../activities/reconciler';
 
 type ReconcilerActivities = ReturnType<typeof createReconcilerActivities>;
@@ -20,17 +21,37 @@ const { reconcileClosedWorkflows } = proxyActivities<ReconcilerActivities>({
   retry: { maximumAttempts: 1 },
 });
 
+const { reconcileEvery } = proxyActivities<ReconcilerActivities>({
+  // Its looks, the sleeps between them and a slow look's two minutes, with room to spare.
+  startToCloseTimeout: '2 hours',
+  // Four missed beats (activities/reconciler.ts, RECONCILE_HEARTBEAT_MS): a lost worker's loop
+  // starts again on another within 20 s.
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
+});
+
 /** Ticks per run: the history stays short, then the loop goes on as a new run. */
 const TICKS_PER_RUN = 200;
 
+/** Looks in one activity, and activities per run: a run's history holds a few dozen events. */
+const LOOKS_PER_ACTIVITY = 200;
+const ACTIVITIES_PER_RUN = 10;
+
+/** The looks run in one long activity instead of an activity and a timer each. */
+export const RECONCILE_IN_ONE_ACTIVITY_PATCH = 'reconcile-in-one-activity';
+
 export async function reconcilerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
-  for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
-    const done = await reconcileClosedWorkflows().catch((err: Error) => {
-      log.warn('reconciling failed', { error: err.message });
-      return undefined;
-    });
-    if (done && done.predictions + done.batches + done.slots > 0) log.info('reconciled closed workflows', done);
-    await sleep(intervalMs);
+  if (patched(RECONCILE_IN_ONE_ACTIVITY_PATCH)) {
+    for (let run = 0; run < ACTIVITIES_PER_RUN; run++) await reconcileEvery({ intervalMs, looks: LOOKS_PER_ACTIVITY });
+  } else {
+    for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
+      const done = await reconcileClosedWorkflows().catch((err: Error) => {
+        log.warn('reconciling failed', { error: err.message });
+        return undefined;
+      });
+      if (done && done.predictions + done.batches + done.slots > 0) log.info('reconciled closed workflows', done);
+      await sleep(intervalMs);
+    }
   }
   await continueAsNew<typeof reconcilerWorkflow>({ intervalMs });
 }

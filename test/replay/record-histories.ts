@@ -157,6 +157,13 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
     query: "WorkflowType='reconcilerWorkflow' AND ExecutionStatus!='Running'",
     shows: (h) => count(h, 'reconcileClosedWorkflows') >= 2,
   },
+  // Its looks in one long activity (workflows/reconciler.ts): a run lasts an hour, so one still running will do,
+  // once its first activity has ended (a stack with KILN_RECONCILE_INTERVAL_MS=200 gets there in a minute).
+  {
+    file: 'reconciler-one-activity',
+    query: "WorkflowType='reconcilerWorkflow'",
+    shows: (h) => count(h, 'reconcileEvery') >= 2,
+  },
   // A run an operator's reset started (test/e2e/operator-actions.test.ts): it replays the old run's events up to the reset point.
   {
     file: 'prediction-reset',
