@@ -37,6 +37,7 @@ import {
 import { chooseSplit } from '../domain/prefill-split';
 import { taskType } from '../domain/tasks';
 import type { Storage } from '../lib/storage';
+import { lookEvery } from './look-loop';
 
 /** x-session-affinity: whose session placement keeps on one node. */
 type SessionOf = { accountId: string; session: string };
@@ -94,9 +95,12 @@ async function backlog(client: Client | undefined, versionId: string): Promise<n
   return Number(res.stats?.approximateBacklogCount ?? 0);
 }
 
-/** The replica scaler's step. */
+/** How often the replica scaler's watch says it is alive; its heartbeat timeout is a few of these. */
+export const REPLICA_WATCH_HEARTBEAT_MS = 5_000;
+
+/** The replica scaler's step, and its looks while no load is under way. */
 function replicaActivities(db: Db, client: Client | undefined, replicas: ReplicaSettings) {
-  return {
+  const steps = {
     /**
      * The replica scaler's look at every served version: one more replica where the backlog per
      * replica passed the threshold (up to max_instances, or the default cap), and replicas back
@@ -125,6 +129,22 @@ function replicaActivities(db: Db, client: Client | undefined, replicas: Replica
         log.info('adding a replica', { versionId, nodeId: node.id, reason, replicas: on.size });
         plan.push({ versionId, nodeId: node.id });
       }
+      return plan;
+    },
+  };
+  return {
+    ...steps,
+    /**
+     * The scaler's looks while no load is under way, `intervalMs` apart in one activity
+     * (./look-loop.ts): the first plan that loads something, or none after `looks` looks.
+     */
+    async watchReplicas({ intervalMs, looks }: { intervalMs: number; looks: number }): Promise<ReplicaLoad[]> {
+      let plan: ReplicaLoad[] = [];
+      await lookEvery(
+        () => steps.planReplicas({ loading: [] }),
+        (found) => (plan = found).length > 0,
+        { intervalMs, looks, heartbeatMs: REPLICA_WATCH_HEARTBEAT_MS, name: 'replica planning' },
+      );
       return plan;
     },
   };

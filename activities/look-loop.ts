@@ -5,7 +5,8 @@
  * reconciler's looks every 2 s cost about 7 % of a core that way, where the look itself costs
  * almost nothing. The activity heartbeats every `heartbeatMs`, also while a slow look runs, so
  * that a lost worker's loop is picked up again within its heartbeat timeout; a cancel ends it
- * between two looks. A failed look is logged and the next one is taken as usual.
+ * between two looks. A failed look is logged and the next one is taken as usual; `onLook`
+ * returning true ends the loop early (a look that found work for the workflow to do).
  */
 import { Context, log } from '@temporalio/activity';
 
@@ -17,13 +18,13 @@ export interface LookLoopOptions {
   name: string;
 }
 
-export async function lookEvery<T>(look: () => Promise<T>, onLook: (result: T) => void, o: LookLoopOptions): Promise<void> {
+export async function lookEvery<T>(look: () => Promise<T>, onLook: (result: T) => boolean | void, o: LookLoopOptions): Promise<void> {
   const ctx = Context.current();
   const beat = setInterval(() => ctx.heartbeat(), o.heartbeatMs);
   try {
     for (let n = 0; n < o.looks; n++) {
       try {
-        onLook(await look());
+        if (onLook(await look()) === true) return;
       } catch (err) {
         log.warn(`${o.name} failed`, { error: (err as Error).message });
       }

@@ -9,7 +9,7 @@
  * One singleton, started by the control worker, decides alone, on a steady clock, and survives
  * control worker restarts like any workflow.
  */
-import { condition, continueAsNew, log, proxyLocalActivities, sleep } from '@temporalio/workflow';
+import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { ReplicaLoad } from '../domain/contracts';
 import { engineOnNode } from './placement';
@@ -22,13 +22,33 @@ const { planReplicas } = proxyLocalActivities<ControlActivities>({
   retry: { maximumAttempts: 1 },
 });
 
+const { watchReplicas } = proxyActivities<ControlActivities>({
+  // Its looks, the sleeps between them and slow looks, with room to spare.
+  startToCloseTimeout: '2 hours',
+  // Four missed beats (activities/control.ts, REPLICA_WATCH_HEARTBEAT_MS): a lost worker's watch
+  // starts again on another within 20 s.
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
+});
+
 /** Ticks per run: the history stays short, then the loop goes on as a new run. */
 const TICKS_PER_RUN = 200;
+
+/**
+ * While no load is under way, the looks run in one long activity until one plans a load (or
+ * `LOOKS_PER_WATCH` looks pass), instead of a local activity and a timer each: on an idle stack
+ * those cost about 7 % of a core in Temporal and the control worker. While loads are under way,
+ * each tick plans with what is loading now, as before.
+ */
+export const SCALE_IN_ONE_ACTIVITY_PATCH = 'scale-in-one-activity';
+const LOOKS_PER_WATCH = 200;
 
 export async function replicaScalerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
   const loading = new Map<string, ReplicaLoad>();
   for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
-    const plan = await planReplicas({ loading: [...loading.values()] }).catch((err: Error) => {
+    const watch = loading.size === 0 && patched(SCALE_IN_ONE_ACTIVITY_PATCH);
+    const planned = watch ? watchReplicas({ intervalMs, looks: LOOKS_PER_WATCH }) : planReplicas({ loading: [...loading.values()] });
+    const plan = await planned.catch((err: Error) => {
       log.warn('replica planning failed', { error: err.message });
       return [];
     });
@@ -40,7 +60,8 @@ export async function replicaScalerWorkflow({ intervalMs }: { intervalMs: number
         .catch((err: Error) => log.warn('replica load failed', { ...load, error: err.message }))
         .finally(() => loading.delete(load.versionId));
     }
-    await sleep(intervalMs);
+    // A watch slept between its looks already.
+    if (!watch) await sleep(intervalMs);
   }
   await condition(() => loading.size === 0);
   await continueAsNew<typeof replicaScalerWorkflow>({ intervalMs });

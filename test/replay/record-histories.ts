@@ -152,6 +152,13 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
   { file: 'webhook-gave-up', query: "WorkflowType='webhookDeliveryWorkflow' AND ExecutionStatus='Failed'", shows: () => true },
   { file: 'warm-deployment', query: "WorkflowType='warmDeploymentWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
   { file: 'replica-scaler', query: "WorkflowType='replicaScalerWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
+  // Its looks in one long activity while nothing loads (workflows/replica-scaler.ts): one still running will do, once its
+  // first watch has ended (a stack with KILN_REPLICA_CHECK_MS=200 gets there in a minute).
+  {
+    file: 'replica-scaler-one-activity',
+    query: "WorkflowType='replicaScalerWorkflow'",
+    shows: (h) => count(h, 'watchReplicas') >= 2,
+  },
   {
     file: 'reconciler',
     query: "WorkflowType='reconcilerWorkflow' AND ExecutionStatus!='Running'",

@@ -1,7 +1,7 @@
 /**
  * The loop that runs a loop workflow's looks inside one activity (activities/look-loop.ts): every
- * look in turn, a failed one logged and passed over, heartbeats while a slow look runs, and a
- * cancel that ends it between two looks.
+ * look in turn, a failed one logged and passed over, an early end when a look found work,
+ * heartbeats while a slow look runs, and a cancel that ends it between two looks.
  */
 import { CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -17,9 +17,21 @@ test('runs its looks in turn, and a failed look does not end the loop', async ()
     if (n === 2) throw new Error('the database went away');
     return n;
   };
-  await new MockActivityEnvironment().run(() => lookEvery(look, (r) => seen.push(r), options));
+  await new MockActivityEnvironment().run(() => lookEvery(look, (r) => void seen.push(r), options));
   expect(n).toBe(4);
   expect(seen).toEqual([1, 3, 4]);
+});
+
+test('ends early when a look finds work for the workflow', async () => {
+  let looks = 0;
+  await new MockActivityEnvironment().run(() =>
+    lookEvery(
+      async () => (looks += 1),
+      (n) => n === 2,
+      options,
+    ),
+  );
+  expect(looks).toBe(2);
 });
 
 test('heartbeats while a slow look runs, not only between looks', async () => {
