@@ -23,6 +23,7 @@ import { batchWorkflowId, type BatchSnapshot } from '../domain/batch-contracts';
 import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { isTerminalStatus } from '../domain/statuses';
+import { reconcilerLooks } from '../lib/metrics';
 import type { Storage } from '../lib/storage';
 import { batchClosedEarly, batchRowToSnapshot, outcomeOf, predictionClosedEarly, type ClosedRun } from './closed-run-outcome';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
@@ -311,6 +312,7 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
    * (their history is gone: nothing to finish them from), are left as they are.
    */
   async function reconcileClosedWorkflows(): Promise<ReconcileLook> {
+    reconcilerLooks.inc();
     const olderThan = new Date(Date.now() - minAgeMs);
     const latest = latestRunsOnce(temporal);
     // First: what it finishes is no longer open for the pass below.

@@ -56,6 +56,11 @@ export const draftTokens = new client.Counter({
   labelNames: ['model', 'outcome'] as const,
   registers: [registry],
 });
+export const reconcilerLooks = new client.Counter({
+  name: 'kiln_reconciler_looks_total',
+  help: 'Looks the reconciler took at open rows and held slots whose workflow may have closed early (one every KILN_RECONCILE_INTERVAL_MS)',
+  registers: [registry],
+});
 export const webhookAttempts = new client.Counter({
   name: 'kiln_webhook_attempts_total',
   help: 'Webhook delivery attempts by event and outcome',
