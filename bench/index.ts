@@ -10,6 +10,7 @@ import { embeddingQuality } from './embedding-quality';
 import { fairness } from './fairness';
 import { floorScenario } from './floor';
 import { historySize } from './history-size';
+import { idle } from './idle';
 import { kvContinue } from './kv-continue';
 import { kvReplay } from './kv-replay';
 import { kvSnapshot } from './kv-snapshot';
@@ -81,6 +82,13 @@ program
   .option('-n, --requests <n>', 'predictions', int, 50)
   .option('-c, --concurrency <n>', 'at once', int, 4)
   .action((o) => webhookLatency({ requests: o.requests, concurrency: o.concurrency }));
+
+program
+  .command('idle')
+  .description("an idle stack's CPU by process, as a share of one core (no predictions)")
+  .option('--settle <s>', 'seconds to wait before measuring', int, 20)
+  .option('-s, --seconds <s>', 'seconds measured', int, 60)
+  .action((o) => idle({ settleSeconds: o.settle, seconds: o.seconds }));
 
 program
   .command('streaming')
