@@ -33,8 +33,8 @@ const { reconcileEvery } = proxyActivities<ReconcilerActivities>({
 /** Ticks per run: the history stays short, then the loop goes on as a new run. */
 const TICKS_PER_RUN = 200;
 
-/** Looks in one activity, and activities per run: a run's history holds a few dozen events. */
-const LOOKS_PER_ACTIVITY = 200;
+/** One activity looks for about this long, and a run holds this many: its history, a few dozen events. */
+const ACTIVITY_SPAN_MS = 10 * 60_000;
 const ACTIVITIES_PER_RUN = 10;
 
 /** The looks run in one long activity instead of an activity and a timer each. */
@@ -42,7 +42,8 @@ export const RECONCILE_IN_ONE_ACTIVITY_PATCH = 'reconcile-in-one-activity';
 
 export async function reconcilerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
   if (patched(RECONCILE_IN_ONE_ACTIVITY_PATCH)) {
-    for (let run = 0; run < ACTIVITIES_PER_RUN; run++) await reconcileEvery({ intervalMs, looks: LOOKS_PER_ACTIVITY });
+    const looks = Math.max(1, Math.round(ACTIVITY_SPAN_MS / intervalMs));
+    for (let run = 0; run < ACTIVITIES_PER_RUN; run++) await reconcileEvery({ intervalMs, looks });
   } else {
     for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
       const done = await reconcileClosedWorkflows().catch((err: Error) => {

@@ -36,18 +36,21 @@ const TICKS_PER_RUN = 200;
 
 /**
  * While no load is under way, the looks run in one long activity until one plans a load (or
- * `LOOKS_PER_WATCH` looks pass), instead of a local activity and a timer each: on an idle stack
+ * `WATCH_SPAN_MS` passes), instead of a local activity and a timer each: on an idle stack
  * those cost about 7 % of a core in Temporal and the control worker. While loads are under way,
  * each tick plans with what is loading now, as before.
  */
 export const SCALE_IN_ONE_ACTIVITY_PATCH = 'scale-in-one-activity';
-const LOOKS_PER_WATCH = 200;
+/** A watch that plans nothing ends after about this long, and the next begins. */
+const WATCH_SPAN_MS = 10 * 60_000;
 
 export async function replicaScalerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
   const loading = new Map<string, ReplicaLoad>();
   for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
     const watch = loading.size === 0 && patched(SCALE_IN_ONE_ACTIVITY_PATCH);
-    const planned = watch ? watchReplicas({ intervalMs, looks: LOOKS_PER_WATCH }) : planReplicas({ loading: [...loading.values()] });
+    const planned = watch
+      ? watchReplicas({ intervalMs, looks: Math.max(1, Math.round(WATCH_SPAN_MS / intervalMs)) })
+      : planReplicas({ loading: [...loading.values()] });
     const plan = await planned.catch((err: Error) => {
       log.warn('replica planning failed', { error: err.message });
       return [];

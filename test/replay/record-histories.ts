@@ -153,7 +153,7 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
   { file: 'warm-deployment', query: "WorkflowType='warmDeploymentWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
   { file: 'replica-scaler', query: "WorkflowType='replicaScalerWorkflow' AND ExecutionStatus!='Running'", shows: () => true },
   // Its looks in one long activity while nothing loads (workflows/replica-scaler.ts): one still running will do, once its
-  // first watch has ended (a stack with KILN_REPLICA_CHECK_MS=200 gets there in a minute).
+  // first watch has ended (after about ten minutes on an idle stack).
   {
     file: 'replica-scaler-one-activity',
     query: "WorkflowType='replicaScalerWorkflow'",
@@ -165,7 +165,7 @@ const WANTED: Array<{ file: string; query: string; shows: (h: History) => boolea
     shows: (h) => count(h, 'reconcileClosedWorkflows') >= 2,
   },
   // Its looks in one long activity (workflows/reconciler.ts): a run lasts an hour, so one still running will do,
-  // once its first activity has ended (a stack with KILN_RECONCILE_INTERVAL_MS=200 gets there in a minute).
+  // once its first activity has ended (after about ten minutes).
   {
     file: 'reconciler-one-activity',
     query: "WorkflowType='reconcilerWorkflow'",
