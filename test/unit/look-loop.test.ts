@@ -6,6 +6,7 @@
 import { CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { lookEvery } from '../../activities/look-loop';
+import { poll } from '../helpers';
 
 const options = { intervalMs: 1, looks: 4, heartbeatMs: 10, name: 'looking' };
 
@@ -37,23 +38,16 @@ test('ends early when a look finds work for the workflow', async () => {
 test('heartbeats while a slow look runs, not only between looks', async () => {
   const env = new MockActivityEnvironment();
   let beats = 0;
-  let onBeat = () => undefined as void;
-  env.on('heartbeat', () => {
-    beats += 1;
-    onBeat();
-  });
+  env.on('heartbeat', () => (beats += 1));
   let beatsDuringLook = 0;
-  // The look ends once two heartbeats came while it ran, or after 5 s with fewer.
+  // The look ends once two heartbeats came while it ran (or its wait for them ran out).
   const slowLook = async () => {
     const before = beats;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 5_000);
-      onBeat = () => {
-        if (beats - before < 2) return;
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+    await poll(
+      async () => beats - before,
+      (n) => n >= 2,
+      { timeoutMs: 5_000, intervalMs: 5 },
+    ).catch(() => undefined);
     beatsDuringLook = beats - before;
   };
   await env.run(() => lookEvery(slowLook, () => undefined, { ...options, looks: 1 }));
@@ -70,7 +64,11 @@ test('a cancel ends the loop between two looks', async () => {
       { ...options, intervalMs: 60_000, looks: 100 },
     ),
   );
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // The first look has run; the loop now sleeps before the second.
+  await poll(
+    async () => looks,
+    (n) => n === 1,
+  );
   env.cancel();
   await expect(running).rejects.toBeInstanceOf(CancelledFailure);
   expect(looks).toBe(1);
