@@ -95,9 +95,6 @@ async function backlog(client: Client | undefined, versionId: string): Promise<n
   return Number(res.stats?.approximateBacklogCount ?? 0);
 }
 
-/** How often the replica scaler's watch says it is alive; its heartbeat timeout is a few of these. */
-export const REPLICA_WATCH_HEARTBEAT_MS = 5_000;
-
 /** The replica scaler's step, and its looks while no load is under way. */
 function replicaActivities(db: Db, client: Client | undefined, replicas: ReplicaSettings) {
   const steps = {
@@ -143,7 +140,7 @@ function replicaActivities(db: Db, client: Client | undefined, replicas: Replica
       await lookEvery(
         () => steps.planReplicas({ loading: [] }),
         (found) => (plan = found).length > 0,
-        { intervalMs, looks, heartbeatMs: REPLICA_WATCH_HEARTBEAT_MS, name: 'replica planning' },
+        { intervalMs, looks, name: 'replica planning' },
       );
       return plan;
     },

@@ -330,7 +330,7 @@ export function createReconcilerActivities({ db, temporal, controlQueue, minAgeM
         (done) => {
           if (done.predictions + done.batches + done.slots > 0) log.info('reconciled closed workflows', done);
         },
-        { intervalMs, looks, heartbeatMs: RECONCILE_HEARTBEAT_MS, name: 'reconciling' },
+        { intervalMs, looks, name: 'reconciling' },
       );
     },
   };
@@ -343,6 +343,3 @@ export type ReconcileLook = {
   slots: number;
   archived: number;
 };
-
-/** How often the reconciler's loop says it is alive; its heartbeat timeout is a few of these. */
-export const RECONCILE_HEARTBEAT_MS = 5_000;

@@ -12,6 +12,7 @@
  */
 import { continueAsNew, log, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { createReconcilerActivities } from '../activities/reconciler';
+import { LOOK_LOOP_ACTIVITY } from './look-loop-activity';
 
 type ReconcilerActivities = ReturnType<typeof createReconcilerActivities>;
 
@@ -21,14 +22,7 @@ const { reconcileClosedWorkflows } = proxyActivities<ReconcilerActivities>({
   retry: { maximumAttempts: 1 },
 });
 
-const { reconcileEvery } = proxyActivities<ReconcilerActivities>({
-  // Its looks, the sleeps between them and a slow look's two minutes, with room to spare.
-  startToCloseTimeout: '2 hours',
-  // Four missed beats (activities/reconciler.ts, RECONCILE_HEARTBEAT_MS): a lost worker's loop
-  // starts again on another within 20 s.
-  heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
-});
+const { reconcileEvery } = proxyActivities<ReconcilerActivities>(LOOK_LOOP_ACTIVITY);
 
 /** Ticks per run: the history stays short, then the loop goes on as a new run. */
 const TICKS_PER_RUN = 200;

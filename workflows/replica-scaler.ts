@@ -12,6 +12,7 @@
 import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { ReplicaLoad } from '../domain/contracts';
+import { LOOK_LOOP_ACTIVITY } from './look-loop-activity';
 import { engineOnNode } from './placement';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
@@ -22,14 +23,7 @@ const { planReplicas } = proxyLocalActivities<ControlActivities>({
   retry: { maximumAttempts: 1 },
 });
 
-const { watchReplicas } = proxyActivities<ControlActivities>({
-  // Its looks, the sleeps between them and slow looks, with room to spare.
-  startToCloseTimeout: '2 hours',
-  // Four missed beats (activities/control.ts, REPLICA_WATCH_HEARTBEAT_MS): a lost worker's watch
-  // starts again on another within 20 s.
-  heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
-});
+const { watchReplicas } = proxyActivities<ControlActivities>(LOOK_LOOP_ACTIVITY);
 
 /** Ticks per run: the history stays short, then the loop goes on as a new run. */
 const TICKS_PER_RUN = 200;
