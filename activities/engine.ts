@@ -66,6 +66,10 @@ export function createEngineActivities(deps: EngineDeps) {
       // Whatever the task does, a beat at least this often: the workflow gives a silent engine up
       // for lost after a couple of seconds (workflows/prediction.ts PROMPT_ENGINE_LOSS_PATCH).
       const alive = setInterval(() => heartbeat(lastDetails), LIVENESS_BEAT_MS);
+      // The node is named as soon as the prediction shows as started: an engine lost in its first
+      // beat's interval would otherwise be blamed on the node the API placed it on, when any node
+      // serving the version may have taken it from the model's queue. A shorter one sends no beat.
+      const named = setTimeout(() => heartbeat(lastDetails), START_ANNOUNCE_DELAY_MS);
       try {
         const result = await runPrediction(deps, req, ctx, startedAt, queueSeconds, { live: true, heartbeat });
         announcement.cancel();
@@ -79,6 +83,7 @@ export function createEngineActivities(deps: EngineDeps) {
         return await projectSucceeded(db, req, result, writer);
       } finally {
         clearInterval(alive);
+        clearTimeout(named);
         announcement.cancel();
         untrack?.();
         done();

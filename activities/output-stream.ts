@@ -10,6 +10,7 @@
 import type { Db } from '../db/client';
 import { appendFirstOutput, landedOutput, StaleAttemptError } from '../db/events';
 import { outputAppender } from './output-appender';
+import { atNextTick } from './stream-clock';
 
 /**
  * A write that fails (Postgres restarting, a dropped connection) is tried again for this long:
@@ -25,7 +26,8 @@ export class OutputStream {
   private pending: string[] = [];
   /** Output tokens of the whole text up to the last chunk pushed, if the engine counts them. */
   private tokens?: number;
-  private timer?: NodeJS.Timeout;
+  /** Takes back the flush due at the clock's next tick, while one is. */
+  private cancelTick?: () => void;
   private writing: Promise<void> = Promise.resolve();
   /** A write is under way: what comes meanwhile waits for it, then goes out in one. */
   private inFlight = false;
@@ -62,13 +64,13 @@ export class OutputStream {
     } else {
       // At the next tick of a clock every stream shares: the streams of a node due at once go to the
       // database in one write (output-appender.ts).
-      this.timer ??= setTimeout(() => this.flush(), this.batchMs - (Date.now() % Math.max(1, this.batchMs)));
+      this.cancelTick ??= atNextTick(this.batchMs, () => this.flush());
     }
   }
 
   private flush(first = false): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelTick?.();
+    this.cancelTick = undefined;
     if (this.pending.length === 0 || this.inFlight) return;
     const data = this.pending.join('');
     const tokens = this.tokens;
@@ -84,7 +86,7 @@ export class OutputStream {
         this.inFlight = false;
         if (this.replaced) this.pending = [];
         // What came during the write goes now if its batch time is up (or nothing else will send it).
-        else if (this.pending.length > 0 && this.timer === undefined) this.flush();
+        else if (this.pending.length > 0 && this.cancelTick === undefined) this.flush();
       });
   }
 
@@ -118,8 +120,6 @@ export class OutputStream {
 
   /** Sends what is left and waits until every chunk is written. */
   async close(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
     this.flush();
     // Each write, once done, starts the next with what came meanwhile.
     while (this.inFlight) {

@@ -248,7 +248,7 @@ describe('fair queuing', () => {
     await poll(
       () => Promise.all(blockers.map((b) => get(blockerToken, b.body.id))),
       (rs) => rs.every((r) => r.body.status === 'processing'),
-      { timeoutMs: 60_000, intervalMs: 250 },
+      { timeoutMs: 120_000, intervalMs: 250 },
     );
     const floodIds = await flood();
     await allQueued(floodIds);

@@ -37,7 +37,8 @@ test('reads the shape and trained context that node-llama-cpp reads, walking pas
     context_length: 1536,
     attention: { head_count: 4, head_count_kv: 2 },
   });
-});
+  // node-llama-cpp is a large module: loading it into jest's sandbox alone can pass 5 s on a busy box.
+}, 60_000);
 
 test('a prefix that ends inside the header asks for more bytes, never guesses', () => {
   for (const n of [0, 3, 10, 24, 100, 2000]) expect(parseGgufMetadata(bytes.subarray(0, n)).kind).toBe('short');
