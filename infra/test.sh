@@ -46,6 +46,11 @@ for svc in "${ours[@]}"; do pid_alive "$DATA/pids/$svc.pid" && stop_list+=("$svc
 export KILN_ENV=test
 # One engine worker even on a GPU host: the suite drives it by its name and node id.
 export KILN_ENGINE_PER_GPU=false
+# One CPU thread per engine: three lanes' engines (and the extra nodes tests start) on a two-core
+# host, each with a thread per core, spent their time at each other's barriers (a fresh-clone run
+# took 640 s and 1,135 CPU-s with one thread, against 776 s and 1,425 CPU-s with two). The
+# generated models' text then does not depend on the host's core count either.
+export KILN_ENGINE_THREADS="${KILN_ENGINE_THREADS:-1}"
 export LOG_LEVEL=warn
 # Traces are sent within a moment of their end (test/e2e/traces.test.ts collects them).
 export OTEL_BSP_SCHEDULE_DELAY=200

@@ -338,10 +338,12 @@ describe('context limits', () => {
       max_tokens: 512,
       seed: 1,
     });
-    expect(r.usage!.prompt_tokens).toBeGreaterThan(3000);
-    expect(r.usage!.prompt_tokens + r.usage!.completion_tokens).toBeLessThanOrEqual(4096);
-    // With this seed the model runs into the end of the context: the answer says it was cut.
-    expect(r.usage!.prompt_tokens + r.usage!.completion_tokens).toBe(4096);
-    expect(r.choices[0].finish_reason).toBe('length');
+    // 512 tokens do not fit after this prompt: the answer gets what room is left instead of failing.
+    expect(r.usage!.prompt_tokens).toBeGreaterThan(4096 - 512);
+    const total = r.usage!.prompt_tokens + r.usage!.completion_tokens;
+    expect(total).toBeLessThanOrEqual(4096);
+    // Cut at the end of the context, or ended by the model before it (its text depends on the
+    // engine's threads): the finish reason says which.
+    expect(r.choices[0].finish_reason).toBe(total === 4096 ? 'length' : 'stop');
   });
 });
