@@ -1,5 +1,8 @@
-/** Shared by the integration and end-to-end tests: the real stack that infra/test.sh started. */
-import { Client, Connection } from '@temporalio/client';
+/**
+ * Shared by the integration and end-to-end tests: the real stack that infra/test.sh started.
+ * Temporal's client is in ./temporal.ts: most files never use it, and each file that loads it pays
+ * for its protobuf definitions again in jest's sandbox.
+ */
 import { eq } from 'drizzle-orm';
 import { createAccount, createApiToken, type Account } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
@@ -7,10 +10,8 @@ import type { ModelVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
 import { models, nodes } from '../db/schema';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
-import { config } from '../lib/config';
 import { newId } from '../lib/ids';
-import { kilnDataConverter } from '../lib/payload-refs';
-import { Storage } from '../lib/storage';
+import type { Storage } from '../lib/storage';
 
 export const API_URL = process.env.KILN_API_URL ?? 'http://127.0.0.1:8081';
 
@@ -18,17 +19,6 @@ export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgre
 
 export function testDb(): Db {
   return createDb(TEST_DATABASE_URL, { max: 2 });
-}
-
-/** The codec Kiln's own clients and workers use (payloads by reference), against the suite's bucket. */
-export function testDataConverter() {
-  return kilnDataConverter(Storage.fromConfig(config()), config());
-}
-
-export async function testTemporal(): Promise<{ client: Client; close: () => Promise<void> }> {
-  const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
-  const client = new Client({ connection, namespace: process.env.TEMPORAL_NAMESPACE ?? 'kiln-test', dataConverter: testDataConverter() });
-  return { client, close: () => connection.close() };
 }
 
 /** A fresh account with its own token, so tests never see each other's predictions. */

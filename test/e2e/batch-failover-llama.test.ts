@@ -15,8 +15,9 @@ import { TINY_LLAMA } from '../../infra/seed';
 import { runningChunks } from '../batch-checkpoints';
 import { killSuiteProcess } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
-import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(240_000);
 

@@ -9,8 +9,9 @@ import { closeDb, type Db } from '../../db/client';
 import { addVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { runningChunks } from '../batch-checkpoints';
-import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(240_000);
 

@@ -14,7 +14,8 @@ import type { Client } from '@temporalio/client';
 import { closeDb, type Db } from '../../db/client';
 import { batchWorkflowId } from '../../domain/batch-contracts';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
-import { api, newAccount, poll, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, testDb } from '../helpers';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(180_000);
 

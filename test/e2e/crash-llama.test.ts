@@ -17,11 +17,12 @@ import { outputWebhookId, webhookWorkflowId } from '../../domain/contracts';
 import { TINY_LLAMA } from '../../infra/seed';
 import { killSuiteProcess, restartPostgres, restartTemporal, startApi } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
-import { API_URL, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { freePort, startReceiver, type Receiver } from '../receiver';
 import { readSse } from '../sse';
 import { followSse, streamedText, type FollowedStream } from '../sse-follow';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(240_000);
 

@@ -9,7 +9,8 @@ import { closeDb, type Db } from '../../db/client';
 import { admissions, predictionEvents, predictions, usageRecords } from '../../db/schema';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(120_000);
 

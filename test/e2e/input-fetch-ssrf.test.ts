@@ -18,7 +18,8 @@ import { secretBoxFromConfig } from '../../lib/secret-box';
 import { UrlSigner } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import type { HostLookup } from '../../lib/webhook-target';
-import { api, newAccount, poll, TEST_DATABASE_URL, testDataConverter, testDb } from '../helpers';
+import { api, newAccount, poll, TEST_DATABASE_URL, testDb } from '../helpers';
+import { testDataConverter } from '../temporal';
 
 jest.setTimeout(120_000);
 

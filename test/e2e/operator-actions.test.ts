@@ -13,9 +13,10 @@ import { usageRecords } from '../../db/schema';
 import type { BatchChunkRequest } from '../../domain/batch-contracts';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
 import { readSse } from '../sse';
+import { testTemporal } from '../temporal';
 import { temporalCli } from '../temporal-cli';
 
 jest.setTimeout(240_000);

@@ -15,8 +15,9 @@ import { finishSucceededPrediction, getPrediction, rowToSnapshot } from '../../d
 import { usageOf } from '../../db/usage';
 import { loadSharp } from '../../engines/onnx/engine';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { readSse } from '../sse';
+import { testTemporal } from '../temporal';
 import { temporalCli } from '../temporal-cli';
 
 jest.setTimeout(600_000);

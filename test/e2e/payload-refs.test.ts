@@ -12,8 +12,9 @@ import { predictionWorkflowId } from '../../domain/contracts';
 import { loadSharp } from '../../engines/onnx/engine';
 import { config } from '../../lib/config';
 import { isPayloadRef, readPayloadRef } from '../../lib/payload-refs';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startReceiver, type Receiver } from '../receiver';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(240_000);
 

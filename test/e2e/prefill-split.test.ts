@@ -15,9 +15,10 @@ import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
-import { api, kvObjectKeys, modelPathOf, newAccount, poll, predictWaiting, testDb, testTemporal } from '../helpers';
+import { api, kvObjectKeys, modelPathOf, newAccount, poll, predictWaiting, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { scheduledActivities } from '../scheduled-activities';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(300_000);
 

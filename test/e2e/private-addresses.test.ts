@@ -25,9 +25,10 @@ import { publicBaseUrl } from '../../lib/public-url';
 import { secretBoxFromConfig } from '../../lib/secret-box';
 import { urlSignerFromConfig } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
-import { api, newAccount, poll, TERMINAL, TEST_DATABASE_URL, testDataConverter, testDb } from '../helpers';
+import { api, newAccount, poll, TERMINAL, TEST_DATABASE_URL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { startReceiver, type Receiver } from '../receiver';
+import { testDataConverter } from '../temporal';
 
 jest.setTimeout(180_000);
 

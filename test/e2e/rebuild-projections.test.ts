@@ -14,7 +14,8 @@ import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(300_000);
 const run = promisify(execFile);

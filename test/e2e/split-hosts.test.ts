@@ -14,10 +14,11 @@ import { config } from '../../lib/config';
 import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
-import { kvObjectKeys, modelPathOf, newAccount, predictWaiting, testDb, testTemporal } from '../helpers';
+import { kvObjectKeys, modelPathOf, newAccount, predictWaiting, testDb } from '../helpers';
 import { upNetnsHosts, type NetnsHosts } from '../netns-hosts';
 import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
 import { scheduledActivities } from '../scheduled-activities';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(300_000);
 

@@ -11,8 +11,9 @@ import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { startApi } from '../chaos';
-import { api, newAccount, poll, TERMINAL, testDataConverter, testDb } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { freePort } from '../receiver';
+import { testDataConverter } from '../temporal';
 
 jest.setTimeout(180_000);
 

@@ -6,7 +6,8 @@ import type { Client } from '@temporalio/client';
 import type { Db } from '../../db/client';
 import { closeDb } from '../../db/client';
 import { pacedLlama } from '../fixtures/models';
-import { api, newAccount, poll, TERMINAL, testDb, testTemporal } from '../helpers';
+import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { testTemporal } from '../temporal';
 
 jest.setTimeout(120_000);
 
