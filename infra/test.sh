@@ -2,7 +2,7 @@
 # npm test: the same setup as npm start, then the whole suite against real stacks, in lanes.
 # A lane is a stack of its own (API, workers, Temporal dev server, Postgres cluster, database,
 # namespace, bucket, ports) that runs its share of the test files in band, so a file that restarts a
-# process, counts rows or reads metrics sees only its own lane. KILN_TEST_LANES (1–5, default 3) sets
+# process, counts rows or reads metrics sees only its own lane. KILN_TEST_LANES (1–5, default 4) sets
 # how many; the files are split over them by their last durations (infra/test-lanes.ts). The suite
 # never touches a running development stack; services it had to start are stopped again at the end,
 # unless another checkout's suite is still using them (see suites_dir).
@@ -68,7 +68,7 @@ export KILN_ENABLE_FIXTURES=true KILN_WEBHOOK_ALLOW_PRIVATE=true KILN_FETCH_ALLO
 # queues, so that two worktrees can run their suites at once.
 slot="${KILN_TEST_SLOT:-0}"
 [[ "$slot" =~ ^[0-9]$ ]] || die "KILN_TEST_SLOT must be one digit (got '$slot')"
-lanes="${KILN_TEST_LANES:-3}"
+lanes="${KILN_TEST_LANES:-4}"
 [[ "$lanes" =~ ^[1-5]$ ]] || die "KILN_TEST_LANES must be 1 to 5 (got '$lanes')"
 # Files named on the command line run in one lane, unless KILN_TEST_LANES asks for more.
 [ $# -eq 0 ] || [ -n "${KILN_TEST_LANES:-}" ] || lanes=1

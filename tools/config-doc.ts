@@ -269,7 +269,7 @@ export const scriptVariables: ScriptVariable[] = [
   },
   {
     names: ['KILN_TEST_LANES', 'KILN_TEST_LANE'],
-    default: '`3` (`1` when files are named on the command line)',
+    default: '`4` (`1` when files are named on the command line)',
     description:
       "`npm test` runs the suite in this many lanes (1–5) at once, each a stack of its own (API, workers, Temporal dev server, Postgres cluster, namespace, bucket) running its share of the files in band, split by their last durations. Lane 0 has the slot's ports; lane K ≥ 1 has API 8200 + 10n, metrics 9200 + 10n, OTLP 4400 + 10n, Temporal 17300 + n, its UI 18300 + n, Postgres 15500 + n (n = 4 × slot + K − 1), names suffixed `-l<K>`. `KILN_TEST_LANE` is set for each lane's processes (its network namespaces' subnet).",
     readBy: ['infra/test.sh', 'infra/netns-hosts.sh'],
