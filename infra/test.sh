@@ -46,10 +46,10 @@ for svc in "${ours[@]}"; do pid_alive "$DATA/pids/$svc.pid" && stop_list+=("$svc
 export KILN_ENV=test
 # One engine worker even on a GPU host: the suite drives it by its name and node id.
 export KILN_ENGINE_PER_GPU=false
-# One CPU thread per engine: three lanes' engines (and the extra nodes tests start) on a two-core
-# host, each with a thread per core, spent their time at each other's barriers (a fresh-clone run
-# took 640 s and 1,135 CPU-s with one thread, against 776 s and 1,425 CPU-s with two). The
-# generated models' text then does not depend on the host's core count either.
+# One CPU thread per engine: the lanes' engines (and the extra nodes tests start) share a small
+# host's cores, and a thread per core each cost the suite a fifth more CPU (a fresh-clone run took
+# 640 s and 1,135 CPU-s with one thread, against 776 s and 1,425 CPU-s with two, on two cores).
+# The generated models' text then does not depend on the host's core count either.
 export KILN_ENGINE_THREADS="${KILN_ENGINE_THREADS:-1}"
 export LOG_LEVEL=warn
 # Traces are sent within a moment of their end (test/e2e/traces.test.ts collects them).
