@@ -3,11 +3,11 @@
  * apart. A look that a workflow schedules on its own timer costs a workflow task, an activity's
  * dispatch and their history each time, in Temporal and in the worker: on an idle stack the
  * reconciler's looks every 2 s cost about 7 % of a core that way, where the look itself costs
- * almost nothing. The activity heartbeats every `heartbeatMs` (LOOK_HEARTBEAT_MS unless a test asks
- * otherwise), also while a slow look runs, so
- * that a lost worker's loop is picked up again within its heartbeat timeout; a cancel ends it
- * between two looks. A failed look is logged and the next one is taken as usual; `onLook`
- * returning true ends the loop early (a look that found work for the workflow to do).
+ * almost nothing. The activity heartbeats every `heartbeatMs` (LOOK_HEARTBEAT_MS unless a test
+ * asks otherwise), also while a slow look runs, so that a lost worker's loop is picked up again
+ * within its heartbeat timeout; a cancel ends it between two looks. A failed look is logged and
+ * the next one is taken as usual; `onLook` returning true ends the loop early (a look that found
+ * work for the workflow to do).
  */
 import { Context, log } from '@temporalio/activity';
 

@@ -12,3 +12,11 @@ export const LOOK_LOOP_ACTIVITY: ActivityOptions = {
   heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
 };
+
+/** One such activity looks for about this long: a run's history holds a few of them, not a timer per look. */
+const LOOK_ACTIVITY_SPAN_MS = 10 * 60_000;
+
+/** The looks of one activity at `intervalMs` apart (at least one). */
+export function looksPerActivity(intervalMs: number): number {
+  return Math.max(1, Math.round(LOOK_ACTIVITY_SPAN_MS / intervalMs));
+}

@@ -12,7 +12,7 @@
  */
 import { continueAsNew, log, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { createReconcilerActivities } from '../activities/reconciler';
-import { LOOK_LOOP_ACTIVITY } from './look-loop-activity';
+import { LOOK_LOOP_ACTIVITY, looksPerActivity } from './look-loop-activity';
 
 type ReconcilerActivities = ReturnType<typeof createReconcilerActivities>;
 
@@ -27,8 +27,7 @@ const { reconcileEvery } = proxyActivities<ReconcilerActivities>(LOOK_LOOP_ACTIV
 /** Ticks per run: the history stays short, then the loop goes on as a new run. */
 const TICKS_PER_RUN = 200;
 
-/** One activity looks for about this long, and a run holds this many: its history, a few dozen events. */
-const ACTIVITY_SPAN_MS = 10 * 60_000;
+/** Look activities per run: its history, a few dozen events. */
 const ACTIVITIES_PER_RUN = 10;
 
 /** The looks run in one long activity instead of an activity and a timer each. */
@@ -36,7 +35,7 @@ export const RECONCILE_IN_ONE_ACTIVITY_PATCH = 'reconcile-in-one-activity';
 
 export async function reconcilerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
   if (patched(RECONCILE_IN_ONE_ACTIVITY_PATCH)) {
-    const looks = Math.max(1, Math.round(ACTIVITY_SPAN_MS / intervalMs));
+    const looks = looksPerActivity(intervalMs);
     for (let run = 0; run < ACTIVITIES_PER_RUN; run++) await reconcileEvery({ intervalMs, looks });
   } else {
     for (let tick = 0; tick < TICKS_PER_RUN; tick++) {

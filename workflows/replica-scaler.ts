@@ -12,7 +12,7 @@
 import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { ReplicaLoad } from '../domain/contracts';
-import { LOOK_LOOP_ACTIVITY } from './look-loop-activity';
+import { LOOK_LOOP_ACTIVITY, looksPerActivity } from './look-loop-activity';
 import { engineOnNode } from './placement';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;
@@ -29,21 +29,19 @@ const { watchReplicas } = proxyActivities<ControlActivities>(LOOK_LOOP_ACTIVITY)
 const TICKS_PER_RUN = 200;
 
 /**
- * While no load is under way, the looks run in one long activity until one plans a load (or
- * `WATCH_SPAN_MS` passes), instead of a local activity and a timer each: on an idle stack
+ * While no load is under way, the looks run in one long activity until one plans a load (or its
+ * looks are done: workflows/look-loop-activity.ts), instead of a local activity and a timer each: on an idle stack
  * those cost about 7 % of a core in Temporal and the control worker. While loads are under way,
  * each tick plans with what is loading now, as before.
  */
 export const SCALE_IN_ONE_ACTIVITY_PATCH = 'scale-in-one-activity';
-/** A watch that plans nothing ends after about this long, and the next begins. */
-const WATCH_SPAN_MS = 10 * 60_000;
 
 export async function replicaScalerWorkflow({ intervalMs }: { intervalMs: number }): Promise<void> {
   const loading = new Map<string, ReplicaLoad>();
   for (let tick = 0; tick < TICKS_PER_RUN; tick++) {
     const watch = loading.size === 0 && patched(SCALE_IN_ONE_ACTIVITY_PATCH);
     const planned = watch
-      ? watchReplicas({ intervalMs, looks: Math.max(1, Math.round(WATCH_SPAN_MS / intervalMs)) })
+      ? watchReplicas({ intervalMs, looks: looksPerActivity(intervalMs) })
       : planReplicas({ loading: [...loading.values()] });
     const plan = await planned.catch((err: Error) => {
       log.warn('replica planning failed', { error: err.message });
