@@ -2,7 +2,20 @@
 # Installs what is missing and nothing else: npm packages, the Temporal CLI and MinIO (built
 # from Go modules into the per-user cache), a Postgres server if the machine has none, and
 # Kiln's compiled build (dist/) when the sources changed.
+#   --with-browser  also Chromium, for the playground's browser test
+#   --no-build      leaves dist/ to the caller (npm test builds it beside its checks)
+#   temporal-server only the full Temporal server (infra/temporal-server.sh)
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+with_browser=false build=true
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser) with_browser=true ;;
+    --no-build) build=false ;;
+    temporal-server) ;;
+    *) die "install.sh: unknown option $arg" ;;
+  esac
+done
 
 install_npm() {
   cd "$KILN_ROOT"
@@ -101,12 +114,12 @@ python3 "$KILN_ROOT/infra/fetch-trained-models.py" &
 models_pid=$!
 install_postgres
 trust_local_postgres
-if [ "${1:-}" = "--with-browser" ] && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
+if $with_browser && [ -z "${KILN_CHROMIUM:-}" ]; then install_chromium; fi
 wait $npm_pid || die "npm install failed"
 # Opt-in models under licenses Kiln does not ship by default (KILN_OPTIONAL_MODELS).
 bash "$KILN_ROOT/infra/fetch-remove-background.sh" || log "kiln/remove-background will not be seeded: its weights could not be fetched"
 # npm start and npm test run the compiled build: rebuilt only when a source changed.
-bash "$KILN_ROOT/infra/build.sh" --if-changed
+! $build || bash "$KILN_ROOT/infra/build.sh" --if-changed
 wait $temporal_pid || die "building the Temporal CLI failed"
 wait $minio_pid || die "building MinIO failed"
 wait $models_pid || true

@@ -10,25 +10,40 @@
 # The suite covers kiln/remove-background too, whose weights are AGPL-3.0 and fetched only on request.
 export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
 
-bash "$KILN_ROOT/infra/install.sh" --with-browser
-log "typecheck, lint, layer rules and formatting"
-# Side by side, each on one thread; each one's output is shown only when it fails.
+bash "$KILN_ROOT/infra/install.sh" --with-browser --no-build
+# The checks run side by side, each on one thread, beside the build and the lanes' stacks as they
+# start (the build's tsc and the stacks' start leave a core idle for part of their time); each
+# lane waits for them before its tests (wait_for_checks). A check's output is shown only when it fails.
+log "typecheck, lint, layer rules and formatting, beside the build and the stacks' start"
 checks=("tsc --noEmit" "eslint ." "npm run --silent layers:check" "npm run --silent format:check")
 checks_dir=$(mktemp -d)
-check_pids=()
-for i in "${!checks[@]}"; do
-  # shellcheck disable=SC2086
-  (cd "$KILN_ROOT" && ${checks[$i]} >"$checks_dir/$i.log" 2>&1) &
-  check_pids+=($!)
-done
-checks_failed=()
-for i in "${!checks[@]}"; do wait "${check_pids[$i]}" || checks_failed+=("$i"); done
-for i in "${checks_failed[@]}"; do
-  echo "--- ${checks[$i]}" >&2
-  cat "$checks_dir/$i.log" >&2
-done
-rm -rf "$checks_dir"
-[ "${#checks_failed[@]}" = 0 ] || die "typecheck, lint, layer rules or formatting failed"
+(
+  pids=()
+  for i in "${!checks[@]}"; do
+    # shellcheck disable=SC2086
+    (cd "$KILN_ROOT" && ${checks[$i]} >"$checks_dir/$i.log" 2>&1) &
+    pids+=($!)
+  done
+  : >"$checks_dir/failed"
+  for i in "${!checks[@]}"; do wait "${pids[$i]}" || echo "$i" >>"$checks_dir/failed"; done
+  touch "$checks_dir/done"
+) &
+# wait_for_checks: 0 once the checks are done and all passed.
+wait_for_checks() {
+  until [ -e "$checks_dir/done" ]; do sleep 0.2; done
+  [ ! -s "$checks_dir/failed" ]
+}
+# report_checks: each failed check's output; 1 when one failed.
+report_checks() {
+  wait_for_checks && return 0
+  local i
+  while read -r i; do
+    echo "--- ${checks[$i]}" >&2
+    cat "$checks_dir/$i.log" >&2
+  done <"$checks_dir/failed"
+  return 1
+}
+bash "$KILN_ROOT/infra/build.sh" --if-changed
 # Each lane runs its own Temporal dev server and Postgres (infra/suite-services.sh), except on the
 # full Temporal server (KILN_TEMPORAL=server), which lives in the shared Postgres, or on a database
 # named by KILN_TEST_DATABASE_URL: those run one lane. MinIO is shared: each lane has its own bucket in it.
@@ -174,6 +189,7 @@ run_lane() {
   for pid in "${pids[@]}"; do wait "$pid" || die "the suite's Temporal or Postgres did not start"; done
   run_kiln infra/empty-bucket.ts || die "emptying the suite's bucket $S3_BUCKET failed"
   start_kiln
+  wait_for_checks || { echo "typecheck, lint, layer rules or formatting failed: no tests run"; return 1; }
   local args=("$@")
   if [ "$lanes" -gt 1 ]; then
     mapfile -t args <"$lanes_dir/lane-$k.files"
@@ -204,5 +220,7 @@ else
     [ "$s" = 0 ] || status=$s
   done
 fi
+report_checks || die "typecheck, lint, layer rules or formatting failed"
+rm -rf "$checks_dir"
 run_kiln infra/test-lanes.ts summary "$lanes_dir" "$SECONDS" "$lanes"
 exit $status

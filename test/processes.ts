@@ -7,6 +7,17 @@ import { poll } from './helpers';
 import type { NetnsHost } from './netns-hosts';
 
 /**
+ * How node runs `entry` (a .ts path from the root): the compiled build where the suite's stack runs
+ * it (KILN_CODE=dist, as infra/app.sh sets for npm test), else the sources through tsx.
+ */
+function nodeArgsFor(entry: string): string[] {
+  const compiled = path.join('dist', entry.replace(/\.ts$/, '.js'));
+  const root = path.resolve(__dirname, '..');
+  if (process.env.KILN_CODE === 'dist' && existsSync(path.join(root, compiled))) return ['--enable-source-maps', compiled];
+  return ['--import', 'tsx', entry];
+}
+
+/**
  * Starts `entry` (a Kiln process's TypeScript file) with the suite's environment plus `env`,
  * its log and ready file in a fresh temp dir, and waits until it says it serves (lib/ready.ts);
  * fails with the log's place if it exits first.
@@ -22,7 +33,7 @@ export async function startKilnProcess(
   const dir = mkdtempSync(path.join(os.tmpdir(), `kiln-${name}-`));
   const ready = path.join(dir, 'ready');
   const log = openSync(path.join(dir, `${name}.log`), 'w');
-  const [command, ...args] = [...wrap, 'node', '--import', 'tsx', entry];
+  const [command, ...args] = [...wrap, 'node', ...nodeArgsFor(entry)];
   const child = spawn(command, args, {
     cwd: path.resolve(__dirname, '..'),
     env: { ...base, ...env, KILN_READY_FILE: ready },
