@@ -10,6 +10,7 @@ import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { Worker, type WorkerPlugin } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { testWorkflowCode } from '../workflow-env';
 
 jest.setTimeout(120_000);
 
@@ -42,10 +43,9 @@ async function replayAll(plugins: WorkerPlugin[] = []) {
   }));
   const failures: string[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories(
-    { workflowsPath: require.resolve('../../workflows'), replayName: 'kiln-replay', plugins },
-    histories,
-  )) {
+  // The tracing plugin adds its interceptors when it bundles the workflows: with it, bundle here.
+  const code = plugins.length > 0 ? { workflowsPath: require.resolve('../../workflows') } : testWorkflowCode();
+  for await (const result of Worker.runReplayHistories({ ...code, replayName: 'kiln-replay', plugins }, histories)) {
     replayed += 1;
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
   }
