@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # npm test: the same setup as npm start, then the whole suite against real stacks, in lanes.
 # A lane is a stack of its own (API, workers, Temporal dev server, Postgres cluster, database,
-# namespace, bucket, ports) with one jest worker that runs files on it one at a time, so a file that
-# restarts a process, counts rows or reads metrics sees only its own lane. KILN_TEST_LANES (1–5,
-# default 4) sets how many; each worker takes the next file as it comes free, longest first by the
-# last durations (infra/test-lanes.ts). The suite never touches a running development stack;
-# services it had to start are stopped again at the end, unless another checkout's suite is still
-# using them (see suites_dir).
+# namespace, bucket, ports) that runs its share of the test files in band, so a file that restarts a
+# process, counts rows or reads metrics sees only its own lane. KILN_TEST_LANES (1–5, default 4) sets
+# how many; the files are split over them by their last durations (infra/test-lanes.ts). The suite
+# never touches a running development stack; services it had to start are stopped again at the end,
+# unless another checkout's suite is still using them (see suites_dir).
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 # The suite covers kiln/remove-background too, whose weights are AGPL-3.0 and fetched only on request.
 export KILN_OPTIONAL_MODELS="${KILN_OPTIONAL_MODELS:-remove-background}"
@@ -168,59 +167,58 @@ trap cleanup EXIT
 lanes_dir="$DATA/test-lanes"
 rm -rf "$lanes_dir"
 mkdir -p "$lanes_dir"
+if [ "$lanes" -gt 1 ]; then
+  (cd "$KILN_ROOT" && jest --listTests --json "$@") >"$lanes_dir/files.json" || die "jest could not list the test files"
+  lanes=$(run_kiln infra/test-lanes.ts plan "$lanes" "$lanes_dir" <"$lanes_dir/files.json") || die "planning the lanes failed"
+else
+  : >"$lanes_dir/lane-0.files"
+fi
 
-# start_lane K: lane K's stack, always the code of this checkout on fresh services and bucket; its
-# environment, as its tests take it on (test/lane-environment.js), goes to $lanes_dir/lane-K.env.json.
-start_lane() {
-  local k=$1 pids=() pid
+# run_lane K: lane K's stack, always the code of this checkout on fresh services and bucket, then jest
+# on the lane's files (on the command line's arguments with one lane). Its results and the times jest
+# started and ended go to $lanes_dir; its stack is stopped as soon as its files are done.
+run_lane() {
+  local k=$1 pids=() pid status
+  shift
   lane_env "$k"
+  # shellcheck disable=SC2064
+  trap "stop_lane $k" EXIT
   stop_kiln
   ! $own_temporal || { start_suite_temporal & pids+=($!); }
   ! $own_postgres || { start_suite_postgres & pids+=($!); }
   for pid in "${pids[@]}"; do wait "$pid" || die "the suite's Temporal or Postgres did not start"; done
   run_kiln infra/empty-bucket.ts || die "emptying the suite's bucket $S3_BUCKET failed"
   start_kiln
-  node -e 'process.stdout.write(JSON.stringify(process.env))' >"$lanes_dir/lane-$k.env.json"
-}
-
-# run_jest ARGS...: jest, its results and the times it started and ended to $lanes_dir.
-run_jest() {
-  local status
-  echo "$(date +%s)" >"$lanes_dir/jest.times"
+  wait_for_checks || { echo "typecheck, lint, layer rules or formatting failed: no tests run"; return 1; }
+  local args=("$@")
+  if [ "$lanes" -gt 1 ]; then
+    mapfile -t args <"$lanes_dir/lane-$k.files"
+    args=(--runTestsByPath "${args[@]}")
+  fi
+  echo "$(date +%s)" >"$lanes_dir/lane-$k.times"
   set +e
-  (cd "$KILN_ROOT" && NODE_OPTIONS=--experimental-vm-modules jest --json --outputFile="$lanes_dir/results.json" "$@")
+  (cd "$KILN_ROOT" && NODE_OPTIONS=--experimental-vm-modules jest --runInBand --json --outputFile="$lanes_dir/lane-$k.results.json" "${args[@]}")
   status=$?
   set -e
-  echo "$(cat "$lanes_dir/jest.times") $(date +%s)" >"$lanes_dir/jest.times"
+  echo "$(cat "$lanes_dir/lane-$k.times") $(date +%s)" >"$lanes_dir/lane-$k.times"
   return $status
 }
 
-status=0
 if [ "$lanes" = 1 ]; then
-  # One lane: its stack, then jest in band in its environment (on the command line's files, if any).
-  (
-    start_lane 0
-    wait_for_checks || die "typecheck, lint, layer rules or formatting failed: no tests run"
-    run_jest --runInBand "$@"
-  ) || status=$?
+  (run_lane 0 "$@") && status=0 || status=$?
 else
-  # Several lanes: every lane's stack, then one jest with a worker a lane. A worker takes the next
-  # file as it comes free, longest first (test/timings-sequencer.js), so the lanes end together.
-  (cd "$KILN_ROOT" && jest --listTests --json "$@") >"$lanes_dir/files.json" || die "jest could not list the test files"
-  run_kiln infra/test-lanes.ts order "$lanes_dir/files.json" >"$lanes_dir/order.json" || die "ordering the test files failed"
   lane_pids=()
   for k in $(seq 0 $((lanes - 1))); do
-    # Each line of a lane's start says which lane it came from.
-    { (start_lane "$k") && echo 0 >"$lanes_dir/lane-$k.status" || echo $? >"$lanes_dir/lane-$k.status"; } 2>&1 | sed -u "s/^/[lane $k] /" &
+    # Each line of a lane's output says which lane it came from.
+    { (run_lane "$k") && echo 0 >"$lanes_dir/lane-$k.status" || echo $? >"$lanes_dir/lane-$k.status"; } 2>&1 | sed -u "s/^/[lane $k] /" &
     lane_pids+=($!)
   done
   wait "${lane_pids[@]}" || true
+  status=0
   for k in $(seq 0 $((lanes - 1))); do
-    [ "$(cat "$lanes_dir/lane-$k.status" 2>/dev/null)" = 0 ] || die "lane $k's stack did not start"
+    s=$(cat "$lanes_dir/lane-$k.status" 2>/dev/null || echo 1)
+    [ "$s" = 0 ] || status=$s
   done
-  wait_for_checks || status=1
-  [ "$status" != 0 ] ||
-    KILN_TEST_LANES_DIR="$lanes_dir" KILN_TEST_ORDER="$lanes_dir/order.json" run_jest --maxWorkers="$lanes" "$@" || status=$?
 fi
 report_checks || die "typecheck, lint, layer rules or formatting failed"
 rm -rf "$checks_dir"

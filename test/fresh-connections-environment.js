@@ -8,12 +8,12 @@
  * closed". A fresh pool for each file (Node's own Agent class) that gives idle connections up after
  * 1 s leaves no connection of one file to the next, and 4 s of margin within a file.
  */
-const LaneEnvironment = require('./lane-environment');
+const { TestEnvironment } = require('jest-environment-node');
 
 /** Where Node's fetch (its bundled undici) keeps the process's dispatcher. */
 const GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');
 
-class FreshConnectionsEnvironment extends LaneEnvironment {
+class FreshConnectionsEnvironment extends TestEnvironment {
   async setup() {
     await super.setup();
     const previous = globalThis[GLOBAL_DISPATCHER];
