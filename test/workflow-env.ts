@@ -9,14 +9,14 @@
  * time.
  */
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { predictionWorkflowId, type PredictionArgs, type PredictResult } from '../domain/contracts';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
-import { WORKFLOW_BUNDLE_FILE } from '../workers/workflow-code';
+import { workflowCode } from '../workers/workflow-code';
 
 /**
  * The workflow code for a test's worker: where the suite's stack runs the compiled build
@@ -24,11 +24,7 @@ import { WORKFLOW_BUNDLE_FILE } from '../workers/workflow-code';
  * test, which is what production runs; else (jest alone) workflows/ bundled here. Bundling takes
  * seconds of CPU each time, in every file that does it.
  */
-export function testWorkflowCode(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
-  const bundle = path.resolve(__dirname, '..', 'dist', WORKFLOW_BUNDLE_FILE);
-  if (process.env.KILN_CODE === 'dist' && existsSync(bundle)) return { workflowBundle: { codePath: bundle } };
-  return { workflowsPath: require.resolve('../workflows') };
-}
+export const testWorkflowCode = () => workflowCode(process.env.KILN_CODE === 'dist');
 
 /** The CLI infra/install.sh builds (infra/env.sh TEMPORAL_BIN), or the one the environment names. */
 function temporalCli(): string {
