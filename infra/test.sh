@@ -17,6 +17,8 @@ bash "$KILN_ROOT/infra/install.sh" --with-browser --no-build
 log "typecheck, lint, layer rules and formatting, beside the build and the stacks' start"
 checks=("tsc --noEmit" "eslint ." "npm run --silent layers:check" "npm run --silent format:check")
 checks_dir=$(mktemp -d)
+# Replaced by cleanup (below) once the stacks are up; either removes the checks' logs.
+trap 'rm -rf "$checks_dir"' EXIT
 (
   pids=()
   for i in "${!checks[@]}"; do
@@ -156,6 +158,7 @@ cleanup() {
   for k in $(seq 0 $((lanes - 1))); do (stop_lane "$k") & pids+=($!); done
   wait "${pids[@]}" || true
   rm -f "$suites_dir/$$"
+  rm -rf "$checks_dir"
   if [ "${#stop_list[@]}" -gt 0 ] && other_suites_running; then
     log "leaving ${stop_list[*]} running: another checkout's suite is using them"
     return
@@ -221,6 +224,5 @@ else
   done
 fi
 report_checks || die "typecheck, lint, layer rules or formatting failed"
-rm -rf "$checks_dir"
 run_kiln infra/test-lanes.ts summary "$lanes_dir" "$SECONDS" "$lanes"
 exit $status
