@@ -14,7 +14,7 @@ STAMP="$KILN_ROOT/dist/.sources.sha256"
 # Every file the build reads: a change to any of them (committed or not) means a new build.
 sources_hash() {
   cd "$KILN_ROOT"
-  find api workflows activities workers engines db domain infra lib fixtures tools -type f -print0 |
+  find api cli workflows activities workers engines db domain infra lib fixtures tools -type f -print0 |
     sort -z | xargs -0 sha256sum |
     cat - <(sha256sum tsconfig.json tsconfig.build.json package-lock.json) | sha256sum | cut -d' ' -f1
 }

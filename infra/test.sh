@@ -199,10 +199,16 @@ run_lane() {
     args=(--runTestsByPath "${args[@]}")
   fi
   echo "$(date +%s)" >"$lanes_dir/lane-$k.times"
+  # The lane's tests and the processes they start (extra engine nodes and APIs, with their logs and
+  # model caches) keep their temp files in a folder of the lane's own: removed once its files pass,
+  # kept for a look when one failed (and removed by the slot's next run).
+  local lane_tmp="${TMPDIR:-/tmp}/kiln-test-$slot-lane-$k"
+  rm -rf "$lane_tmp" && mkdir -p "$lane_tmp"
   set +e
-  (cd "$KILN_ROOT" && NODE_OPTIONS=--experimental-vm-modules jest --runInBand --json --outputFile="$lanes_dir/lane-$k.results.json" "${args[@]}")
+  (cd "$KILN_ROOT" && TMPDIR="$lane_tmp" NODE_OPTIONS=--experimental-vm-modules jest --runInBand --json --outputFile="$lanes_dir/lane-$k.results.json" "${args[@]}")
   status=$?
   set -e
+  if [ "$status" = 0 ]; then rm -rf "$lane_tmp"; else log "lane $k's temp files (logs of the processes its tests started) are in $lane_tmp"; fi
   echo "$(cat "$lanes_dir/lane-$k.times") $(date +%s)" >"$lanes_dir/lane-$k.times"
   return $status
 }

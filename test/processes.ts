@@ -7,10 +7,11 @@ import { poll } from './helpers';
 import type { NetnsHost } from './netns-hosts';
 
 /**
- * How node runs `entry` (a .ts path from the root): the compiled build where the suite's stack runs
- * it (KILN_CODE=dist, as infra/app.sh sets for npm test), else the sources through tsx.
+ * How node runs `entry` (a .ts path from the root, a Kiln process or the CLI): the compiled build
+ * where the suite's stack runs it (KILN_CODE=dist, as infra/app.sh sets for npm test), else the
+ * sources through tsx. Run from the root.
  */
-function nodeArgsFor(entry: string): string[] {
+export function nodeArgsFor(entry: string): string[] {
   const compiled = path.join('dist', entry.replace(/\.ts$/, '.js'));
   const root = path.resolve(__dirname, '..');
   if (process.env.KILN_CODE === 'dist' && existsSync(path.join(root, compiled))) return ['--enable-source-maps', compiled];

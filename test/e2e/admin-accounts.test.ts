@@ -6,6 +6,7 @@ import { findAccountByUsername } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { newId } from '../../lib/ids';
 import { api, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -17,7 +18,7 @@ beforeAll(() => {
 afterAll(() => closeDb(db));
 
 const admin = (...args: string[]) =>
-  run('node', ['--import', 'tsx', 'cli/admin.ts', ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+  run('node', [...nodeArgsFor('cli/admin.ts'), ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
 
 test('accounts create with no options creates the account and prints a token that works', async () => {
   const username = `plain-${newId().slice(0, 10)}`;

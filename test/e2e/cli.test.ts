@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../engines/onnx/engine';
 import { API_URL, api, newAccount, poll, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);
 const exec = promisify(execFile);
@@ -30,7 +31,7 @@ const kiln = async (args: string[], env: Record<string, string> = {}) => {
   delete base.KILN_API_TOKEN;
   delete base.KILN_API_URL;
   Object.assign(base, env);
-  return exec('node', ['--import', 'tsx', 'cli/kiln.ts', ...args], { cwd: path.resolve(__dirname, '../..'), env: base });
+  return exec('node', [...nodeArgsFor('cli/kiln.ts'), ...args], { cwd: path.resolve(__dirname, '../..'), env: base });
 };
 
 test('login saves the token; later commands use it', async () => {

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, nodesHolding, poll, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -36,7 +37,7 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   // An idle TTL of 1 s: without the deployment it would be unloaded at once.
   const { stdout } = await run(
     'node',
-    ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/served`, file, '--idle-ttl', '1'],
+    [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/served`, file, '--idle-ttl', '1'],
     {
       env,
       cwd: path.resolve(__dirname, '../..'),
@@ -82,7 +83,7 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   await writeLlamaGguf(controlFile, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 8) % 100000 });
   const pushed = await run(
     'node',
-    ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'],
+    [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'],
     {
       env,
       cwd: path.resolve(__dirname, '../..'),

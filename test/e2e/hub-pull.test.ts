@@ -14,6 +14,7 @@ import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { FakeHub, HUB_COMMIT } from '../fake-hub';
 import { api, API_URL, newAccount, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(180_000);
 const exec = promisify(execFile);
@@ -64,7 +65,7 @@ afterAll(async () => {
 
 /** Runs `kiln …` with the local hub, a download cache of the test's own and no config file. */
 const kiln = (args: string[]) =>
-  exec('node', ['--import', 'tsx', 'cli/kiln.ts', ...args], {
+  exec('node', [...nodeArgsFor('cli/kiln.ts'), ...args], {
     cwd: path.resolve(__dirname, '../..'),
     env: {
       ...process.env,

@@ -17,6 +17,7 @@ import { TINY_LLAMA } from '../../infra/seed';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { writeLoraGguf } from '../../tools/gguf/lora-writer';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(240_000);
 const run = promisify(execFile);
@@ -75,7 +76,7 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
   const cwd = path.resolve(__dirname, '../..');
   const { stdout } = await run(
     'node',
-    ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/pirate`, file],
+    [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/pirate`, file],
     { env, cwd },
   );
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
@@ -91,7 +92,7 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
   await writeLlamaGguf(whole, { embedding: 64, layers: 1, heads: 4, feedForward: 64, seed: 9 });
   const refused = await run(
     'node',
-    ['--import', 'tsx', 'cli/kiln.ts', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/not-adapter`, whole],
+    [...nodeArgsFor('cli/kiln.ts'), 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/not-adapter`, whole],
     { env, cwd },
   ).then(
     () => undefined,

@@ -9,6 +9,7 @@ import { closeDb, type Db } from '../../db/client';
 import { nodes } from '../../db/schema';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -91,7 +92,7 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   const file = path.join(dir, 'pushed.gguf');
   await writeLlamaGguf(file, { embedding: 128, layers: 2, heads: 4, feedForward: 256, seed: Date.now() % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
-  const { stdout } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/my-llm`, file], {
+  const { stdout } = await run('node', [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/my-llm`, file], {
     env,
     cwd: path.resolve(__dirname, '../..'),
   });
@@ -122,7 +123,7 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   expect(second.body.metrics.setup_time).toBeUndefined();
 
   // Pushing the same file again is the same version, with no upload.
-  const { stdout: again } = await run('node', ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/my-llm`, file], {
+  const { stdout: again } = await run('node', [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/my-llm`, file], {
     env,
     cwd: path.resolve(__dirname, '../..'),
   });
@@ -139,7 +140,7 @@ test('scale to zero: an idle version is unloaded, and the next call loads it aga
   const file = path.join(dir, 'napper.gguf');
   await writeLlamaGguf(file, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 1) % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
-  const cli = ['--import', 'tsx', 'cli/kiln.ts', '--json', 'push', `${me.username}/napper`, file, '--idle-ttl', '1'];
+  const cli = [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/napper`, file, '--idle-ttl', '1'];
   const { stdout } = await run('node', cli, { env, cwd: path.resolve(__dirname, '../..') });
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   expect(version.settings.idleTtlSeconds).toBe(1);

@@ -15,6 +15,7 @@ import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(300_000);
@@ -95,7 +96,7 @@ test('npm run admin -- rebuild-projections rebuilds rows equal to the originals'
   const [batchBefore] = await db.select().from(batches).where(eq(batches.id, batch.id));
   await db.delete(batches).where(eq(batches.id, batch.id));
 
-  const { stdout } = await run('node', ['--import', 'tsx', 'cli/admin.ts', 'rebuild-projections'], {
+  const { stdout } = await run('node', [...nodeArgsFor('cli/admin.ts'), 'rebuild-projections'], {
     cwd: path.resolve(__dirname, '../..'),
     env: process.env,
   });
@@ -154,7 +155,7 @@ test('a prediction whose history Temporal no longer has (deleted, as retention d
     .where(eq(predictions.id, id));
 
   const admin = (...args: string[]) =>
-    run('node', ['--import', 'tsx', 'cli/admin.ts', ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+    run('node', [...nodeArgsFor('cli/admin.ts'), ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
   const { stdout } = await admin('rebuild-projections');
   expect(Number(/rebuilt (\d+) rows from archived histories/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
   expect(await row()).toEqual(original);

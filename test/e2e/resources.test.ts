@@ -12,6 +12,7 @@ import { closeDb, type Db } from '../../db/client';
 import { estimateLlamaMemoryBytes } from '../../domain/llama-memory';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { api, API_URL, newAccount, testDb } from '../helpers';
+import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -103,7 +104,7 @@ test("deployments' min_instances count against the account's quota of pinned rep
   // Unpinned deployments cost nothing.
   expect((await deploy('unpinned', 0)).status).toBe(201);
 
-  await run('node', ['--import', 'tsx', 'cli/admin.ts', 'accounts', 'update', me.username, '--max-pinned-replicas', '3'], {
+  await run('node', [...nodeArgsFor('cli/admin.ts'), 'accounts', 'update', me.username, '--max-pinned-replicas', '3'], {
     env: process.env,
     cwd: path.resolve(__dirname, '../..'),
   });
