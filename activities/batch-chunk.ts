@@ -5,12 +5,12 @@
  * where the last one stopped. The lines are written once, as the chunk's own part object: a
  * retried chunk replaces its part, so no line is ever written twice.
  */
-import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { Readable } from 'node:stream';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { batchIndexKey, batchInputKey, batchPartKey } from '../db/batches';
-import { chunkProgressOf, furthest, type BatchChunkRequest, type ChunkProgress, type ChunkResult } from '../domain/batch-contracts';
+import { type BatchChunkRequest, type ChunkProgress, type ChunkResult, chunkProgressOf, furthest } from '../domain/batch-contracts';
 import type { PredictRequest, PredictResult } from '../domain/contracts';
-import { isNonRetryableType, kilnFailure, RETRYABLE_TYPES, type KilnFailureType } from '../domain/failures';
+import { isNonRetryableType, type KilnFailureType, kilnFailure, RETRYABLE_TYPES } from '../domain/failures';
 import type { Storage } from '../lib/storage';
 import { succeededLines } from './batch-rerun';
 

@@ -1,8 +1,8 @@
 /** The batch workflow's control steps: its projection, and the output assembled from the chunks' parts. */
-import { Context } from '@temporalio/activity';
-import type { Client } from '@temporalio/client';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import { batchPartKey, upsertOutputFile, writeBatchSnapshot } from '../db/batches';
 import type { Db } from '../db/client';
 import type { RerunPlan } from '../domain/batch-contracts';

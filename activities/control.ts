@@ -7,23 +7,16 @@ import { LRUCache } from 'lru-cache';
 import { admit, release } from '../db/admissions';
 import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
+import { attemptsBegun, beginAttempt } from '../db/events';
+import { removeOrphanOutputFiles } from '../db/files';
 import { getVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';
 import { writePredictionSnapshot } from '../db/predictions';
 import { accounts } from '../db/schema';
 import { sessionNode } from '../db/session-affinity';
-import { recordUsage, usageOf, type UsageRecord } from '../db/usage';
-import { kilnFailure } from '../domain/failures';
-import { type PredictionSnapshot } from '../domain/prediction-snapshot';
-import { isTerminalStatus } from '../domain/statuses';
-import { tooLargeMessage } from '../lib/hardware';
-import { loraBaseOf } from '../lib/lora';
-import { observePrediction } from '../lib/metrics';
-import { currentRunWriter } from './run-writer';
-
-import { attemptsBegun, beginAttempt } from '../db/events';
-import { removeOrphanOutputFiles } from '../db/files';
+import { recordUsage, type UsageRecord, usageOf } from '../db/usage';
 import { modelQueue, type Placement, type ReplicaLoad, type SplitPlacement } from '../domain/contracts';
+import { kilnFailure } from '../domain/failures';
 import {
   coldNodeAvoiding,
   freeBytes,
@@ -34,10 +27,16 @@ import {
   replicaReason,
   servingNodes,
 } from '../domain/node-placement';
+import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { chooseSplit } from '../domain/prefill-split';
+import { isTerminalStatus } from '../domain/statuses';
 import { taskType } from '../domain/tasks';
+import { tooLargeMessage } from '../lib/hardware';
+import { loraBaseOf } from '../lib/lora';
+import { observePrediction } from '../lib/metrics';
 import type { Storage } from '../lib/storage';
 import { lookEvery } from './look-loop';
+import { currentRunWriter } from './run-writer';
 
 /** x-session-affinity: whose session placement keeps on one node. */
 type SessionOf = { accountId: string; session: string };

@@ -1,15 +1,15 @@
 /** Activities of an engine node: warm a model up, and run predictions on it. */
 import { Context, log } from '@temporalio/activity';
 import type { Db } from '../db/client';
-import { finishSucceededPrediction, writePredictionSnapshot, type RunWriter } from '../db/predictions';
+import { finishSucceededPrediction, type RunWriter, writePredictionSnapshot } from '../db/predictions';
 import { recordSessionNode } from '../db/session-affinity';
 import { usageOf } from '../db/usage';
 import {
   PREDICTION_STARTED_SIGNAL,
-  predictionWorkflowId,
   type PredictionStartedSignal,
   type PredictRequest,
   type PredictResult,
+  predictionWorkflowId,
 } from '../domain/contracts';
 import { processingSnapshot, succeededSnapshot } from '../domain/engine-projection';
 import { observePrediction } from '../lib/metrics';

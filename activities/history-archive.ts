@@ -15,14 +15,14 @@
  * about four times instead of thirteen took it from about 12 ms of CPU a prediction to about 5
  * (README, Benchmarks).
  */
+import { randomUUID } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Client } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
 import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { temporal } from '@temporalio/proto';
 import { LRUCache } from 'lru-cache';
-import { randomUUID } from 'node:crypto';
-import { gunzipSync, gzipSync } from 'node:zlib';
 import type { Storage } from '../lib/storage';
 
 type History = temporal.api.history.v1.IHistory;

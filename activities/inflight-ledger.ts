@@ -5,9 +5,9 @@
  * activity failed this way is an `EngineInterrupted` fault: the workflow places it again and the
  * next attempt continues the output streamed so far.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
 
 export interface LostActivity {
   /** The activity's task token, base64. */

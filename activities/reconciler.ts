@@ -11,21 +11,21 @@
  * so a tick that dies half-way is finished by the next.
  */
 import { log } from '@temporalio/activity';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { release } from '../db/admissions';
-import { writeBatchSnapshot, type BatchRow } from '../db/batches';
+import { type BatchRow, writeBatchSnapshot } from '../db/batches';
 import type { Db } from '../db/client';
 import { rowToSnapshot, writePredictionSnapshot } from '../db/predictions';
 import { heldSlots, openBatches, openPredictions, predictionRows, versionTask } from '../db/reconcile';
 import { recordUsage, usageOf } from '../db/usage';
-import { batchWorkflowId, type BatchSnapshot } from '../domain/batch-contracts';
-import { predictionWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../domain/contracts';
+import { type BatchSnapshot, batchWorkflowId } from '../domain/batch-contracts';
+import { predictionWorkflowId, type WebhookDelivery, webhookWorkflowId } from '../domain/contracts';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { isTerminalStatus } from '../domain/statuses';
 import { reconcilerLooks } from '../lib/metrics';
 import type { Storage } from '../lib/storage';
-import { batchClosedEarly, batchRowToSnapshot, outcomeOf, predictionClosedEarly, type ClosedRun } from './closed-run-outcome';
+import { batchClosedEarly, batchRowToSnapshot, type ClosedRun, outcomeOf, predictionClosedEarly } from './closed-run-outcome';
 import { ArchiveMemory, archiveClosedHistories } from './history-archive';
 import { lookEvery } from './look-loop';
 import { runWriterOf } from './run-writer';
@@ -277,19 +277,19 @@ const slotWorkflow = (slot: { id: string }) => (slot.id.startsWith('batch-') ? s
 function openRowsPass({ db, temporal, pageSize }: Pick<Deps, 'db' | 'temporal' | 'pageSize'>, finish: Finishers) {
   return async (olderThan: Date, latest: LatestRun) => {
     const done = { predictions: 0, batches: 0, slots: 0 };
-    for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next;) {
+    for (let page: Awaited<ReturnType<typeof openPredictions>> | undefined; !page || page.next; ) {
       page = await openPredictions(db, olderThan, pageSize, page?.next);
       for (const { row, run } of await closedAmong(temporal, latest, page.rows, (r) => predictionWorkflowId(r.id))) {
         if (await finish.finishPrediction(row, run)) done.predictions += 1;
       }
     }
-    for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next;) {
+    for (let page: Awaited<ReturnType<typeof openBatches>> | undefined; !page || page.next; ) {
       page = await openBatches(db, olderThan, pageSize, page?.next);
       for (const { row, run } of await closedAmong(temporal, latest, page.rows, (r) => batchWorkflowId(r.id))) {
         if (await finish.finishBatch(row, run)) done.batches += 1;
       }
     }
-    for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next;) {
+    for (let page: Awaited<ReturnType<typeof heldSlots>> | undefined; !page || page.next; ) {
       page = await heldSlots(db, olderThan, pageSize, page?.next);
       for (const { row: slot, run } of await closedAmong(temporal, latest, page.rows, slotWorkflow)) {
         await release(db, slot.id);

@@ -11,7 +11,7 @@ import type { WebhookDelivery } from '../domain/contracts';
 import { webhookAttempts } from '../lib/metrics';
 import { pinnedRequest } from '../lib/pinned-request';
 import type { SecretBox } from '../lib/secret-box';
-import { resolveWebhookTarget, WebhookTargetError, type WebhookTarget } from '../lib/webhook-target';
+import { resolveWebhookTarget, type WebhookTarget, WebhookTargetError } from '../lib/webhook-target';
 
 export interface WebhookDeps {
   db: Db;

@@ -1,8 +1,8 @@
 /** The HTTP API as an express app; `api/index.ts` listens, tests may mount it directly. */
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import express, { type Request } from 'express';
-import path from 'node:path';
 import type { Db } from '../db/client';
 import type { FetchInputDeps } from '../lib/fetch-input';
 import type { Logger } from '../lib/logger';
@@ -12,11 +12,11 @@ import type { UrlSigner } from '../lib/signing';
 import type { Storage } from '../lib/storage';
 import { DEFAULT_TEMPORAL_UI_URL } from '../lib/temporal-ui';
 import { requireAuth, requireOperatorToken } from './auth';
-import { codecServer, type CodecServerDeps } from './codec-server';
+import { type CodecServerDeps, codecServer } from './codec-server';
 import { errorHandler, notFoundHandler } from './errors';
 import type { EventHub } from './event-hub';
 import { rejectNulOutsideInput } from './nul-guard';
-import { OpenConnections, type ConnectionLimits } from './open-connections';
+import { type ConnectionLimits, OpenConnections } from './open-connections';
 import { openAiErrors } from './openai/errors';
 import { openaiRoutes } from './openai/router';
 import { openApiDocument } from './openapi';
@@ -32,8 +32,8 @@ import { fileContentRoute, fileRoutes } from './routes/files';
 import { modelRoutes } from './routes/models';
 import { predictionRoutes } from './routes/predictions';
 import { streamRoutes } from './routes/streams';
-import { webhookRoutes, type WebhookRoutesDeps } from './routes/webhooks';
-import { inlinePageCsp, pagePolicy, PLAYGROUND_CSP, securityHeaders } from './security-headers';
+import { type WebhookRoutesDeps, webhookRoutes } from './routes/webhooks';
+import { inlinePageCsp, PLAYGROUND_CSP, pagePolicy, securityHeaders } from './security-headers';
 import type { ResourceLimits } from './version-resources';
 
 export interface AppDeps {

@@ -1,7 +1,7 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import { LRUCache } from 'lru-cache';
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { accountForToken, touchApiToken, type Account } from '../db/accounts';
+import { type Account, accountForToken, touchApiToken } from '../db/accounts';
 import type { Db } from '../db/client';
 import { sha256Hex } from '../lib/ids';
 import { ApiError, NotFoundError, UnauthorizedError } from './errors';

@@ -9,10 +9,10 @@ import type { z } from 'zod';
 import { batchIndexKey, batchInputKey } from '../db/batches';
 import type { Db } from '../db/client';
 import { getFile } from '../db/files';
-import { fetchInput, InputFetchError, InputTooLargeError, type FetchInputDeps } from '../lib/fetch-input';
+import { type FetchInputDeps, fetchInput, InputFetchError, InputTooLargeError } from '../lib/fetch-input';
 import { fileKey } from '../lib/file-keys';
 import type { Storage } from '../lib/storage';
-import { ApiError, ValidationError, type InvalidField } from './errors';
+import { ApiError, type InvalidField, ValidationError } from './errors';
 
 export const MAX_BATCH_INPUTS = 100_000;
 /** A 422 names at most this many wrong fields: enough to fix a file, not a wall of text. */

@@ -10,9 +10,9 @@
  * `/codec/<token>/decode` (the request log never writes it). The UI calls from its own origin:
  * those in KILN_CODEC_CORS_ORIGINS get CORS answers, preflight included.
  */
-import type { Payload, PayloadCodec } from '@temporalio/common';
-import express, { Router, type Request, type RequestHandler } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Payload, PayloadCodec } from '@temporalio/common';
+import express, { type Request, type RequestHandler, Router } from 'express';
 import { z } from 'zod';
 import { bearerToken } from './auth';
 import { ApiError, NotFoundError } from './errors';

@@ -5,7 +5,7 @@
  * read the moment this returns and its workflow need not admit it; a node already serving the
  * version goes along too, so the workflow need not place it (workflows/prediction.ts, the hot path).
  */
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import { lockAdmissions, takeSlot } from '../db/admissions';
 import type { Db } from '../db/client';
@@ -14,20 +14,20 @@ import type { ResolvedVersion } from '../db/models';
 import { CREATE_NODES_MAX_AGE_MS, recentLiveNodes } from '../db/nodes';
 import { createAdmitted, forgetUnstartedPrediction, getPrediction, type PredictionRow } from '../db/predictions';
 import type { RateLimitResult } from '../db/rate-limits';
-import { sessionNode, type SessionKey } from '../db/session-affinity';
-import { predictionWorkflowId, PRIORITY_KEYS, type Placement, type PredictionArgs } from '../domain/contracts';
+import { type SessionKey, sessionNode } from '../db/session-affinity';
+import { type Placement, PRIORITY_KEYS, type PredictionArgs, predictionWorkflowId } from '../domain/contracts';
 import { servingNodes } from '../domain/node-placement';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import { estimatePromptTokens, splitCandidate } from '../domain/prefill-split';
 import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
-import { webhookEvents, type WebhookEvent } from '../domain/statuses';
+import { type WebhookEvent, webhookEvents } from '../domain/statuses';
 import { taskInputSchema } from '../domain/tasks';
 import { idFromKey, newId } from '../lib/ids';
 import { workflowExists } from '../lib/temporal-workflows';
 import { resolveWebhookTarget, WebhookTargetError } from '../lib/webhook-target';
 import type { predictionWorkflow } from '../workflows/prediction';
 import { checkLimits } from './admission-limits';
-import { aboutPrediction, ApiError, ValidationError } from './errors';
+import { ApiError, aboutPrediction, ValidationError } from './errors';
 import { withLora } from './lora-adapters';
 import { parseIdempotencyKey } from './prediction-request';
 import { queuePosition } from './queue-position';

@@ -12,7 +12,7 @@ import { engineFileIndex } from '../lib/engine-file';
 import type { Storage } from '../lib/storage';
 import { ValidationError } from './errors';
 import { resolveVersionRef } from './resolve-version';
-import { ggufMetadata, versionMemoryBytes, type ResourceLimits, type VersionSettings } from './version-resources';
+import { ggufMetadata, type ResourceLimits, type VersionSettings, versionMemoryBytes } from './version-resources';
 
 const maxDraftTokens = z
   .number()

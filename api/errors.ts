@@ -124,7 +124,8 @@ export function unavailableDependency(err: unknown): 'Temporal' | 'the database'
 export function requestError(err: unknown): ApiError | undefined {
   if (err instanceof ApiError) return err;
   const e = err as
-    { type?: string; status?: number; expose?: boolean; message?: string; limit?: number; charset?: string; encoding?: string } | undefined;
+    | { type?: string; status?: number; expose?: boolean; message?: string; limit?: number; charset?: string; encoding?: string }
+    | undefined;
   if (!e || typeof e !== 'object') return undefined;
   const field = (status: number, title: string, name: string, description: string) =>
     new ApiError(status, title, `${name}: ${description}`, { invalid_fields: [{ type: 'invalid', field: name, description }] });

@@ -9,7 +9,7 @@
  * hold up to N times as many.
  */
 import type { Response } from 'express';
-import { stillInForce, type Account } from '../db/accounts';
+import { type Account, stillInForce } from '../db/accounts';
 import type { Db } from '../db/client';
 import type { Logger } from '../lib/logger';
 import { TooManyRequestsError, UnauthorizedError } from './errors';

@@ -5,7 +5,7 @@
  * test/unit/route-coverage.test.ts fails on an Express route without a contract, so the
  * reference cannot leave one out.
  */
-import { OpenApiGeneratorV31, OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
+import { OpenAPIRegistry, OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { taskNames, taskType } from '../domain/tasks';
 import { openaiContracts } from './openai/contracts';

@@ -3,7 +3,7 @@ import { predictionWorkflowId } from '../domain/contracts';
 import { signUntil, verifyUntil } from '../lib/expiring-signature';
 import { renderFileRefs } from '../lib/file-urls';
 import type { UrlSigner } from '../lib/signing';
-import { temporalUiUrl, type TemporalUi } from '../lib/temporal-ui';
+import { type TemporalUi, temporalUiUrl } from '../lib/temporal-ui';
 import type { QueueView } from './queue-position';
 
 /** Where a prediction's URLs point: the API's public base, and the signer of stream URLs. */

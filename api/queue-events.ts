@@ -10,7 +10,7 @@
 import { eq } from 'drizzle-orm';
 import type { Account } from '../db/accounts';
 import { predictions } from '../db/schema';
-import { queuePosition, type QueueDeps, type QueueView } from './queue-position';
+import { type QueueDeps, type QueueView, queuePosition } from './queue-position';
 
 /** How often a waiting prediction's place is read again for its open streams. */
 const QUEUE_EVENT_INTERVAL_MS = 1_000;

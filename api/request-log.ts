@@ -5,9 +5,9 @@
  * Each request has an id (the client's X-Request-Id when it is a plain token, else a new UUID),
  * answered in X-Request-Id and on every line logged about the request, errors included.
  */
-import type { Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Response } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { Logger } from '../lib/logger';
 

@@ -1,6 +1,6 @@
 /** A `version` field as predictions and batches take it: a version id, `owner/name` or `owner/name:version`. */
 import type { Db } from '../db/client';
-import { resolveModelVersion, resolveVersionId, type ResolvedVersion } from '../db/models';
+import { type ResolvedVersion, resolveModelVersion, resolveVersionId } from '../db/models';
 import { ValidationError } from './errors';
 
 const MODEL_REF = /^([a-zA-Z0-9][\w.-]*)\/([a-zA-Z0-9][\w.-]*)(?::([a-f0-9]{64}))?$/;

@@ -5,13 +5,13 @@
  */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Account } from '../db/accounts';
-import { getBatch, reopenBatchForRetry, restoreBatchAfterFailedRetry, type BatchRow } from '../db/batches';
+import { type BatchRow, getBatch, reopenBatchForRetry, restoreBatchAfterFailedRetry } from '../db/batches';
 import type { Db } from '../db/client';
 import { batchWorkflowId } from '../domain/batch-contracts';
 import { ApiError, NotFoundError } from './errors';
 import { resolveVersionRef } from './resolve-version';
 import { closeOf } from './run-close';
-import { batchArgsOf, startBatchRun, type BatchRunSettings } from './start-batch';
+import { type BatchRunSettings, batchArgsOf, startBatchRun } from './start-batch';
 
 export class BatchNotRetryableError extends ApiError {
   constructor(id: string, why: string) {

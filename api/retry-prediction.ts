@@ -6,12 +6,12 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
-import { getPrediction, reopenForRetry, restoreAfterFailedRetry, retryableStatuses, type PredictionRow } from '../db/predictions';
+import { getPrediction, type PredictionRow, reopenForRetry, restoreAfterFailedRetry, retryableStatuses } from '../db/predictions';
 import type { RateLimitResult } from '../db/rate-limits';
 import { predictionWorkflowId } from '../domain/contracts';
 import { taskInputSchema } from '../domain/tasks';
 import { checkLimits } from './admission-limits';
-import { admitAndStart, admitWith, predictionArgs, type CreateDeps, type CreateOptions } from './create-prediction';
+import { admitAndStart, admitWith, type CreateDeps, type CreateOptions, predictionArgs } from './create-prediction';
 import { ApiError, NotFoundError } from './errors';
 import { closeOf } from './run-close';
 import { parseOr422 } from './validation';

@@ -3,8 +3,8 @@
  * the end before the run closes (its last write is an activity of the run), so a retry sent at
  * once may find the run still open: it waits a little for the close.
  */
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 
 /** How long a retry waits for the old run to close after the projection said it ended. */
 const CLOSE_WAIT_MS = 10_000;

@@ -3,9 +3,9 @@
  * nothing is sniffed into another type, nothing is framed, no page leaks its URL as a referrer.
  * Pages (the playground, the reference) replace the API's policy with one of their own.
  */
-import type { RequestHandler } from 'express';
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import type { RequestHandler } from 'express';
 
 /** JSON and event streams load nothing and run nothing. */
 export const API_CSP = "default-src 'none'; frame-ancestors 'none'";

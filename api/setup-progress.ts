@@ -3,7 +3,7 @@
  * activity heartbeats its phase and bytes, and the workflow's pending activities carry the
  * latest heartbeat. Nothing is stored for it: the history is the source, as for everything else.
  */
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { predictionWorkflowId } from '../domain/contracts';
 

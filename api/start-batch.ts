@@ -5,7 +5,7 @@
 import type { Client } from '@temporalio/client';
 import type { Account } from '../db/accounts';
 import type { ResolvedVersion } from '../db/models';
-import { batchWorkflowId, type BatchArgs } from '../domain/batch-contracts';
+import { type BatchArgs, batchWorkflowId } from '../domain/batch-contracts';
 import { PRIORITY_KEYS } from '../domain/contracts';
 import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
 import type { batchWorkflow } from '../workflows/batch';

@@ -20,7 +20,7 @@ import { cpuHost, sourceBuildSetting } from '../engines/llama/backend';
 import { LlamaEngine } from '../engines/llama/engine';
 import { MIN_REUSED_TOKENS } from '../engines/llama/sequence-pool';
 import { stateFileOf } from '../lib/ready';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { type LlamaSpecInput, writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { cpuBetween, cpuByProcess } from './cpu';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 import { batchedBench, batchedBenchBinary } from './llama-floor';

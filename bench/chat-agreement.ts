@@ -9,16 +9,16 @@
  * each reply that differs where it parts and both sides' two likeliest tokens there. No running
  * stack needed.
  */
-import type { LlamaModel, Token } from 'node-llama-cpp';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import type { LlamaModel, Token } from 'node-llama-cpp';
 import { textGenerationInput } from '../domain/tasks/text-generation';
 import { sourceBuildSetting } from '../engines/llama/backend';
 import { LlamaEngine } from '../engines/llama/engine';
 import { trainedModelPath, trainedModels } from '../infra/trained-models';
-import { answerMatches, clip, firstDifference, partingStep, share, type Conversation } from './chat-agreement/compare';
+import { answerMatches, type Conversation, clip, firstDifference, partingStep, share } from './chat-agreement/compare';
 import { saveResult, table } from './lib';
 
 const MODEL = 'smollm2-135m-instruct';

@@ -3,7 +3,7 @@
  * node id, data folder and environment of its own (what setup handed engines, less the root
  * secrets), optionally pinned to cores with taskset; started and awaited by their ready file.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';

@@ -12,11 +12,11 @@
  * llama-batched-bench counts it and bench/batching.ts compares them; every stream gets the same
  * prompt, as there.
  */
-import { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Command } from 'commander';
 import { textGenerationInput } from '../domain/tasks/text-generation';
 import { LlamaEngine } from '../engines/llama/engine';
 import { KvSnapshotStore } from '../engines/llama/kv-snapshots';

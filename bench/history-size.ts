@@ -6,9 +6,9 @@
  * `runs` times and shows the median and the range: how many workflow tasks a prediction takes
  * depends on timing (an activity that ends while a workflow task runs joins the next one).
  */
+import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { randomBytes } from 'node:crypto';
 import { loadSharp } from '../engines/onnx/engine';
 import { API_URL, apiToken, saveResult, table } from './lib';
 

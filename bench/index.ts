@@ -1,9 +1,9 @@
 /** `npm run bench -- <scenario>`: figures from the benchmarks' own stack, which infra/bench.sh starts with fixtures on. */
-import { Command, Option } from 'commander';
 import os from 'node:os';
+import { Command, Option } from 'commander';
 import { DEFAULT_DRAFT_TOKENS } from '../engines/llama/speculative';
 import { archiveCost } from './archive';
-import { batching, BATCHING_MODELS } from './batching';
+import { BATCHING_MODELS, batching } from './batching';
 import { chatAgreement } from './chat-agreement';
 import { coldStart } from './cold-start';
 import { embeddingQuality } from './embedding-quality';

@@ -12,7 +12,7 @@
 import { mkdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { type LlamaSpecInput, writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { BATCHING_MODELS } from './batching';
 import { startEngineNode, stopEngineNode } from './engine-nodes';
 import { apiToken, call, DATA_DIR, percentile, pushGguf, saveResult, streamPrediction, table, unlimitedFor } from './lib';

@@ -4,13 +4,13 @@
  * had the same prefix), through the API and through node-llama-cpp directly in this process (the
  * floor: one sequence, kept between the two calls, or cleared for the cold one). Runs alternate.
  */
-import type { LlamaContextSequence } from 'node-llama-cpp';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import type { LlamaContextSequence } from 'node-llama-cpp';
 import { loadNodeLlamaCpp } from '../engines/llama/engine';
 import { defaultEngineThreads } from '../lib/config';
 import { newId } from '../lib/ids';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { type LlamaSpecInput, writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { apiToken, DATA_DIR, ms, percentile, pushGguf, saveResult, streamPrediction, table } from './lib';
 
 /** Big enough that evaluating the prefix dominates a cold request: ~50M parameters, F16. */

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { textGenerationInput } from '../domain/tasks/text-generation';
 import { sourceBuildSetting } from '../engines/llama/backend';
 import { LlamaEngine, loadNodeLlamaCpp } from '../engines/llama/engine';
-import { writeLlamaGguf, type LlamaSpecInput, type TensorType } from '../tools/gguf/gguf-writer';
+import { type LlamaSpecInput, type TensorType, writeLlamaGguf } from '../tools/gguf/gguf-writer';
 import { DATA_DIR, percentile, saveResult, table } from './lib';
 import { batchedBench, batchedBenchBinary } from './llama-floor';
 

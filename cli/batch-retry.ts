@@ -1,5 +1,5 @@
 /** `kiln retry <batch id>`: a batch's failed and unfinished items run again (POST /v1/batches/{id}/retry). */
-import { request, type ApiContext } from './client';
+import { type ApiContext, request } from './client';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
 

@@ -2,12 +2,12 @@
  * The kiln CLI's commands beyond push: login, run, predictions, models (list, pull), tokens, webhooks.
  * Every command prints for people by default and JSON with --json.
  */
-import type { Command } from 'commander';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Command } from 'commander';
 import { isTerminalStatus } from '../domain/statuses';
 import { retryBatch } from './batch-retry';
-import { apiContext, CliError, CONFIG_FILE, request, type ApiContext } from './client';
+import { type ApiContext, apiContext, CliError, CONFIG_FILE, request } from './client';
 import { pull } from './pull';
 import { showWarmUp } from './warm-up';
 

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { predictionWorkflowId } from '../domain/contracts';
 import { configSchema } from '../lib/config';
 import { DEFAULT_TEMPORAL_UI_URL, temporalUiUrl } from '../lib/temporal-ui';
-import { request, type ApiContext } from './client';
+import { type ApiContext, request } from './client';
 
 const temporalSettings = configSchema.pick({ TEMPORAL_ADDRESS: true, TEMPORAL_NAMESPACE: true, KILN_TEMPORAL_UI_URL: true });
 

@@ -8,9 +8,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ggufFileMetadata } from '../lib/gguf-file-metadata';
 import { kilnCache } from '../lib/llama-cpu-build';
-import { CliError, request, type ApiContext } from './client';
-import { ggufVersionPlan, type GgufVersionPlan } from './gguf-version-plan';
-import { downloadHubFile, headHubFile, HubError } from './hub-download';
+import { type ApiContext, CliError, request } from './client';
+import { type GgufVersionPlan, ggufVersionPlan } from './gguf-version-plan';
+import { downloadHubFile, HubError, headHubFile } from './hub-download';
 import { defaultModelName, formatHubRef, hubResolveUrl, parseHubRef } from './hub-ref';
 import { push } from './push';
 

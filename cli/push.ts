@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import type { SpeculativeSetting } from '../api/draft-model';
 import { byteMeter } from '../lib/byte-meter';
 import { sha256OfFile } from '../lib/file-sha256';
-import { request, type ApiContext } from './client';
+import { type ApiContext, request } from './client';
 import { byteBar as bar } from './progress-bar';
 
 async function sha256Of(file: string, size: number, quiet: boolean): Promise<string> {

@@ -7,10 +7,10 @@
  * without a result (terminated, timed out), which the reconciler finished from their history.
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { archivedHistories, resultOf, type ArchivedHistory } from '../activities/history-archive';
+import { type ArchivedHistory, archivedHistories, resultOf } from '../activities/history-archive';
 import { runWriterOf } from '../activities/run-writer';
 import type { Db } from '../db/client';
-import { upsertBatchFromHistory, upsertPredictionFromHistory, type RebuildOutcome } from '../db/rebuild';
+import { type RebuildOutcome, upsertBatchFromHistory, upsertPredictionFromHistory } from '../db/rebuild';
 import type { BatchSnapshot } from '../domain/batch-contracts';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import type { Storage } from '../lib/storage';

@@ -3,7 +3,7 @@
  * then a line for the load, from `GET /v1/predictions/{id}/setup`; while it waits in the queue,
  * a line each time its place changes, from the prediction's `queue`. Warm, idle models show nothing.
  */
-import { request, type ApiContext } from './client';
+import { type ApiContext, request } from './client';
 import { byteBar } from './progress-bar';
 
 interface QueuePlace {

@@ -1,5 +1,5 @@
-import { and, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { randomBytes } from 'node:crypto';
+import { and, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { newId, sha256Hex } from '../lib/ids';
 import { builtOnce, type Db } from './client';
 import { accounts, apiTokens } from './schema';

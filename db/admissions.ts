@@ -1,4 +1,4 @@
-import { and, eq, sql, type Placeholder } from 'drizzle-orm';
+import { and, eq, type Placeholder, sql } from 'drizzle-orm';
 import type { Db } from './client';
 import type { Tx } from './events';
 import { admissions, predictions } from './schema';
@@ -48,10 +48,7 @@ export async function release(db: Db | Tx, predictionId: string): Promise<void> 
 }
 
 export async function heldAdmissions(db: Db, accountId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(admissions)
-    .where(eq(admissions.accountId, accountId));
+  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(admissions).where(eq(admissions.accountId, accountId));
   return row.n;
 }
 
@@ -59,9 +56,6 @@ export async function heldAdmissions(db: Db, accountId: string): Promise<number>
 export const queuedOf = (accountId: string | Placeholder) => and(eq(predictions.accountId, accountId), eq(predictions.status, 'starting'));
 
 export async function queuedPredictions(db: Db, accountId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(predictions)
-    .where(queuedOf(accountId));
+  const [row] = await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(queuedOf(accountId));
   return row.n;
 }

@@ -8,7 +8,7 @@ import { and, desc, eq, inArray, lte } from 'drizzle-orm';
 import type { BatchSnapshot } from '../domain/batch-contracts';
 import type { BatchStatus } from '../domain/statuses';
 import type { Db } from './client';
-import { afterCursor, pageOf, type PageCursor } from './paging';
+import { afterCursor, type PageCursor, pageOf } from './paging';
 import type { RunWriter } from './predictions';
 import { withoutNul } from './sanitize';
 import { batches, files } from './schema';

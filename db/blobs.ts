@@ -7,7 +7,7 @@
  */
 import { and, eq, inArray, or, sql } from 'drizzle-orm';
 import type { Db } from './client';
-import { blobUploads, modelVersions, models } from './schema';
+import { blobUploads, models, modelVersions } from './schema';
 
 export async function recordBlobUpload(db: Db, accountId: string, sha256: string, size: number): Promise<void> {
   await db.insert(blobUploads).values({ accountId, sha256, size }).onConflictDoNothing();

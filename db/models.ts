@@ -1,8 +1,8 @@
-import { and, desc, eq, or, sql, type Placeholder } from 'drizzle-orm';
+import { and, desc, eq, or, type Placeholder, sql } from 'drizzle-orm';
 import { type EngineName, type VersionFile, type VersionRetryPolicy } from '../domain/statuses';
 import { newId, sha256Hex } from '../lib/ids';
 import { builtOnce, type Db } from './client';
-import { modelVersions, models } from './schema';
+import { models, modelVersions } from './schema';
 
 export type Model = typeof models.$inferSelect;
 export type ModelVersion = typeof modelVersions.$inferSelect;

@@ -4,7 +4,7 @@ import { isTerminalStatus, type PredictionStatus, type StreamEvent } from '../do
 import { release } from './admissions';
 import { builtOnce, type Db } from './client';
 import { appendEvents, hasEvent, type Tx } from './events';
-import { afterCursor, pageOf, type PageCursor } from './paging';
+import { afterCursor, type PageCursor, pageOf } from './paging';
 import { withoutNul } from './sanitize';
 import { predictionEvents, predictions } from './schema';
 import { recordUsage, type UsageRecord } from './usage';

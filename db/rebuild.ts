@@ -9,7 +9,7 @@ import { eq } from 'drizzle-orm';
 import type { BatchSnapshot } from '../domain/batch-contracts';
 import { type PredictionSnapshot } from '../domain/prediction-snapshot';
 import type { Db } from './client';
-import { snapshotToRow, type RunWriter } from './predictions';
+import { type RunWriter, snapshotToRow } from './predictions';
 import { withoutNul } from './sanitize';
 import { batches, predictions } from './schema';
 

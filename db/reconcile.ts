@@ -6,7 +6,7 @@
 import { and, desc, eq, inArray, lt } from 'drizzle-orm';
 import { type PredictionStatus } from '../domain/statuses';
 import type { Db } from './client';
-import { afterCursor, pageOf, type PageCursor } from './paging';
+import { afterCursor, type PageCursor, pageOf } from './paging';
 import type { PredictionRow } from './predictions';
 import { admissions, batches, modelVersions, predictions } from './schema';
 

@@ -13,19 +13,19 @@ import {
   timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
+import type { NodeLoad } from '../domain/prefill-split';
 import {
   batchStatuses,
   engines,
+  type LoadedVersion,
   predictionStatuses,
   streamEvents,
-  webhookEvents,
-  type LoadedVersion,
   type VersionFile,
   type VersionRetryPolicy,
   type WebhookEvent,
+  webhookEvents,
 } from '../domain/statuses';
 
-import type { NodeLoad } from '../domain/prefill-split';
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 
 /** A column that names an account; its rows go when the account goes. */
@@ -186,17 +186,11 @@ export const predictions = pgTable(
     index('predictions_account_created_idx').on(t.accountId, t.createdAt.desc(), t.id.desc()),
     // Every create counts the account's queued predictions (max_queued): with this, the count
     // reads the few rows still starting, not the account's whole history.
-    index('predictions_account_starting_idx')
-      .on(t.accountId)
-      .where(sql`${t.status} = 'starting'`),
+    index('predictions_account_starting_idx').on(t.accountId).where(sql`${t.status} = 'starting'`),
     // A waiting prediction's queue position reads the version's unfinished rows (db/queue.ts).
-    index('predictions_version_unfinished_idx')
-      .on(t.versionId, t.status)
-      .where(sql`${t.status} in ('starting', 'processing')`),
+    index('predictions_version_unfinished_idx').on(t.versionId, t.status).where(sql`${t.status} in ('starting', 'processing')`),
     // And the version's recent service times.
-    index('predictions_version_succeeded_idx')
-      .on(t.versionId, t.completedAt.desc())
-      .where(sql`${t.status} = 'succeeded'`),
+    index('predictions_version_succeeded_idx').on(t.versionId, t.completedAt.desc()).where(sql`${t.status} = 'succeeded'`),
   ],
 );
 
@@ -368,9 +362,7 @@ export const nodes = pgTable('nodes', {
   role: text('role').notNull().default('both'),
   /** Prompt tokens in flight, active sequences and their KV bytes, as of the last heartbeat: token-aware placement. */
   load: jsonb('load').$type<NodeLoad>(),
-  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' })
-    .notNull()
-    .default(sql`now()`),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true, mode: 'date' }).notNull().default(sql`now()`),
   startedAt: createdAt(),
 });
 

@@ -1,5 +1,5 @@
-import { and, asc, desc, eq, gt, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import { randomBytes } from 'node:crypto';
+import { and, asc, desc, eq, gt, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import { newId } from '../lib/ids';
 import type { SecretBox } from '../lib/secret-box';
 import type { Db } from './client';

@@ -3,9 +3,9 @@
  * code reads at run time beside it, and bundles the workflow code once, so that a compiled
  * control worker starts without running webpack (workers/workflow-code.ts loads the bundle).
  */
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
 import { WORKFLOW_BUNDLE_FILE } from '../workers/workflow-code';
 
 const ROOT = path.resolve(__dirname, '..');

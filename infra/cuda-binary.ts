@@ -9,7 +9,7 @@
  * undocumented but stable format, as read by the open decoders. Measured on node-llama-cpp
  * 3.22.1's linux-x64-cuda: cubins for 86, 89, 120, 121; PTX only for 75, 80, 90.
  */
-import { open, type FileHandle } from 'node:fs/promises';
+import { type FileHandle, open } from 'node:fs/promises';
 
 export interface CudaBinaryInfo {
   /** Libraries the loader must find, e.g. ['libcudart.so.13', 'libcublas.so.13', ...]. */
@@ -97,7 +97,7 @@ async function fatbinArchitectures(file: FileHandle, section: Section): Promise<
     }
     const headerSize = header.readUInt16LE(6);
     const bodyEnd = at + headerSize + Number(header.readBigUInt64LE(8));
-    for (let entry = at + headerSize; entry + 32 <= bodyEnd;) {
+    for (let entry = at + headerSize; entry + 32 <= bodyEnd; ) {
       const e = await readAt(file, entry, 32);
       const kind = e.readUInt16LE(0);
       const entryHeaderSize = e.readUInt32LE(4);

@@ -23,13 +23,13 @@ import { readCudaBinary } from './cuda-binary';
 import {
   cudaLibrariesNeeded,
   findLoaderLibs,
-  planGpuBuild,
-  sourceBuildCmakeOptions,
   type GpuBuildPlan,
   type PrebuiltCuda,
+  planGpuBuild,
   type SourceBuildState,
+  sourceBuildCmakeOptions,
 } from './gpu-build-plan';
-import { describeGpu, enginePrograms, listGpus, type Gpu } from './gpu-host';
+import { describeGpu, enginePrograms, type Gpu, listGpus } from './gpu-host';
 
 /** What STATE/gpu-build.json holds. */
 export interface GpuBuildState {

@@ -3,11 +3,11 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
-import { addVersion, makeModelPrivate, upsertModel, type ModelVersion } from '../db/models';
+import { addVersion, type ModelVersion, makeModelPrivate, upsertModel } from '../db/models';
 import { estimateLlamaMemoryBytes } from '../domain/llama-memory';
 import { buildIsnetModel } from '../engines/onnx/isnet-weights';
 import { blobKey, type Storage } from '../lib/storage';
-import { writeLlamaGguf, type LlamaSpecInput } from '../tools/gguf/gguf-writer';
+import { type LlamaSpecInput, writeLlamaGguf } from '../tools/gguf/gguf-writer';
 
 export const TINY_LLAMA: LlamaSpecInput = {
   name: 'kiln/tiny-llama',

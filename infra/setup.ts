@@ -5,17 +5,17 @@
  * local API token.
  * Idempotent: running it again changes nothing that is already right.
  */
-import { Connection } from '@temporalio/client';
-import { msToTs } from '@temporalio/common/lib/time';
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
 import postgres from 'postgres';
 import { accountForToken, createAccount, createApiToken } from '../db/accounts';
 import { closeDb, createDb, migrateDb } from '../db/client';
 import { resealWebhookSecrets } from '../db/webhooks';
 import { searchAttributeKeys } from '../domain/search-attributes';
-import { config, ConfigError } from '../lib/config';
+import { ConfigError, config } from '../lib/config';
 import { retentionMs } from '../lib/duration';
 import { secretBoxFromConfig } from '../lib/secret-box';
 import { Storage } from '../lib/storage';

@@ -4,11 +4,11 @@
  * they listen on, whoever started them; Kiln's processes by their supervisor's state
  * (infra/supervisor.ts). Exits 1 when any component is down. `--json` prints the rows as JSON.
  */
-import { Connection } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { cpuHost } from '../engines/llama/backend';
 import { sourceBuildState } from '../lib/llama-build-state';

@@ -16,7 +16,7 @@
  * This one exists for the local stack because it needs no root, no unit files and nothing more
  * to install, knows Kiln's readiness protocol, and runs per checkout (each test slot has its own).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger, type Logger } from '../lib/logger';
@@ -24,7 +24,7 @@ import { processAlive, readPidFile } from '../lib/pid-files';
 import { announceReady, RESTART_EXIT_CODE, stateFileOf } from '../lib/ready';
 import { KILN_ROOT } from './checkout';
 import { backoffAfterCrash } from './supervisor-backoff';
-import { STATE_FILE, type ProgramStatus, type SupervisorState } from './supervisor-state';
+import { type ProgramStatus, STATE_FILE, type SupervisorState } from './supervisor-state';
 
 const STOP_GRACE_MS = 15_000;
 const READY_POLL_MS = 100;

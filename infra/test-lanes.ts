@@ -8,7 +8,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { partitionByDuration, type LaneFile } from './test-partition';
+import { type LaneFile, partitionByDuration } from './test-partition';
 
 const ROOT = process.env.KILN_ROOT ?? process.cwd();
 /** Durations of a whole run, committed; the last run's durations (kept under .data) win over them. */

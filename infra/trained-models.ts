@@ -9,7 +9,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Account } from '../db/accounts';
 import type { Db } from '../db/client';
-import { addVersion, upsertModel, type ModelVersion } from '../db/models';
+import { addVersion, type ModelVersion, upsertModel } from '../db/models';
 import { estimateLlamaMemoryBytes, type LlamaShape } from '../domain/llama-memory';
 import { sha256OfFile } from '../lib/file-sha256';
 import { kilnCache } from '../lib/llama-cpu-build';

@@ -10,7 +10,7 @@ import { KilnError } from './kiln-error';
 import { pinnedRequest } from './pinned-request';
 import type { UrlSigner } from './signing';
 import type { Storage } from './storage';
-import { resolveWebhookTarget, WebhookTargetError, type HostLookup } from './webhook-target';
+import { type HostLookup, resolveWebhookTarget, WebhookTargetError } from './webhook-target';
 
 export class InputFetchError extends KilnError {}
 

@@ -1,6 +1,6 @@
 /** The scalar metadata of a GGUF file on disk, read from a prefix that grows until the header fits. */
 import { open } from 'node:fs/promises';
-import { parseGgufMetadata, type GgufScalar } from './gguf-metadata';
+import { type GgufScalar, parseGgufMetadata } from './gguf-metadata';
 import { KilnError } from './kiln-error';
 
 export class GgufFileError extends KilnError {}

@@ -13,10 +13,10 @@
  * first characters) without any codec; the metadata key `kiln-payload-ref` is what the decoder
  * recognises. The codec server (api/codec-server.ts) resolves references for the UI.
  */
+import { createHash } from 'node:crypto';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import type { DataConverter, Payload, PayloadCodec } from '@temporalio/common';
 import { LRUCache } from 'lru-cache';
-import { createHash } from 'node:crypto';
 import type { Config } from './config';
 import type { Storage } from './storage';
 

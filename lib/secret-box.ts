@@ -6,7 +6,7 @@
  * keys, and `reseal` moves them to the current one.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
-import { ConfigError, type Config } from './config';
+import { type Config, ConfigError } from './config';
 import { KilnError } from './kiln-error';
 
 const PREFIX = 'kiln-sealed:v1:';

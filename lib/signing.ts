@@ -1,5 +1,5 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
-import { ConfigError, type Config } from './config';
+import { type Config, ConfigError } from './config';
 import { KilnError } from './kiln-error';
 
 /**

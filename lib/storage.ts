@@ -2,6 +2,9 @@
  * Object storage on the plain S3 API, so MinIO, AWS S3, R2 or any S3-compatible store will do.
  * Weights are content addressed: `blobs/sha256/<digest>`.
  */
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import type { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -21,9 +24,6 @@ import {
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import type { Readable } from 'node:stream';
 import type { Config } from './config';
 
 export const blobKey = (sha256: string): string => `blobs/sha256/${sha256}`;

@@ -1,4 +1,4 @@
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 
 /** Whether Temporal has any run of the workflow (none: never started, or past the namespace's retention). */
 export async function workflowExists(temporal: Client, workflowId: string): Promise<boolean> {

@@ -3,11 +3,11 @@
  * Postgres cluster (both its own, infra/suite-services.sh), start and kill -9 an API process, kill -9
  * one of the suite's supervised processes.
  */
-import { Connection } from '@temporalio/client';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Connection } from '@temporalio/client';
 import { processAlive, readPidFile } from '../lib/pid-files';
 import { poll } from './helpers';
 import { startKilnProcess } from './processes';

@@ -4,10 +4,10 @@
  * dir's violated rule names. One process loads dependency-cruiser and TypeScript once for every
  * house, where the CLI would load them again for each.
  */
+import { readdirSync } from 'node:fs';
 import { cruise } from 'dependency-cruiser';
 import extractDepcruiseOptions from 'dependency-cruiser/config-utl/extract-depcruise-options';
 import extractTSConfig from 'dependency-cruiser/config-utl/extract-ts-config';
-import { readdirSync } from 'node:fs';
 
 const [config, ...houses] = process.argv.slice(2);
 const options = await extractDepcruiseOptions(config);

@@ -7,7 +7,7 @@
 import type { Db } from '../db/client';
 import type { ModelVersion } from '../db/models';
 import { API_URL, modelPathOf, poll, TERMINAL } from './helpers';
-import { followSse, streamedText, type FollowedStream } from './sse-follow';
+import { type FollowedStream, followSse, streamedText } from './sse-follow';
 
 export async function readPrediction(token: string, id: string) {
   const res = await fetch(`${API_URL}/v1/predictions/${id}`, { headers: { authorization: `Bearer ${token}` } });

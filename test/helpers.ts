@@ -4,7 +4,7 @@
  * for its protobuf definitions again in jest's sandbox.
  */
 import { eq } from 'drizzle-orm';
-import { createAccount, createApiToken, type Account } from '../db/accounts';
+import { type Account, createAccount, createApiToken } from '../db/accounts';
 import { createDb, type Db } from '../db/client';
 import type { ModelVersion } from '../db/models';
 import { liveNodes } from '../db/nodes';

@@ -1,5 +1,5 @@
 /** Kiln processes a test runs beside the suite's own: a second engine node, an API to kill. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

@@ -4,8 +4,8 @@
  * among its responses, and a JSON body must parse with that response's schema and carry no
  * field the schema does not name. Tests read `problems` (empty when everything matched).
  */
-import type { ResponseConfig } from '@asteasolutions/zod-to-openapi';
 import { isDeepStrictEqual } from 'node:util';
+import type { ResponseConfig } from '@asteasolutions/zod-to-openapi';
 import type { z } from 'zod';
 import { routeContracts } from '../api/openapi';
 import type { RouteContract } from '../api/route-contract';

@@ -8,12 +8,12 @@
  * the Temporal CLI's dev server that infra/install.sh builds (createLocal with its path), in real
  * time.
  */
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { predictionWorkflowId, type PredictionArgs, type PredictResult } from '../domain/contracts';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { type PredictionArgs, type PredictResult, predictionWorkflowId } from '../domain/contracts';
 import type { PredictionSnapshot } from '../domain/prediction-snapshot';
 import { KilnAccount, KilnModel, KilnStatus } from '../domain/search-attributes';
 import { workflowCode } from '../workers/workflow-code';

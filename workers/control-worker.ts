@@ -1,6 +1,6 @@
 /** Entry point of the control worker: prediction workflows and the cheap activities. */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, Worker, makeTelemetryFilterString } from '@temporalio/worker';
+import { makeTelemetryFilterString, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createBatchControlActivities } from '../activities/batch-control';
 import { createControlActivities } from '../activities/control';
 import { createReconcilerActivities } from '../activities/reconciler';

@@ -1,6 +1,6 @@
 /** Entry point of an engine worker process: one per GPU host (or per GPU). */
-import { makeTelemetryFilterString, NativeConnection, Runtime } from '@temporalio/worker';
 import path from 'node:path';
+import { makeTelemetryFilterString, NativeConnection, Runtime } from '@temporalio/worker';
 import { InflightLedger } from '../activities/inflight-ledger';
 import { closeDb, createDb } from '../db/client';
 import { LlamaEngine } from '../engines/llama/engine';
@@ -11,7 +11,7 @@ import { ModelCache } from '../engines/model-cache';
 import { OnnxEngine } from '../engines/onnx/engine';
 import { EchoFixtureEngine } from '../fixtures/echo-engine';
 import { enableFixtureTasks } from '../fixtures/enable';
-import { config, type Config } from '../lib/config';
+import { type Config, config } from '../lib/config';
 import { createLogger, type Logger } from '../lib/logger';
 import { serveMetrics } from '../lib/metrics';
 import { kilnDataConverter } from '../lib/payload-refs';

@@ -1,6 +1,6 @@
-import type { WorkerOptions } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import type { WorkerOptions } from '@temporalio/worker';
 
 /** Written by npm run build (infra/build-workflows.ts) at the top of dist/. */
 export const WORKFLOW_BUNDLE_FILE = 'workflow-bundle.js';

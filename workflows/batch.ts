@@ -30,12 +30,12 @@ import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
 import type { BatchSnapshot } from '../domain/batch-contracts';
 import {
-  chunkProgressOf,
-  furthest,
   type BatchArgs,
   type BatchCarry,
   type ChunkProgress,
   type ChunkResult,
+  chunkProgressOf,
+  furthest,
   type RerunPlan,
 } from '../domain/batch-contracts';
 import { modelQueue, type Placement } from '../domain/contracts';

@@ -7,7 +7,7 @@ import { TimeoutType } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import { DEFAULT_RETRY_POLICY, nodeQueue, type LoadResult, type Placement, type RetryPolicy } from '../domain/contracts';
+import { DEFAULT_RETRY_POLICY, type LoadResult, nodeQueue, type Placement, type RetryPolicy } from '../domain/contracts';
 import { isNonRetryableType, NON_RETRYABLE_TYPES, RETRYABLE_TYPES } from '../domain/failures';
 
 type ControlActivities = ReturnType<typeof createControlActivities>;

@@ -25,14 +25,14 @@ import type { createEngineActivities } from '../activities/engine';
 import {
   modelQueue,
   PREDICTION_STARTED_SIGNAL,
-  sessionQueue,
-  WEBHOOK_THROTTLE_MS,
-  webhookWorkflowId,
   type PredictionArgs,
   type PredictionStartedSignal,
   type PredictionStatus,
   type PredictResult,
   type PrefillResult,
+  sessionQueue,
+  WEBHOOK_THROTTLE_MS,
+  webhookWorkflowId,
 } from '../domain/contracts';
 import { ENGINE_REVISIONS, succeededSnapshot } from '../domain/engine-projection';
 import { NON_RETRYABLE_TYPES } from '../domain/failures';

@@ -10,7 +10,7 @@
 import { isCancellation, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { createControlActivities } from '../activities/control';
 import type { createEngineActivities } from '../activities/engine';
-import { prefillQueue, type Placement, type PredictionArgs, type PrefillResult } from '../domain/contracts';
+import { type Placement, type PredictionArgs, type PrefillResult, prefillQueue } from '../domain/contracts';
 import { NON_RETRYABLE_TYPES } from '../domain/failures';
 import { describeFailure, warmUp } from './placement';
 

@@ -5,7 +5,7 @@
 import type { ErrorRequestHandler } from 'express';
 import type { PredictionRow } from '../../db/predictions';
 import type { Logger } from '../../lib/logger';
-import { answerOf, ApiError, ValidationError } from '../errors';
+import { ApiError, answerOf, ValidationError } from '../errors';
 import { inputFailure } from '../input-failure';
 import type { OpenAiErrorBody } from './protocol';
 

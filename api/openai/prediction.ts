@@ -7,12 +7,12 @@
 import type { Request, Response } from 'express';
 import type { Account } from '../../db/accounts';
 import type { Db } from '../../db/client';
-import { resolveModelVersion, type ResolvedVersion } from '../../db/models';
+import { type ResolvedVersion, resolveModelVersion } from '../../db/models';
 import type { PredictionRow } from '../../db/predictions';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
 import { awaitPrediction } from '../await-prediction';
-import { createPrediction, type CreateDeps } from '../create-prediction';
+import { type CreateDeps, createPrediction } from '../create-prediction';
 import { ApiError, BadRequestError, NotFoundError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { splitAdapterSuffix, withLora } from '../lora-adapters';

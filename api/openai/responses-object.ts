@@ -7,7 +7,7 @@
 import { figure, type PredictionMetrics } from '../../domain/prediction-metrics';
 import type { OpenAiMessage, Tool } from './protocol';
 import type { CreateResponseRequest, OutputItem, ResponseObject, ResponseStatus, ResponseUsage } from './responses-protocol';
-import { finishReason, limitOf, outputText, unixSeconds, type Limit } from './result';
+import { finishReason, type Limit, limitOf, outputText, unixSeconds } from './result';
 import { samplingInput } from './sampling';
 import { engineChat, isUnfinishedCall, parseToolCalls, type ToolMode } from './tools';
 

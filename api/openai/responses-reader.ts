@@ -7,7 +7,7 @@
  * (the Responses API has no event that takes text back): it is told to read again after the last
  * event before that attempt's output, and a reader that does so gets one whole response.
  */
-import { ResponseEvents, type ResponseEvent } from './responses-events';
+import { type ResponseEvent, ResponseEvents } from './responses-events';
 import type { PredictionState } from './responses-object';
 import type { ResponseObject } from './responses-protocol';
 

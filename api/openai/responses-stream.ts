@@ -14,8 +14,8 @@ import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { errorType } from './errors';
 import { ResponseEvents } from './responses-events';
-import { responseObject, responsePlan, type ResponseState } from './responses-object';
-import { ResponseStreamReader, type NumberedEvent } from './responses-reader';
+import { type ResponseState, responseObject, responsePlan } from './responses-object';
+import { type NumberedEvent, ResponseStreamReader } from './responses-reader';
 
 export function streamResponse(
   deps: { db: Db; hub: EventHub },

@@ -3,7 +3,7 @@
  * Each route parses its body, hands it to its serving module and writes the answer: JSON, or an
  * event stream with `stream: true`. Errors go out in OpenAI's shape.
  */
-import express, { Router, type Response } from 'express';
+import express, { type Response, Router } from 'express';
 import type { Logger } from '../../lib/logger';
 import { currentAccount, currentTokenHash, requireAuth } from '../auth';
 import type { CreateDeps } from '../create-prediction';

@@ -5,9 +5,9 @@
 import type { ResolvedVersion } from '../../db/models';
 import type { PredictionRow } from '../../db/predictions';
 import type { ChatCompletion, ChatRequest, Tool } from './protocol';
-import { finishReason, limitOf, outputText, responseHead, usage, type Limit, type ResponseHead } from './result';
+import { finishReason, type Limit, limitOf, outputText, type ResponseHead, responseHead, usage } from './result';
 import { samplingInput } from './sampling';
-import { textShape, toolCallShape, type Chunk, type ChunkOf, type StreamShape } from './stream-shape';
+import { type Chunk, type ChunkOf, type StreamShape, textShape, toolCallShape } from './stream-shape';
 import { engineChat, isUnfinishedCall, parseToolCalls, type ToolMode } from './tools';
 
 /** A chat request in Kiln's terms: the task input, and what its answer is read and shaped by. */

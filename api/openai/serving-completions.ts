@@ -5,9 +5,9 @@
 import type { ResolvedVersion } from '../../db/models';
 import type { PredictionRow } from '../../db/predictions';
 import type { CompletionRequest, FinishReason, TextCompletion } from './protocol';
-import { finishReason, limitOf, outputText, responseHead, usage, type Limit, type ResponseHead } from './result';
+import { finishReason, type Limit, limitOf, outputText, type ResponseHead, responseHead, usage } from './result';
 import { samplingInput } from './sampling';
-import { textShape, type ChunkOf, type StreamShape } from './stream-shape';
+import { type ChunkOf, type StreamShape, textShape } from './stream-shape';
 
 /** A completion request in Kiln's terms: the task input, and what its answer is shaped by. */
 export interface CompletionPlan {

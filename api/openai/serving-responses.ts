@@ -26,10 +26,10 @@ import { conversationMessages, storedInputItems, type Turn } from './responses-c
 import {
   contextSizeOf,
   outputItems,
+  type ResponseState,
   responseInput,
   responseObject,
   responsePlan,
-  type ResponseState,
   type StoredRequest,
 } from './responses-object';
 import { createResponseBody, type ResponseObject, type StoredInputItem } from './responses-protocol';

@@ -13,7 +13,7 @@ import { followPrediction } from '../prediction-stream';
 import { SseWriter } from '../sse';
 import { codedErrorBody, errorType, inputFailureError, openAiError } from './errors';
 import { usage } from './result';
-import { usageChunk, type Chunk, type StreamShape } from './stream-shape';
+import { type Chunk, type StreamShape, usageChunk } from './stream-shape';
 
 /**
  * An event stream that opens (status 200 and headers) with its first chunk: until then an

@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import { createApiToken, listApiTokens, revokeApiToken, type Account } from '../../db/accounts';
+import { type Account, createApiToken, listApiTokens, revokeApiToken } from '../../db/accounts';
 import { heldAdmissions, queuedPredictions } from '../../db/admissions';
 import type { Db } from '../../db/client';
 import { usageByDayAndModel } from '../../db/usage';

@@ -2,10 +2,10 @@
  * Batches: many inputs for one model, run as one durable workflow (`batch-<id>`) in chunks at
  * batch priority, with results as a JSONL file (one line per input, in input order).
  */
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { Router, type Request } from 'express';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { type Request, Router } from 'express';
 import { z } from 'zod';
-import { getBatch, listBatches, writeBatchSnapshot, type BatchRow } from '../../db/batches';
+import { type BatchRow, getBatch, listBatches, writeBatchSnapshot } from '../../db/batches';
 import type { Db } from '../../db/client';
 import { getFile } from '../../db/files';
 import { decodeCursor, encodeCursor } from '../../db/paging';
@@ -15,7 +15,7 @@ import type { FetchInputDeps } from '../../lib/fetch-input';
 import { newId } from '../../lib/ids';
 import type { Storage } from '../../lib/storage';
 import { currentAccount } from '../auth';
-import { loadBatchInputs, MAX_BATCH_INPUTS, storeBatchInputs, type BatchSource } from '../batch-inputs';
+import { type BatchSource, loadBatchInputs, MAX_BATCH_INPUTS, storeBatchInputs } from '../batch-inputs';
 import { batchJson } from '../batch-json';
 import { NotFoundError, ValidationError } from '../errors';
 import type { UrlContext } from '../prediction-json';

@@ -8,24 +8,24 @@
  */
 import type { Client } from '@temporalio/client';
 import { eq } from 'drizzle-orm';
-import { Router, type Request } from 'express';
+import { type Request, Router } from 'express';
 import { z } from 'zod';
 import {
   createDeployment,
+  type Deployment,
   getDeployment,
   listDeployments,
   PinnedQuotaExceeded,
   updateDeployment,
   withinPinnedQuota,
-  type Deployment,
 } from '../../db/deployments';
 import type { Tx } from '../../db/events';
-import { getVersion, resolveModelVersion, type ModelVersion } from '../../db/models';
+import { getVersion, type ModelVersion, resolveModelVersion } from '../../db/models';
 import { liveNodes } from '../../db/nodes';
 import { models } from '../../db/schema';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { createPrediction, type CreateDeps } from '../create-prediction';
+import { type CreateDeps, createPrediction } from '../create-prediction';
 import { ApiError, NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { throwIfInputFailed } from '../input-failure';

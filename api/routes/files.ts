@@ -3,14 +3,14 @@
  * object storage; `urls.get` is a signed URL that expires, usable without a token. The content
  * is served as an inert download (see untrusted-content.ts); the declared type stays in the JSON.
  */
-import Busboy from 'busboy';
-import { Router, type Request } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
+import Busboy from 'busboy';
+import { type Request, Router } from 'express';
 import { z } from 'zod';
 import { activeAccount } from '../../db/accounts';
 import type { Db } from '../../db/client';
-import { deleteFile, getFile, insertFile, listFiles, type FileRow } from '../../db/files';
+import { deleteFile, type FileRow, getFile, insertFile, listFiles } from '../../db/files';
 import { byteMeter } from '../../lib/byte-meter';
 import { fileKey } from '../../lib/file-keys';
 import { cleanFileName } from '../../lib/file-name';
@@ -21,7 +21,7 @@ import type { Storage } from '../../lib/storage';
 import { currentAccount, optionalAccount } from '../auth';
 import { ApiError, BadRequestError, NotFoundError, UnauthorizedError } from '../errors';
 import { errorBody, fileBody } from '../response-schemas';
-import { errorResponses, jsonResponse, pageOf, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
+import { errorResponses, jsonResponse, pageOf, pathParams, type RouteContract, signedUrlQuery } from '../route-contract';
 import { untrustedContentHeaders } from '../untrusted-content';
 
 export interface FileDeps {

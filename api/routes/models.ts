@@ -5,9 +5,9 @@
  * needs. Blobs are stored once for everyone, but an account sees and names only the digests it
  * uploaded or that a model it owns, or a public one, already uses (db/blobs.ts).
  */
-import { Router, type Request } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
+import { type Request, Router } from 'express';
 import { z } from 'zod';
 import { mayUseBlob, recordBlobUpload, usableBlobs } from '../../db/blobs';
 import type { Db } from '../../db/client';
@@ -26,7 +26,7 @@ import { modelJson, versionJson } from '../model-json';
 import { blobUploadBody, errorBody, hardwareBody, modelBody, versionBody } from '../response-schemas';
 import { errorResponses, jsonContent, jsonResponse, pageOf, pathParams, type RouteContract } from '../route-contract';
 import { parseOr422 } from '../validation';
-import { versionMemoryBytes, type ResourceLimits } from '../version-resources';
+import { type ResourceLimits, versionMemoryBytes } from '../version-resources';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,99}$/;
 

@@ -1,15 +1,15 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { Router, type Request, type Response } from 'express';
+import { type Request, type Response, Router } from 'express';
 import { z } from 'zod';
 import type { Account } from '../../db/accounts';
-import { resolveModelVersion, type ResolvedVersion } from '../../db/models';
+import { type ResolvedVersion, resolveModelVersion } from '../../db/models';
 import { decodeCursor, encodeCursor } from '../../db/paging';
 import { getPrediction, listPredictions, type PredictionRow } from '../../db/predictions';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { isTerminalStatus } from '../../domain/statuses';
 import { setRateLimitHeaders } from '../admission-limits';
 import { currentAccount } from '../auth';
-import { createPrediction, type CreateDeps } from '../create-prediction';
+import { type CreateDeps, createPrediction } from '../create-prediction';
 import { NotFoundError, ValidationError } from '../errors';
 import type { EventHub } from '../event-hub';
 import { throwIfInputFailed } from '../input-failure';

@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
-import { Router, type Request } from 'express';
+import { type Request, Router } from 'express';
 import { z } from 'zod';
-import { activeAccount, type Account } from '../../db/accounts';
+import { type Account, activeAccount } from '../../db/accounts';
 import type { Db } from '../../db/client';
 import type { PredictionEventRow } from '../../db/events';
 import { predictions } from '../../db/schema';
@@ -17,7 +17,7 @@ import { verifyStreamUrl } from '../prediction-json';
 import { followPrediction } from '../prediction-stream';
 import { watchQueuePlace } from '../queue-events';
 import { errorBody } from '../response-schemas';
-import { errorResponses, jsonResponse, pathParams, signedUrlQuery, type RouteContract } from '../route-contract';
+import { errorResponses, jsonResponse, pathParams, type RouteContract, signedUrlQuery } from '../route-contract';
 import { SseWriter, sseFrame } from '../sse';
 
 /**

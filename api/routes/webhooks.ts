@@ -1,10 +1,10 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { Router } from 'express';
 import type { Account } from '../../db/accounts';
 import type { Db } from '../../db/client';
-import { getPrediction, rowToSnapshot, type PredictionRow } from '../../db/predictions';
+import { getPrediction, type PredictionRow, rowToSnapshot } from '../../db/predictions';
 import { currentWebhookSecret, deliveriesFor, rotateWebhookSecret } from '../../db/webhooks';
-import { redeliveryWorkflowId, webhookWorkflowId, type WebhookDelivery } from '../../domain/contracts';
+import { redeliveryWorkflowId, type WebhookDelivery, webhookWorkflowId } from '../../domain/contracts';
 import { KilnAccount } from '../../domain/search-attributes';
 import { isTerminalStatus } from '../../domain/statuses';
 import type { SecretBox } from '../../lib/secret-box';

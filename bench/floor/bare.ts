@@ -3,10 +3,10 @@
  * processes (workflows, activities) on the same Temporal server and namespace as Kiln, and this
  * process as the client. Each run reports throughput, start→close latency and CPU by process.
  */
-import { Client, Connection } from '@temporalio/client';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
 import { KilnAccount, KilnModel, KilnStatus } from '../../domain/search-attributes';
 import { cpuBetween, cpuByProcess } from '../cpu';
 import { pool } from '../lib';

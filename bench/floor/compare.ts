@@ -3,14 +3,14 @@
  * the HTTP API, `Prefer: wait`) and on the bare workflow, CPU per prediction by process and in
  * total, throughput and latency, and the ratios the targets are stated in.
  */
-import { Client, Connection } from '@temporalio/client';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
 import { archivedThrough } from '../../activities/history-archive';
 import { predictionWorkflowId } from '../../domain/contracts';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
 import { API_URL, ms, percentile, table } from '../lib';
-import { FLOOR_COMPONENTS, measure, type Floor, type LoadRun } from './bare';
+import { FLOOR_COMPONENTS, type Floor, type LoadRun, measure } from './bare';
 
 /**
  * The processes of Kiln's stack (the HTTP load generator is not one of them). MinIO is one: it

@@ -5,7 +5,7 @@
  * (engines/llama/grammar.ts). A keyword the grammar cannot enforce gets the reason it is refused.
  */
 import { FORMAT_PATTERNS } from './formats';
-import { numberRangeGbnf, type NumberBounds } from './number-range';
+import { type NumberBounds, numberRangeGbnf } from './number-range';
 import { PatternError, patternGrammar } from './pattern';
 
 export interface LeafSchema extends NumberBounds {

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { STRING_FORMATS, type StringFormat } from '../grammar/formats';
-import { leafGrammar, type LeafGrammar } from '../grammar/leaf';
+import { type LeafGrammar, leafGrammar } from '../grammar/leaf';
 import { GRAMMAR_REPETITION_LIMIT } from '../grammar/limits';
 import { schemaBoundsIssue } from './schema-bounds';
 

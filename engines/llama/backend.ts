@@ -11,11 +11,11 @@
  * node-llama-cpp looks for local builds only under its own package folder, so the cached build is
  * handed to its Llama class directly, as its getLlama does with a local build it found.
  */
-import type { Llama } from 'node-llama-cpp';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { Llama } from 'node-llama-cpp';
 import { llamaSourceBuild } from '../../lib/config';
 import { cpuBuildPlan, cpuinfoFlags, hostCpuBuildDir, nodeLlamaCppRoot, nodeLlamaCppSource } from '../../lib/llama-cpu-build';
 

@@ -3,6 +3,9 @@
  * predictions on the same model run at once (continuous batching). CUDA is used when the host
  * has it; llama.cpp is never built or downloaded at run time (which binary: ./llama-backend.ts).
  */
+import { existsSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import path from 'node:path';
 import type {
   Llama,
   LlamaContext,
@@ -13,9 +16,6 @@ import type {
   LlamaText,
   Token,
 } from 'node-llama-cpp';
-import { existsSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import path from 'node:path';
 import type { NodeLoad } from '../../domain/prefill-split';
 import { type SpeculativeSettings } from '../../domain/speculative-settings';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
@@ -24,23 +24,23 @@ import type { GpuState } from '../../lib/hardware';
 import { l2Normalize } from '../../lib/vectors';
 import { EngineError } from '../engine-error';
 import { loadLlamaBackend, type SourceBuildSetting } from './backend';
-import { chatEndings, StartTrim, type ChatEndings } from './chat-endings';
+import { type ChatEndings, chatEndings, StartTrim } from './chat-endings';
 import { chatWrapperOf } from './chat-template';
 import { DecodeGatherer } from './decode-gatherer';
 import { checkpointDueAfterMs, checkpointStart, decodeExactly, decodesExactly, generationKey } from './exact-decoding';
-import { generationPrompt, reuseProbe, type GenerationPrompt } from './generation-prompt';
+import { type GenerationPrompt, generationPrompt, reuseProbe } from './generation-prompt';
 import {
+  type CacheTier,
   cacheTierOf,
+  type ExactResume,
   endedByDecoding,
   endedByEarlyAbort,
-  generationOutput,
-  generationResult,
-  nothingToGenerate,
-  type CacheTier,
-  type ExactResume,
   type GenerationEnding,
   type GenerationResult,
   type GenerationRun,
+  generationOutput,
+  generationResult,
+  nothingToGenerate,
 } from './generation-result';
 import { GenerationStream } from './generation-stream';
 import { GrammarCache, grammarKey, jsonSchemaGrammar } from './grammar';
@@ -50,14 +50,14 @@ import { PrefillTurns } from './prefill-turns';
 import { cachedPromptTokens } from './prefix-reuse';
 import { evaluatePromptButLast } from './prompt-evaluation';
 import { samplingOptions } from './sampling-options';
-import { decode, type Decoding } from './sequence-decoding';
+import { type Decoding, decode } from './sequence-decoding';
 import { SequencePool, sharedPrefix } from './sequence-pool';
 import { draftCounts, SpeculativeDecoding } from './speculative';
 import { stopStringsOf } from './stop-strings';
 import { cleanText } from './text';
 import { releaseThreadsAtOnce } from './thread-release';
 import { tokenBiasPolicy } from './token-bias-policy';
-import { contextLimits, tokensLeft, type TokenLimits } from './token-budget';
+import { contextLimits, type TokenLimits, tokensLeft } from './token-budget';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -664,8 +664,9 @@ export class LlamaEngine {
   ) {
     const lent = await entry.pool.acquire(opts.signal, probe, { session: opts.session, owner: opts.owner });
     const { id: sequenceId, sequence } = lent;
-    const restored = await (
-      resuming ? Promise.resolve(undefined) : this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner)
+    const restored = await (resuming
+      ? Promise.resolve(undefined)
+      : this.restoreSnapshot(versionId, entry, probe, sequence, opts.owner)
     ).catch((err: unknown) => {
       entry.pool.release(sequence);
       throw err;

@@ -8,8 +8,8 @@
  * those of the failed attempt there, so it draws the very tokens that attempt drew. The ones
  * already streamed are drawn again but not streamed twice.
  */
-import type { LlamaContextSequence, LlamaModel, Token, TokenBias } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
+import type { LlamaContextSequence, LlamaModel, Token, TokenBias } from 'node-llama-cpp';
 import type { TextGenerationInput } from '../../domain/tasks/text-generation';
 import { evaluatePromptButLast } from './prompt-evaluation';
 

@@ -1,7 +1,7 @@
 /** Grammars for structured output on the llama.cpp engine, built from a version-independent JSON schema. */
-import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
-import { toGrammarSchema, type GrammarLeaf, type JsonSchema } from '../../domain/tasks/json-schema';
+import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
+import { type GrammarLeaf, type JsonSchema, toGrammarSchema } from '../../domain/tasks/json-schema';
 import { schemaBoundsIssue } from '../../domain/tasks/schema-bounds';
 import { messageOf } from '../../lib/kiln-error';
 import { EngineError } from '../engine-error';

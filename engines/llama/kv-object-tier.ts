@@ -16,17 +16,17 @@
  * The tier keeps to a byte budget across all nodes: a sidecar is put again when it is used, and
  * eviction drops the snapshots whose sidecars are oldest.
  */
-import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import type { Token } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import type { Token } from 'node-llama-cpp';
 import type { Storage } from '../../lib/storage';
 import { sharedPrefix } from './sequence-pool';
-import { stateHasher, type StateChecksum } from './state-checksum';
+import { type StateChecksum, stateHasher } from './state-checksum';
 
 /** A snapshot as its sidecar describes it: its state file's size and checksum among the rest. */
 export interface KvSnapshotEntry extends StateChecksum {

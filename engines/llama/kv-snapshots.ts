@@ -16,10 +16,10 @@
  * snapshot serves is looked up there and downloaded instead of evaluated. `bench/kv-snapshot.ts`
  * measures what a save and a restore cost, from disk and from object storage.
  */
-import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 import type { KvObjectTier, KvSnapshotEntry } from './kv-object-tier';
 import { sharedPrefix } from './sequence-pool';
 import { checksumOfStateFile, stateFileMatches } from './state-checksum';

@@ -8,9 +8,9 @@
  * box SHA-256 took 14–20 ms against 4–6 ms, a third of a restore from object storage. Sidecars
  * written before carry a SHA-256, which is still checked as such.
  */
-import { createXXHash128 } from 'hash-wasm';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import { createXXHash128 } from 'hash-wasm';
 
 /** What a sidecar records of its state file's contents: one of the two. */
 export interface StateChecksum {

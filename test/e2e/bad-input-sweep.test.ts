@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import type { Db } from '../../db/client';
 import { closeDb } from '../../db/client';
-import { api, API_URL, newAccount, TERMINAL, testDb } from '../helpers';
+import { API_URL, api, newAccount, TERMINAL, testDb } from '../helpers';
 
 jest.setTimeout(300_000);
 

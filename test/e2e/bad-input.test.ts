@@ -4,7 +4,7 @@
  * token was checked, headers node refuses. Each is a 4xx JSON error naming what is wrong.
  */
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 

@@ -5,8 +5,8 @@
  * a checkpoint held comes back word for word. Each item samples with a seed of its own drawn at
  * random, so an item that ran again would almost surely have other text.
  */
-import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';

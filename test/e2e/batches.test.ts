@@ -7,7 +7,7 @@
 import { closeDb, type Db } from '../../db/client';
 import { batchWorkflowId } from '../../domain/batch-contracts';
 import { KilnStatus } from '../../domain/search-attributes';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(120_000);

@@ -12,7 +12,7 @@ import { nodes } from '../../db/schema';
 import { llamaVersion } from '../fixtures/llama-versions';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
-import { startStallingStorage, type StallingStorage } from '../stalling-storage';
+import { type StallingStorage, startStallingStorage } from '../stalling-storage';
 
 jest.setTimeout(180_000);
 

@@ -6,14 +6,14 @@
  * (kill -9 of an engine worker mid-inference: failover.test.ts; a receiver that is down:
  * webhooks.test.ts.)
  */
-import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { predictionEvents, predictions } from '../../db/schema';
 import { restartPostgres, restartTemporal, startApi } from '../chaos';
 import { API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startKilnProcess } from '../processes';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { readSse } from '../sse';
 import { startTcpProxy } from '../tcp-proxy';
 
@@ -107,13 +107,7 @@ test('kill -9 of an API process in the middle of creates: retried with their Ide
   );
   // Killed while requests are in flight: some got an answer, some were cut off mid-create.
   await poll(
-    async () =>
-      (
-        await db
-          .select({ n: sql<number>`count(*)::int` })
-          .from(predictions)
-          .where(eq(predictions.accountId, account.id))
-      )[0].n,
+    async () => (await db.select({ n: sql<number>`count(*)::int` }).from(predictions).where(eq(predictions.accountId, account.id)))[0].n,
     (n) => n >= 1,
     {
       timeoutMs: 30_000,

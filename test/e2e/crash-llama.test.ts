@@ -7,8 +7,8 @@
  * Only the engine's death moves the generation to another attempt, which continues the text the
  * failed one streamed: SSE and OpenAI clients see one seamless generation, with no `reset`.
  */
-import { eq, sql } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
+import { eq, sql } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import type { ModelVersion } from '../../db/models';
 import { removeNode } from '../../db/nodes';
@@ -19,9 +19,9 @@ import { killSuiteProcess, restartPostgres, restartTemporal, startApi } from '..
 import { ensureTestModel } from '../fixtures/models';
 import { API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
-import { freePort, startReceiver, type Receiver } from '../receiver';
+import { freePort, type Receiver, startReceiver } from '../receiver';
 import { readSse } from '../sse';
-import { followSse, streamedText, type FollowedStream } from '../sse-follow';
+import { type FollowedStream, followSse, streamedText } from '../sse-follow';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(240_000);

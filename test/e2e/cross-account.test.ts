@@ -7,7 +7,7 @@
 import { closeDb, type Db } from '../../db/client';
 import { llamaVersion } from '../fixtures/llama-versions';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 
 jest.setTimeout(120_000);
 

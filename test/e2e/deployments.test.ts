@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { api, API_URL, newAccount, nodesHolding, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, nodesHolding, poll, testDb } from '../helpers';
 import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);

@@ -3,6 +3,9 @@
  * These tests look at the suite's running engine worker (its environment, read from /proc) and
  * try each of its credentials against the real Postgres, MinIO and API.
  */
+import { createHash, createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -11,9 +14,6 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { createHash, createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import postgres from 'postgres';
 import { streamUrl } from '../../api/prediction-json';
 import { closeDb, type Db } from '../../db/client';
@@ -22,7 +22,7 @@ import { newId } from '../../lib/ids';
 import { payloadKey, s3PayloadStore } from '../../lib/payload-refs';
 import type { UrlSigner } from '../../lib/signing';
 import { blobKey, Storage } from '../../lib/storage';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(60_000);
 

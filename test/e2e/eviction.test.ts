@@ -7,12 +7,12 @@
  * else), so the sizes are chosen against the suite's own node: each model needs a little more
  * than that node has in all, and the second node, started here, holds two of them but not three.
  */
-import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { nodes } from '../../db/schema';
-import { llamaVersion, type LlamaVersion } from '../fixtures/llama-versions';
+import { type LlamaVersion, llamaVersion } from '../fixtures/llama-versions';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 

@@ -2,8 +2,8 @@
  * A second engine node, killed with SIGKILL in the middle of a generation: the prediction is
  * placed again on the surviving node and succeeds, and the logs say what happened.
  */
-import { eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { removeNode } from '../../db/nodes';
 import { models } from '../../db/schema';

@@ -1,6 +1,6 @@
 /** Replicate's files API: multipart upload, signed expiring URLs, per-account isolation. */
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 let db: Db;
 let token: string;

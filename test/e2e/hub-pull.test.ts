@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { FakeHub, HUB_COMMIT } from '../fake-hub';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(180_000);

@@ -6,12 +6,12 @@
  * as an operator would let an internal host, and a resolver of its own that answers differently
  * the second time it is asked, as a rebinding DNS server would.
  */
-import { Client, Connection } from '@temporalio/client';
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Client, Connection } from '@temporalio/client';
 import { createApp } from '../../api/app';
 import { EventHub } from '../../api/event-hub';
-import { closeDb, listenClient, type Db } from '../../db/client';
+import { closeDb, type Db, listenClient } from '../../db/client';
 import { config } from '../../lib/config';
 import { createLogger } from '../../lib/logger';
 import { secretBoxFromConfig } from '../../lib/secret-box';

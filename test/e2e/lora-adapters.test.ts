@@ -4,19 +4,19 @@
  * `owner/base:adapter`. Greedy output differs from the base's and repeats; the base's weights are
  * loaded once on the node, the adapter being a context on them.
  */
-import { eq } from 'drizzle-orm';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { liveNodes } from '../../db/nodes';
 import { usageRecords } from '../../db/schema';
 import { TINY_LLAMA } from '../../infra/seed';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { writeLoraGguf } from '../../tools/gguf/lora-writer';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(240_000);

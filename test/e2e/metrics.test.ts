@@ -1,6 +1,6 @@
 /** Prometheus metrics: the API's at /metrics, each worker's on its metrics port. */
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 import { startReceiver } from '../receiver';
 
 jest.setTimeout(60_000);

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { nodes } from '../../db/schema';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);

@@ -4,10 +4,10 @@
  * account's state; stream event ids are the prediction's own.
  */
 import { percentile } from '../../bench/lib';
-import { updateAccount, type Account } from '../../db/accounts';
+import { type Account, updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { pacedLlama } from '../fixtures/models';
-import { api, API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { readSse, type SseEvent } from '../sse';
 
 jest.setTimeout(180_000);

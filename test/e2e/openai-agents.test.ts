@@ -13,7 +13,7 @@ import { Agent, OpenAIResponsesModel, run, setTracingDisabled, tool } from '@ope
 import OpenAI from 'openai';
 import { z } from 'zod';
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 

@@ -1,7 +1,7 @@
 /** The official `openai` npm client, pointed at Kiln's /openai/v1, works unchanged. */
 import OpenAI from 'openai';
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 import { specCheckedFetch } from '../spec-checked-fetch';
 
 jest.setTimeout(120_000);

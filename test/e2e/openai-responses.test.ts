@@ -9,7 +9,7 @@ import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { closeDb, type Db } from '../../db/client';
 import { nodes, responses, sessionAffinities } from '../../db/schema';
 import { pacedLlama } from '../fixtures/models';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 import { specCheckedFetch } from '../spec-checked-fetch';
 
 jest.setTimeout(120_000);

@@ -1,5 +1,5 @@
 /** /openapi.json comes from the zod schemas the API validates with; /docs renders it. */
-import { api, API_URL } from '../helpers';
+import { API_URL, api } from '../helpers';
 
 test('the document describes the routes with the request schemas in force', async () => {
   const r = await api('/openapi.json');

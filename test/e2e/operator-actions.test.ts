@@ -14,7 +14,7 @@ import type { BatchChunkRequest } from '../../domain/batch-contracts';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { readSse } from '../sse';
 import { testTemporal } from '../temporal';
 import { temporalCli } from '../temporal-cli';

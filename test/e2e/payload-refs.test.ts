@@ -13,7 +13,7 @@ import { loadSharp } from '../../engines/onnx/engine';
 import { config } from '../../lib/config';
 import { isPayloadRef, readPayloadRef } from '../../lib/payload-refs';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(240_000);
@@ -67,9 +67,7 @@ test('a 3 MB data-URI image runs through kiln/remove-background, webhooks includ
   expect(done.logs).toMatch(/Removed the background of 1024×1024/);
   const png = await fetch(done.output);
   expect(png.status).toBe(200);
-  const { info } = await (
-    await loadSharp()
-  )(Buffer.from(await png.arrayBuffer()))
+  const { info } = await (await loadSharp())(Buffer.from(await png.arrayBuffer()))
     .raw()
     .toBuffer({ resolveWithObject: true });
   expect([info.width, info.height, info.channels]).toEqual([1024, 1024, 4]);

@@ -14,7 +14,7 @@ import type { Browser, Page } from 'playwright-core';
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../engines/onnx/engine';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(180_000);
 

@@ -9,13 +9,13 @@
  *   second engine node, a real process with KILN_FETCH_ALLOW_PRIVATE=false, takes a fresh
  *   version of the model, and its prediction fails without a request reaching the server.
  */
-import { Client, Connection } from '@temporalio/client';
 import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Client, Connection } from '@temporalio/client';
 import { createApp } from '../../api/app';
 import { EventHub } from '../../api/event-hub';
-import { closeDb, listenClient, type Db } from '../../db/client';
+import { closeDb, type Db, listenClient } from '../../db/client';
 import { addVersion, resolveModelVersion, upsertModel } from '../../db/models';
 import { removeNode } from '../../db/nodes';
 import { config } from '../../lib/config';
@@ -27,7 +27,7 @@ import { urlSignerFromConfig } from '../../lib/signing';
 import { Storage } from '../../lib/storage';
 import { api, newAccount, poll, TERMINAL, TEST_DATABASE_URL, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { testDataConverter } from '../temporal';
 
 jest.setTimeout(180_000);

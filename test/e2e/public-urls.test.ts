@@ -4,7 +4,7 @@
  */
 import http from 'node:http';
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 let db: Db;
 let token: string;

@@ -3,10 +3,10 @@
  * The rebuild upserts by revision, so a row whose workflow Temporal does not know (its history is
  * past retention) is kept as it is; batches are rebuilt too.
  */
-import { asc, eq, inArray } from 'drizzle-orm';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { asc, eq, inArray } from 'drizzle-orm';
 import { archivedThrough } from '../../activities/history-archive';
 import { closeDb, type Db } from '../../db/client';
 import { batches, predictions } from '../../db/schema';

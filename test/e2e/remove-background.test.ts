@@ -4,7 +4,7 @@
 /** kiln/remove-background end to end: ONNX Runtime on the engine node, a transparent PNG out. */
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../engines/onnx/engine';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(180_000);
 

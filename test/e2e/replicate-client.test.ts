@@ -1,11 +1,11 @@
 /** The official `replicate` npm client, pointed at Kiln with baseUrl, works unchanged. */
 import { eq } from 'drizzle-orm';
-import Replicate, { validateWebhook, type Page, type Prediction } from 'replicate';
+import Replicate, { type Page, type Prediction, validateWebhook } from 'replicate';
 import { closeDb, type Db } from '../../db/client';
 import { predictions } from '../../db/schema';
 import { pacedLlama } from '../fixtures/models';
 import { API_URL, newAccount, poll, testDb } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { specCheckedFetch } from '../spec-checked-fetch';
 
 jest.setTimeout(120_000);

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { estimateLlamaMemoryBytes } from '../../domain/llama-memory';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 import { nodeArgsFor } from '../processes';
 
 jest.setTimeout(120_000);

@@ -17,7 +17,7 @@ import { removeNode } from '../../db/nodes';
 import { TINY_LLAMA } from '../../infra/seed';
 import { killSuiteProcess, restartTemporal, startApi } from '../chaos';
 import { ensureTestModel } from '../fixtures/models';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 import { startEngineNode } from '../processes';
 import { freePort } from '../receiver';
 

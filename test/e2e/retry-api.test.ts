@@ -16,7 +16,7 @@ import { closeDb, type Db } from '../../db/client';
 import { usageRecords } from '../../db/schema';
 import { echoFixtureVersion } from '../fixtures/echo-versions';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(180_000);

@@ -8,7 +8,7 @@
 import OpenAI from 'openai';
 import { closeDb, type Db } from '../../db/client';
 import { MAX_SCHEMA_DEPTH } from '../../domain/tasks/schema-bounds';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 

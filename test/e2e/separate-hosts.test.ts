@@ -9,11 +9,11 @@
  * - host B comes back: what it still writes for its superseded attempt is refused.
  * The commands that made the hosts and cut one are printed.
  */
-import { asc, eq } from 'drizzle-orm';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { asc, eq } from 'drizzle-orm';
 import { closeDb, createDb, type Db } from '../../db/client';
 import { appendOutput, StaleAttemptError } from '../../db/events';
 import type { ModelVersion } from '../../db/models';
@@ -24,7 +24,7 @@ import { TINY_LLAMA } from '../../infra/seed';
 import { expectContinuedExactly, finishedPrediction, startGreedyGeneration, untilQuarterStreamed } from '../exact-generation';
 import { ensureTestModel } from '../fixtures/models';
 import { newAccount, poll, testDb } from '../helpers';
-import { upNetnsHosts, type NetnsHost, type NetnsHosts } from '../netns-hosts';
+import { type NetnsHost, type NetnsHosts, upNetnsHosts } from '../netns-hosts';
 import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
 
 jest.setTimeout(300_000);

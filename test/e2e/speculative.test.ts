@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { push } from '../../cli/push';
 import { closeDb, type Db } from '../../db/client';
-import { writeLlamaGguf, type LlamaSpecInput } from '../../tools/gguf/gguf-writer';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { type LlamaSpecInput, writeLlamaGguf } from '../../tools/gguf/gguf-writer';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(600_000);
 

@@ -15,7 +15,7 @@ import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { ensureTestModel } from '../fixtures/models';
 import { kvObjectKeys, modelPathOf, newAccount, predictWaiting, testDb } from '../helpers';
-import { upNetnsHosts, type NetnsHosts } from '../netns-hosts';
+import { type NetnsHosts, upNetnsHosts } from '../netns-hosts';
 import { engineNodeEnv, startEngineNodeOnHost } from '../processes';
 import { scheduledActivities } from '../scheduled-activities';
 import { testTemporal } from '../temporal';

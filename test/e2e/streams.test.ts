@@ -5,7 +5,7 @@ import { closeDb, type Db } from '../../db/client';
 import { models } from '../../db/schema';
 import { UrlSigner } from '../../lib/signing';
 import { pacedLlama } from '../fixtures/models';
-import { api, API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { readSse } from '../sse';
 
 jest.setTimeout(120_000);

@@ -5,7 +5,7 @@
 import OpenAI from 'openai';
 import { z } from 'zod';
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, TERMINAL, testDb } from '../helpers';
 import { readSse } from '../sse';
 
 jest.setTimeout(180_000);

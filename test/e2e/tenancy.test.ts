@@ -2,10 +2,10 @@
  * Multi-tenancy through HTTP: tokens, rate limits counted in Postgres (two API processes share
  * them), admission caps, sharing of private models, usage, and fair queuing under a flood.
  */
-import { Client, Connection } from '@temporalio/client';
-import { temporal as temporalProto } from '@temporalio/proto';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { Client, Connection } from '@temporalio/client';
+import { temporal as temporalProto } from '@temporalio/proto';
 import { updateAccount } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { addVersion, shareModel, upsertModel } from '../../db/models';

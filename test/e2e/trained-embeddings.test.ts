@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import { closeDb, type Db } from '../../db/client';
 import { trainedModels } from '../../infra/trained-models';
 import { cosineSimilarity } from '../../lib/vectors';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 import { specCheckedFetch } from '../spec-checked-fetch';
 
 jest.setTimeout(180_000);

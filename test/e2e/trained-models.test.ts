@@ -5,7 +5,7 @@
  */
 import OpenAI from 'openai';
 import { closeDb, type Db } from '../../db/client';
-import { api, API_URL, newAccount, testDb } from '../helpers';
+import { API_URL, api, newAccount, testDb } from '../helpers';
 
 jest.setTimeout(180_000);
 

@@ -13,8 +13,8 @@ import { rotateWebhookSecret, signingSecrets } from '../../db/webhooks';
 import { redeliveryWorkflowId, webhookWorkflowId } from '../../domain/contracts';
 import { config } from '../../lib/config';
 import { secretBoxFromConfig } from '../../lib/secret-box';
-import { api, newAccount, poll, TERMINAL, testDb, type ApiResponse } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type ApiResponse, api, newAccount, poll, TERMINAL, testDb } from '../helpers';
+import { type Receiver, startReceiver } from '../receiver';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(120_000);

@@ -8,7 +8,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { closeDb, type Db } from '../../db/client';
 import { webhookWorkflowId } from '../../domain/contracts';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { startReceiver, type Receiver } from '../receiver';
+import { type Receiver, startReceiver } from '../receiver';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(120_000);

@@ -5,7 +5,7 @@ import { closeDb, type Db } from '../../db/client';
 import { webhookWorkflowId } from '../../domain/contracts';
 import { PACED_TOKEN_MS, pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { freePort, startReceiver, type Receiver } from '../receiver';
+import { freePort, type Receiver, startReceiver } from '../receiver';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(120_000);

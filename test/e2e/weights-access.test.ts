@@ -3,16 +3,16 @@
  * digests it uploaded, or that a model it owns (or a public one) uses; a wrong body never
  * touches the stored blob, even while the right one is being uploaded.
  */
-import { ListMultipartUploadsCommand } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { ListMultipartUploadsCommand } from '@aws-sdk/client-s3';
 import { closeDb, type Db } from '../../db/client';
 import { config } from '../../lib/config';
 import { blobKey, Storage } from '../../lib/storage';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
-import { api, API_URL, newAccount, poll, testDb } from '../helpers';
+import { API_URL, api, newAccount, poll, testDb } from '../helpers';
 
 jest.setTimeout(120_000);
 

@@ -5,10 +5,10 @@
  * and Postgres: the node registers, serves a version's queue, and a prediction marked running
  * holds the restart off until it is done and the node has been idle a while.
  */
-import { NativeConnection } from '@temporalio/worker';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { NativeConnection } from '@temporalio/worker';
 import { closeDb, type Db } from '../../db/client';
 import { liveNodes } from '../../db/nodes';
 import { LlamaEngine } from '../../engines/llama/engine';

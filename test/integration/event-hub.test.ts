@@ -7,7 +7,7 @@
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { EventHub } from '../../api/event-hub';
-import { closeDb, listenClient, type Db } from '../../db/client';
+import { closeDb, type Db, listenClient } from '../../db/client';
 import { EVENTS_CHANNEL } from '../../db/events';
 import { newId } from '../../lib/ids';
 import { poll, TEST_DATABASE_URL, testDb } from '../helpers';

@@ -7,7 +7,7 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } f
 import os from 'node:os';
 import path from 'node:path';
 import { loadSharp, OnnxEngine } from '../../engines/onnx/engine';
-import { buildIsnetModel, imglyDistDir, ISNET_VARIANTS } from '../../engines/onnx/isnet-weights';
+import { buildIsnetModel, ISNET_VARIANTS, imglyDistDir } from '../../engines/onnx/isnet-weights';
 
 jest.setTimeout(60_000);
 

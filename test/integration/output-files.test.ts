@@ -4,9 +4,9 @@
  * finish removes the files of attempts that failed after storing theirs (their rows and objects),
  * keeping the one the output refers to.
  */
+import { Readable } from 'node:stream';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { eq } from 'drizzle-orm';
-import { Readable } from 'node:stream';
 import { createControlActivities } from '../../activities/control';
 import { closeDb, type Db } from '../../db/client';
 import { beginAttempt } from '../../db/events';

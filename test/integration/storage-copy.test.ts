@@ -3,9 +3,9 @@
  * 5 GiB limit, a multipart copy past it (tried here with small parts). And the lifecycle rule
  * that clears uploads abandoned before they were verified.
  */
-import { GetBucketLifecycleConfigurationCommand } from '@aws-sdk/client-s3';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { GetBucketLifecycleConfigurationCommand } from '@aws-sdk/client-s3';
 import { config } from '../../lib/config';
 import { Storage } from '../../lib/storage';
 

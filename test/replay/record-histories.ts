@@ -6,13 +6,13 @@
  *   node --import tsx test/replay/record-histories.ts [namespace]
  * Recorded histories are never edited by hand: they are what older workers wrote.
  */
-import { Client, Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { isPayloadRef } from '../../lib/payload-refs';
 
 type History = temporal.api.history.v1.IHistory;

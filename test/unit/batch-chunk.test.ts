@@ -1,8 +1,8 @@
 /** A batch chunk on fake storage and a fake engine: item lines, refusals, reruns and interruption. */
+import { Readable } from 'node:stream';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { Readable } from 'node:stream';
-import { createBatchChunkActivities, type BatchChunkDeps } from '../../activities/batch-chunk';
+import { type BatchChunkDeps, createBatchChunkActivities } from '../../activities/batch-chunk';
 import { batchIndexKey, batchInputKey, batchPartKey } from '../../db/batches';
 import type { BatchChunkRequest, ChunkResult } from '../../domain/batch-contracts';
 import type { PredictResult } from '../../domain/contracts';

@@ -1,5 +1,5 @@
 /** What a prediction or batch whose workflow closed early becomes. */
-import { batchClosedEarly, outcomeOf, predictionClosedEarly, type ClosedRun } from '../../activities/closed-run-outcome';
+import { batchClosedEarly, type ClosedRun, outcomeOf, predictionClosedEarly } from '../../activities/closed-run-outcome';
 import type { BatchSnapshot } from '../../domain/batch-contracts';
 import { ENGINE_REVISIONS } from '../../domain/engine-projection';
 import type { PredictionSnapshot } from '../../domain/prediction-snapshot';

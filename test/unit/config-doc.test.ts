@@ -5,13 +5,13 @@
  */
 import { configSchema } from '../../lib/config';
 import {
+  type ConfigKey,
   computedDefaults,
   configGroupOrder,
   configGroups,
   readConfigDoc,
   renderConfigDoc,
   scriptVariables,
-  type ConfigKey,
 } from '../../tools/config-doc';
 
 const keys = Object.keys(configSchema.shape) as ConfigKey[];

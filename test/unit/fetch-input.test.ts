@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fetchInput, MAX_REDIRECTS, type FetchInputDeps } from '../../lib/fetch-input';
+import { type FetchInputDeps, fetchInput, MAX_REDIRECTS } from '../../lib/fetch-input';
 import type { HostLookup } from '../../lib/webhook-target';
 
 interface Server {

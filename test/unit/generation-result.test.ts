@@ -3,10 +3,10 @@ import {
   cacheTierOf,
   endedByDecoding,
   endedByEarlyAbort,
+  type GenerationRun,
   generationOutput,
   generationResult,
   nothingToGenerate,
-  type GenerationRun,
 } from '../../engines/llama/generation-result';
 
 const counts = { inputTokens: 12, continuedTokens: 0, seed: 7 };

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ggufVersionPlan } from '../../cli/gguf-version-plan';
 import { ggufFileMetadata } from '../../lib/gguf-file-metadata';
-import { writeLlamaGguf, type LlamaSpecInput } from '../../tools/gguf/gguf-writer';
+import { type LlamaSpecInput, writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 
 let dir: string;
 beforeAll(async () => {

@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import { readCudaBinary } from '../../infra/cuda-binary';
-import { cudaLibrariesNeeded, findLoaderLibs, planGpuBuild, sourceBuildCmakeOptions, type PrebuiltCuda } from '../../infra/gpu-build-plan';
+import { cudaLibrariesNeeded, findLoaderLibs, type PrebuiltCuda, planGpuBuild, sourceBuildCmakeOptions } from '../../infra/gpu-build-plan';
 import { cpuinfoFlags } from '../../lib/llama-cpu-build';
 
 const h100 = { index: 0, sm: 90 };

@@ -1,7 +1,7 @@
 /** Log lines about a prediction carry its id: Temporal's logs in the workers, requests in the API. */
-import express from 'express';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
+import express from 'express';
 import pino from 'pino';
 import { aboutPrediction, errorHandler } from '../../api/errors';
 import { notePrediction, requestLog } from '../../api/request-log';

@@ -1,5 +1,5 @@
 /** min_tokens where llama.cpp ends early: more calls from the text so far, the whole distribution after a stall. */
-import { topUpToMinTokens, type CompleteMore } from '../../engines/llama/min-tokens';
+import { type CompleteMore, topUpToMinTokens } from '../../engines/llama/min-tokens';
 
 /** A completion stand-in: each call adds the next count of tokens and answers the next stop reason. */
 function fakeCompletion(outputTokens: number, script: Array<{ adds: number; stopReason: string }>) {

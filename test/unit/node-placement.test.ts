@@ -4,12 +4,12 @@ import {
   coldNodeFor,
   freeBytes,
   memoryNeeded,
+  type NodeCapacity,
   placementCandidates,
   replicaHolders,
   replicaNodeFor,
   replicaReason,
   servingNodes,
-  type NodeCapacity,
 } from '../../domain/node-placement';
 
 const GiB = 2 ** 30;

@@ -1,6 +1,6 @@
 /** The per-account caps on open connections, and their withdrawal when a token or account no longer holds. */
-import type { Response } from 'express';
 import { EventEmitter } from 'node:events';
+import type { Response } from 'express';
 import { TooManyRequestsError } from '../../api/errors';
 import { AccessWithdrawnError, OpenConnections } from '../../api/open-connections';
 import { stillInForce } from '../../db/accounts';

@@ -1,7 +1,7 @@
 /** Errors on /openai/v1 in OpenAI's shape, with the status, type, param and code clients act on. */
-import express, { type Request, type Response } from 'express';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import express, { type Request, type Response } from 'express';
 import pino from 'pino';
 import { errorHandler, NotFoundError, requestError, TooManyRequestsError, UnauthorizedError, ValidationError } from '../../api/errors';
 import { errorCode, errorType, inputFailureError, openAiErrors } from '../../api/openai/errors';

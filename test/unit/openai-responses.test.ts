@@ -1,18 +1,18 @@
 /** The Responses API's mapping: a create body as a chat-task input, a prediction as a response object, its log as numbered events. */
 import { conversationMessages, storedInputItems } from '../../api/openai/responses-conversation';
-import { ResponseEvents, type ResponseEvent } from '../../api/openai/responses-events';
+import { type ResponseEvent, ResponseEvents } from '../../api/openai/responses-events';
 import {
   outputItems,
+  type PredictionState,
+  type ResponseState,
   responseInput,
   responseObject,
   responsePlan,
   responseStatus,
-  type PredictionState,
-  type ResponseState,
   type StoredRequest,
 } from '../../api/openai/responses-object';
-import { createResponseBody, responseBody, type CreateResponseRequest, type FunctionTool } from '../../api/openai/responses-protocol';
-import { ResponseStreamReader, type NumberedEvent } from '../../api/openai/responses-reader';
+import { type CreateResponseRequest, createResponseBody, type FunctionTool, responseBody } from '../../api/openai/responses-protocol';
+import { type NumberedEvent, ResponseStreamReader } from '../../api/openai/responses-reader';
 import { resolveItemReferences } from '../../api/openai/responses-references';
 
 const weather: FunctionTool = {

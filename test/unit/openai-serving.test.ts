@@ -6,8 +6,8 @@ import {
   completionBody,
   embeddingListBody,
   openAiModelListBody,
-  textCompletionBody,
   type Tool,
+  textCompletionBody,
 } from '../../api/openai/protocol';
 import { chatCompletion, chatPlan } from '../../api/openai/serving-chat';
 import { completionPlan, textCompletion } from '../../api/openai/serving-completions';

@@ -1,12 +1,12 @@
 /** OpenAI's streams: the chunks each event becomes, and the SSE bytes they go out as, `data: [DONE]` last. */
-import type { Response } from 'express';
 import { EventEmitter } from 'node:events';
+import type { Response } from 'express';
 import { awaitPrediction } from '../../api/await-prediction';
 import { chatBody, completionBody, type Tool } from '../../api/openai/protocol';
 import { chatPlan, chatStream } from '../../api/openai/serving-chat';
 import { completionPlan, completionStream } from '../../api/openai/serving-completions';
 import { ChunkStream, streamPrediction } from '../../api/openai/stream';
-import { usageChunk, type Chunk } from '../../api/openai/stream-shape';
+import { type Chunk, usageChunk } from '../../api/openai/stream-shape';
 import { followPrediction } from '../../api/prediction-stream';
 
 jest.mock('../../api/prediction-stream', () => ({ followPrediction: jest.fn() }));

@@ -1,11 +1,11 @@
 /** Payloads by reference (lib/payload-refs.ts) and the codec server that resolves them for the Temporal UI (api/codec-server.ts). */
+import type { AddressInfo } from 'node:net';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import express from 'express';
-import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { codecServer } from '../../api/codec-server';
 import { errorHandler } from '../../api/errors';
-import { isPayloadRef, payloadKey, PayloadRefCodec, readPayloadRef, type PayloadStore } from '../../lib/payload-refs';
+import { isPayloadRef, PayloadRefCodec, type PayloadStore, payloadKey, readPayloadRef } from '../../lib/payload-refs';
 
 /** A store in memory that counts puts, as the bucket would see them. */
 function memoryStore() {

@@ -7,12 +7,12 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import {
   modelQueue,
-  predictionWorkflowId,
-  sessionQueue,
   type PredictionArgs,
   type PredictRequest,
   type PredictResult,
+  predictionWorkflowId,
   type RetryPolicy,
+  sessionQueue,
 } from '../../domain/contracts';
 import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { noop, predictionArgs, predictResult, startWorkflowEnv, type WorkflowTestEnv } from '../workflow-env';

@@ -7,13 +7,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import {
   modelQueue,
-  prefillQueue,
-  sessionQueue,
   type PredictionArgs,
   type PredictRequest,
   type PredictResult,
   type PrefillRequest,
   type PrefillResult,
+  prefillQueue,
+  sessionQueue,
 } from '../../domain/contracts';
 import type { PredictionSnapshot } from '../../domain/prediction-snapshot';
 import { noop, predictionArgs, predictResult, startWorkflowEnv, type WorkflowTestEnv } from '../workflow-env';

@@ -1,6 +1,6 @@
 /** Prefill/decode split placement: which nodes a long prompt's two steps go to, counted in tokens. */
 import { placementCandidates, servingNodes } from '../../domain/node-placement';
-import { chooseSplit, estimatePromptTokens, splitCandidate, type NodeLoad, type RoledNode } from '../../domain/prefill-split';
+import { chooseSplit, estimatePromptTokens, type NodeLoad, type RoledNode, splitCandidate } from '../../domain/prefill-split';
 
 const GiB = 2 ** 30;
 const V = 'version-1';

@@ -3,7 +3,7 @@
  * without a contract (api/route-contract.ts) fails here, naming it.
  */
 import type { Client } from '@temporalio/client';
-import { createApp, type AppDeps } from '../../api/app';
+import { type AppDeps, createApp } from '../../api/app';
 import { openApiDocument } from '../../api/openapi';
 import type { Db } from '../../db/client';
 import { createLogger } from '../../lib/logger';

@@ -6,7 +6,7 @@ import { withoutNul } from '../../db/sanitize';
 import { removeBackgroundInput } from '../../domain/tasks/remove-background';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { parseConfig } from '../../lib/config';
-import { fetchInput, type FetchInputDeps } from '../../lib/fetch-input';
+import { type FetchInputDeps, fetchInput } from '../../lib/fetch-input';
 import { idFromKey, newId } from '../../lib/ids';
 
 describe('text-generation input', () => {

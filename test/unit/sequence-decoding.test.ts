@@ -2,7 +2,7 @@
 import type { ChatWrapper, ChatWrapperGeneratedContextState, LlamaContextSequence, Token } from 'node-llama-cpp';
 import type { GenerationPrompt } from '../../engines/llama/generation-prompt';
 import type { SamplingOptions } from '../../engines/llama/sampling-options';
-import { decode, type Decoding } from '../../engines/llama/sequence-decoding';
+import { type Decoding, decode } from '../../engines/llama/sequence-decoding';
 
 const sequence = {} as LlamaContextSequence;
 const options = { maxTokens: 8, topP: 0.9 } as unknown as SamplingOptions;

@@ -8,9 +8,9 @@ import { z } from 'zod';
 import { FORMAT_PATTERNS } from '../../domain/grammar/formats';
 import { integerRangeGbnf } from '../../domain/grammar/integer-range';
 import { leafGrammar } from '../../domain/grammar/leaf';
-import { numberRangeGbnf, type NumberBounds } from '../../domain/grammar/number-range';
+import { type NumberBounds, numberRangeGbnf } from '../../domain/grammar/number-range';
 import { PatternError, patternGrammar } from '../../domain/grammar/pattern';
-import { jsonSchemaDocument, toGrammarSchema, type GrammarLeaf } from '../../domain/tasks/json-schema';
+import { type GrammarLeaf, jsonSchemaDocument, toGrammarSchema } from '../../domain/tasks/json-schema';
 import { withLeaves } from '../../engines/llama/grammar';
 import { gbnfToRegex } from '../gbnf-regex';
 

@@ -1,6 +1,6 @@
 /** The ESLint rule that keeps I/O out of workflows/ is part of the design: prove it bites. */
-import { ESLint } from 'eslint';
 import path from 'node:path';
+import { ESLint } from 'eslint';
 
 const root = path.resolve(__dirname, '../..');
 const lint = async (code: string) => {

@@ -4,12 +4,12 @@
  * to a workflow's commands that is not guarded by `patched()` fails here, before it can break
  * runs in flight across an upgrade.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Resource } from '@opentelemetry/resources';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { Worker, type WorkerPlugin } from '@temporalio/worker';
-import { readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { testWorkflowCode } from '../workflow-env';
 
 jest.setTimeout(120_000);

@@ -3,7 +3,7 @@
  * `npm run gguf -- --out adapter.gguf --lora-for model.gguf --rank 8`: a random LoRA adapter for that base.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { llamaSpecSchema, TENSOR_TYPES, writeLlamaGguf, type WrittenModel } from './gguf-writer';
+import { llamaSpecSchema, TENSOR_TYPES, type WrittenModel, writeLlamaGguf } from './gguf-writer';
 import { baseShapeOf, loraSpecSchema, writeLoraGguf } from './lora-writer';
 
 const int = (v: string) => {

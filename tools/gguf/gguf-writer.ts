@@ -231,7 +231,12 @@ class ByteWriter {
 const GGUF_VALUE = { UINT32: 4, INT32: 5, FLOAT32: 6, STRING: 8, ARRAY: 9 } as const;
 
 export type MetaValue =
-  { u32: number } | { f32: number } | { str: string } | { strings: string[] } | { f32s: number[] } | { i32s: number[] };
+  | { u32: number }
+  | { f32: number }
+  | { str: string }
+  | { strings: string[] }
+  | { f32s: number[] }
+  | { i32s: number[] };
 
 function writeMeta(w: ByteWriter, key: string, value: MetaValue) {
   w.str(key);
@@ -379,13 +384,7 @@ function wholeTensor(t: TensorPlan, seed: number, scale: number): Float32Array {
 function* tensorData(t: TensorPlan, seed: number, scale: number, all: TensorPlan[]): Generator<Buffer> {
   const rowsFrom = t.rowsFrom;
   // The source tensor is regenerated whole (its values are seeded by its name): vocabulary × embedding floats.
-  const source =
-    rowsFrom &&
-    wholeTensor(
-      all.find((x) => x.name === rowsFrom.tensor)!,
-      seed,
-      scale,
-    );
+  const source = rowsFrom && wholeTensor(all.find((x) => x.name === rowsFrom.tensor)!, seed, scale);
   let start = 0;
   for (const values of tensorValues(t, seed, scale)) {
     const n = values.length;

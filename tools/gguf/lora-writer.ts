@@ -8,7 +8,7 @@
 import { open } from 'node:fs/promises';
 import { z } from 'zod';
 import { parseGgufMetadata } from '../../lib/gguf-metadata';
-import { ggufHeader, layOut, writeGgufFile, type MetaValue, type TensorPlan, type WrittenModel } from './gguf-writer';
+import { ggufHeader, layOut, type MetaValue, type TensorPlan, type WrittenModel, writeGgufFile } from './gguf-writer';
 
 /** The base weights an adapter may target, as named in a block of the base. */
 export const LORA_TARGETS = ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down'] as const;
