@@ -1,17 +1,37 @@
 /** Three tiers: unit tests run anywhere; integration and e2e talk to the real stack, in band. */
-const transform = { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] };
+// swc strips the types file by file (the type check is tsc's, in npm test's checks), for less CPU
+// than ts-jest (docs/development.md#libraries-and-why-each-is-there). Dynamic import() stays one,
+// for the ESM-only packages (node-llama-cpp).
+const swc = {
+  jsc: { parser: { syntax: 'typescript' }, target: 'es2022', keepClassNames: true },
+  module: { type: 'commonjs', ignoreDynamic: true },
+  sourceMaps: 'inline',
+};
+const transform = { '^.+\\.ts$': ['@swc/jest', swc] };
+// One transform cache for every lane (infra/test.sh gives each lane its own TMPDIR, where jest's
+// default cache would be cold in every lane and removed with it) and for the next run.
+const cacheDirectory = require('node:path').join(__dirname, '.data', 'jest-cache');
 // Fixtures are on for the suite's own run, in the test processes as in the stack's.
 const setupFiles = ['<rootDir>/test/enable-fixtures.ts'];
 // Tests of the stack start each file without the last file's idle HTTP connections (see the file).
 const stackEnvironment = '<rootDir>/test/fresh-connections-environment.js';
 module.exports = {
+  cacheDirectory,
   projects: [
-    { displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'], transform, setupFiles, testEnvironment: 'node' },
+    {
+      displayName: 'unit',
+      testMatch: ['<rootDir>/test/unit/**/*.test.ts'],
+      transform,
+      setupFiles,
+      cacheDirectory,
+      testEnvironment: 'node',
+    },
     {
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       transform,
       setupFiles,
+      cacheDirectory,
       testEnvironment: stackEnvironment,
     },
     {
@@ -19,6 +39,7 @@ module.exports = {
       testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
       transform,
       setupFiles,
+      cacheDirectory,
       testEnvironment: stackEnvironment,
     },
   ],
