@@ -3,7 +3,7 @@
 // than ts-jest (docs/development.md#libraries-and-why-each-is-there). Dynamic import() stays one,
 // for the ESM-only packages (node-llama-cpp).
 const swc = {
-  jsc: { parser: { syntax: 'typescript' }, target: 'es2022', keepClassNames: true },
+  jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
   module: { type: 'commonjs', ignoreDynamic: true },
   sourceMaps: 'inline',
 };
@@ -15,32 +15,12 @@ const cacheDirectory = require('node:path').join(__dirname, '.data', 'jest-cache
 const setupFiles = ['<rootDir>/test/enable-fixtures.ts'];
 // Tests of the stack start each file without the last file's idle HTTP connections (see the file).
 const stackEnvironment = '<rootDir>/test/fresh-connections-environment.js';
+// What every tier shares.
+const common = { transform, setupFiles, cacheDirectory };
 module.exports = {
-  cacheDirectory,
   projects: [
-    {
-      displayName: 'unit',
-      testMatch: ['<rootDir>/test/unit/**/*.test.ts'],
-      transform,
-      setupFiles,
-      cacheDirectory,
-      testEnvironment: 'node',
-    },
-    {
-      displayName: 'integration',
-      testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
-      transform,
-      setupFiles,
-      cacheDirectory,
-      testEnvironment: stackEnvironment,
-    },
-    {
-      displayName: 'e2e',
-      testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
-      transform,
-      setupFiles,
-      cacheDirectory,
-      testEnvironment: stackEnvironment,
-    },
+    { displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'], ...common, testEnvironment: 'node' },
+    { displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'], ...common, testEnvironment: stackEnvironment },
+    { displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'], ...common, testEnvironment: stackEnvironment },
   ],
 };
