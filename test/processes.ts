@@ -1,8 +1,9 @@
 /** Kiln processes a test runs beside the suite's own: a second engine node, an API to kill. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { poll } from './helpers';
 import type { NetnsHost } from './netns-hosts';
 
@@ -11,11 +12,16 @@ import type { NetnsHost } from './netns-hosts';
  * where the suite's stack runs it (KILN_CODE=dist, as infra/app.sh sets for npm test), else the
  * sources through tsx. Run from the root.
  */
-export function nodeArgsFor(entry: string): string[] {
+function nodeArgsFor(entry: string): string[] {
   const compiled = path.join('dist', entry.replace(/\.ts$/, '.js'));
   const root = path.resolve(__dirname, '..');
   if (process.env.KILN_CODE === 'dist' && existsSync(path.join(root, compiled))) return ['--enable-source-maps', compiled];
   return ['--import', 'tsx', entry];
+}
+
+/** Runs one of Kiln's CLIs (`cli/kiln.ts`, `cli/admin.ts`) to its end, from the root, as nodeArgsFor runs it: its stdout and stderr. */
+export function runCli(entry: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
+  return promisify(execFile)('node', [...nodeArgsFor(entry), ...args], { cwd: path.resolve(__dirname, '..'), env });
 }
 
 /**

@@ -1,15 +1,11 @@
 /** `npm run admin -- accounts …` as an operator runs it: against the suite's database, through the CLI. */
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { findAccountByUsername } from '../../db/accounts';
 import { closeDb, type Db } from '../../db/client';
 import { newId } from '../../lib/ids';
 import { api, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(120_000);
-const run = promisify(execFile);
 
 let db: Db;
 beforeAll(() => {
@@ -17,8 +13,7 @@ beforeAll(() => {
 });
 afterAll(() => closeDb(db));
 
-const admin = (...args: string[]) =>
-  run('node', [...nodeArgsFor('cli/admin.ts'), ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+const admin = (...args: string[]) => runCli('cli/admin.ts', args);
 
 test('accounts create with no options creates the account and prints a token that works', async () => {
   const username = `plain-${newId().slice(0, 10)}`;

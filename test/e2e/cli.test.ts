@@ -1,16 +1,13 @@
 /** The kiln CLI as a user runs it: a real process against the real stack. */
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { loadSharp } from '../../engines/onnx/engine';
 import { API_URL, api, newAccount, poll, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(120_000);
-const exec = promisify(execFile);
 
 let db: Db;
 let home: string;
@@ -31,7 +28,7 @@ const kiln = async (args: string[], env: Record<string, string> = {}) => {
   delete base.KILN_API_TOKEN;
   delete base.KILN_API_URL;
   Object.assign(base, env);
-  return exec('node', [...nodeArgsFor('cli/kiln.ts'), ...args], { cwd: path.resolve(__dirname, '../..'), env: base });
+  return runCli('cli/kiln.ts', args, base);
 };
 
 test('login saves the token; later commands use it', async () => {

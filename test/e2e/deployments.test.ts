@@ -1,16 +1,13 @@
 /** Deployments: a stable name, min_instances warm ahead of any prediction and never scaled to zero. */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { API_URL, api, newAccount, nodesHolding, poll, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(120_000);
-const run = promisify(execFile);
 
 let db: Db;
 let dir: string;
@@ -35,14 +32,7 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   await writeLlamaGguf(file, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 7) % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
   // An idle TTL of 1 s: without the deployment it would be unloaded at once.
-  const { stdout } = await run(
-    'node',
-    [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/served`, file, '--idle-ttl', '1'],
-    {
-      env,
-      cwd: path.resolve(__dirname, '../..'),
-    },
-  );
+  const { stdout } = await runCli('cli/kiln.ts', ['--json', 'push', `${me.username}/served`, file, '--idle-ttl', '1'], env);
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
 
   const bad = await api('/v1/deployments', {
@@ -81,14 +71,7 @@ test('min_instances is loaded before any prediction, stays loaded past its idle 
   });
   const controlFile = path.join(dir, 'unserved.gguf');
   await writeLlamaGguf(controlFile, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 8) % 100000 });
-  const pushed = await run(
-    'node',
-    [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'],
-    {
-      env,
-      cwd: path.resolve(__dirname, '../..'),
-    },
-  );
+  const pushed = await runCli('cli/kiln.ts', ['--json', 'push', `${me.username}/unserved`, controlFile, '--idle-ttl', '1'], env);
   const control = JSON.parse(pushed.stdout.trim().split('\n').pop()!);
   const used = await api(`/v1/models/${me.username}/unserved/predictions`, {
     token: me.token,

@@ -4,20 +4,17 @@
  * download cut off part way resumes from its partial file with a ranged GET, a wrong sha256 and
  * a file over the size limit are refused, and the pulled models answer through the API.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { FakeHub, HUB_COMMIT } from '../fake-hub';
 import { API_URL, api, newAccount, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(180_000);
-const exec = promisify(execFile);
 
 const HF_TOKEN = 'hf_test_token';
 /** Words the template alone adds to every chat: a chat that counts more prompt tokens than these was rendered with it (kiln/tiny-llama, the same vocabulary without a template, counts 32 for this test's message). */
@@ -65,17 +62,14 @@ afterAll(async () => {
 
 /** Runs `kiln …` with the local hub, a download cache of the test's own and no config file. */
 const kiln = (args: string[]) =>
-  exec('node', [...nodeArgsFor('cli/kiln.ts'), ...args], {
-    cwd: path.resolve(__dirname, '../..'),
-    env: {
-      ...process.env,
-      XDG_CONFIG_HOME: path.join(dir, 'config'),
-      KILN_CACHE: cache,
-      KILN_API_URL: API_URL,
-      KILN_API_TOKEN: token,
-      KILN_HUB_URL: hub.url,
-      HF_TOKEN,
-    },
+  runCli('cli/kiln.ts', args, {
+    ...process.env,
+    XDG_CONFIG_HOME: path.join(dir, 'config'),
+    KILN_CACHE: cache,
+    KILN_API_URL: API_URL,
+    KILN_API_TOKEN: token,
+    KILN_HUB_URL: hub.url,
+    HF_TOKEN,
   });
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');

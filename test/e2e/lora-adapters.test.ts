@@ -4,11 +4,9 @@
  * `owner/base:adapter`. Greedy output differs from the base's and repeats; the base's weights are
  * loaded once on the node, the adapter being a context on them.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { eq } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
 import { liveNodes } from '../../db/nodes';
@@ -17,10 +15,9 @@ import { TINY_LLAMA } from '../../infra/seed';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { writeLoraGguf } from '../../tools/gguf/lora-writer';
 import { API_URL, api, newAccount, poll, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(240_000);
-const run = promisify(execFile);
 
 let db: Db;
 let dir: string;
@@ -73,12 +70,7 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
   const { embedding, layers, heads, kvHeads, feedForward } = TINY_LLAMA as Required<typeof TINY_LLAMA>;
   await writeLoraGguf(file, { base: { embedding, layers, heads, kvHeads, feedForward }, rank: 8, seed: 5 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
-  const cwd = path.resolve(__dirname, '../..');
-  const { stdout } = await run(
-    'node',
-    [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/pirate`, file],
-    { env, cwd },
-  );
+  const { stdout } = await runCli('cli/kiln.ts', ['--json', 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/pirate`, file], env);
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   adapterVersion = version.id;
   expect(version.settings).toMatchObject({ loraBase: baseVersion });
@@ -90,11 +82,7 @@ test('kiln push --lora-for pushes an adapter version of the base; a file that is
   // A whole model is not an adapter.
   const whole = path.join(dir, 'whole.gguf');
   await writeLlamaGguf(whole, { embedding: 64, layers: 1, heads: 4, feedForward: 64, seed: 9 });
-  const refused = await run(
-    'node',
-    [...nodeArgsFor('cli/kiln.ts'), 'push', '--lora-for', 'kiln/tiny-llama', `${me.username}/not-adapter`, whole],
-    { env, cwd },
-  ).then(
+  const refused = await runCli('cli/kiln.ts', ['push', '--lora-for', 'kiln/tiny-llama', `${me.username}/not-adapter`, whole], env).then(
     () => undefined,
     (err: { stderr: string }) => err.stderr,
   );

@@ -1,18 +1,15 @@
 /** Models, versions, blobs and `kiln push`, through HTTP and the real CLI process. */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { nodes } from '../../db/schema';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { API_URL, api, newAccount, poll, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(120_000);
-const run = promisify(execFile);
 
 let db: Db;
 let dir: string;
@@ -92,10 +89,7 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   const file = path.join(dir, 'pushed.gguf');
   await writeLlamaGguf(file, { embedding: 128, layers: 2, heads: 4, feedForward: 256, seed: Date.now() % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
-  const { stdout } = await run('node', [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/my-llm`, file], {
-    env,
-    cwd: path.resolve(__dirname, '../..'),
-  });
+  const { stdout } = await runCli('cli/kiln.ts', ['--json', 'push', `${me.username}/my-llm`, file], env);
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   expect(version.id).toMatch(/^[a-f0-9]{64}$/);
   expect(version.memory_bytes).toBeGreaterThan(version.files[0].size);
@@ -123,10 +117,7 @@ test('kiln push uploads a GGUF and the version runs: setup_time on the first cal
   expect(second.body.metrics.setup_time).toBeUndefined();
 
   // Pushing the same file again is the same version, with no upload.
-  const { stdout: again } = await run('node', [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/my-llm`, file], {
-    env,
-    cwd: path.resolve(__dirname, '../..'),
-  });
+  const { stdout: again } = await runCli('cli/kiln.ts', ['--json', 'push', `${me.username}/my-llm`, file], env);
   expect(JSON.parse(again.trim().split('\n').pop()!).id).toBe(version.id);
   // Only the owner pushes.
   expect((await api(`/v1/models/${me.username}/my-llm/versions`, { token: other, body: { files: version.files } })).status).toBe(404);
@@ -140,8 +131,7 @@ test('scale to zero: an idle version is unloaded, and the next call loads it aga
   const file = path.join(dir, 'napper.gguf');
   await writeLlamaGguf(file, { embedding: 64, layers: 2, heads: 4, feedForward: 128, seed: (Date.now() + 1) % 100000 });
   const env = { ...process.env, KILN_API_URL: API_URL, KILN_API_TOKEN: me.token };
-  const cli = [...nodeArgsFor('cli/kiln.ts'), '--json', 'push', `${me.username}/napper`, file, '--idle-ttl', '1'];
-  const { stdout } = await run('node', cli, { env, cwd: path.resolve(__dirname, '../..') });
+  const { stdout } = await runCli('cli/kiln.ts', ['--json', 'push', `${me.username}/napper`, file, '--idle-ttl', '1'], env);
   const version = JSON.parse(stdout.trim().split('\n').pop()!);
   expect(version.settings.idleTtlSeconds).toBe(1);
   const call = () =>

@@ -3,9 +3,6 @@
  * The rebuild upserts by revision, so a row whose workflow Temporal does not know (its history is
  * past retention) is kept as it is; batches are rebuilt too.
  */
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { asc, eq, inArray } from 'drizzle-orm';
 import { archivedThrough } from '../../activities/history-archive';
 import { closeDb, type Db } from '../../db/client';
@@ -15,11 +12,10 @@ import { newId } from '../../lib/ids';
 import { Storage } from '../../lib/storage';
 import { pacedLlama } from '../fixtures/models';
 import { api, newAccount, poll, TERMINAL, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 import { testTemporal } from '../temporal';
 
 jest.setTimeout(300_000);
-const run = promisify(execFile);
 
 let db: Db;
 beforeAll(() => {
@@ -96,10 +92,7 @@ test('npm run admin -- rebuild-projections rebuilds rows equal to the originals'
   const [batchBefore] = await db.select().from(batches).where(eq(batches.id, batch.id));
   await db.delete(batches).where(eq(batches.id, batch.id));
 
-  const { stdout } = await run('node', [...nodeArgsFor('cli/admin.ts'), 'rebuild-projections'], {
-    cwd: path.resolve(__dirname, '../..'),
-    env: process.env,
-  });
+  const { stdout } = await runCli('cli/admin.ts', ['rebuild-projections']);
   // Every prediction of the suite's namespace, this test's five among them.
   expect(Number(/rebuilt (\d+) predictions from Temporal/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(before.length);
   expect(Number(/rebuilt (\d+) batches from Temporal/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
@@ -154,8 +147,7 @@ test('a prediction whose history Temporal no longer has (deleted, as retention d
     .set({ status: 'failed', output: null, error: 'corrupted by the test', logs: '' })
     .where(eq(predictions.id, id));
 
-  const admin = (...args: string[]) =>
-    run('node', [...nodeArgsFor('cli/admin.ts'), ...args], { cwd: path.resolve(__dirname, '../..'), env: process.env });
+  const admin = (...args: string[]) => runCli('cli/admin.ts', args);
   const { stdout } = await admin('rebuild-projections');
   expect(Number(/rebuilt (\d+) rows from archived histories/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(1);
   expect(await row()).toEqual(original);

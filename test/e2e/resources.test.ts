@@ -2,20 +2,17 @@
  * Declared resources are not trusted: a version's memory comes from its weights, settings that
  * multiply it are capped, and pinned replicas count against the account's quota.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { closeDb, type Db } from '../../db/client';
 import { estimateLlamaMemoryBytes } from '../../domain/llama-memory';
 import { writeLlamaGguf } from '../../tools/gguf/gguf-writer';
 import { API_URL, api, newAccount, testDb } from '../helpers';
-import { nodeArgsFor } from '../processes';
+import { runCli } from '../processes';
 
 jest.setTimeout(120_000);
-const run = promisify(execFile);
 
 let db: Db;
 let dir: string;
@@ -104,10 +101,7 @@ test("deployments' min_instances count against the account's quota of pinned rep
   // Unpinned deployments cost nothing.
   expect((await deploy('unpinned', 0)).status).toBe(201);
 
-  await run('node', [...nodeArgsFor('cli/admin.ts'), 'accounts', 'update', me.username, '--max-pinned-replicas', '3'], {
-    env: process.env,
-    cwd: path.resolve(__dirname, '../..'),
-  });
+  await runCli('cli/admin.ts', ['accounts', 'update', me.username, '--max-pinned-replicas', '3']);
   expect((await deploy('pinned-b', 1)).status).toBe(201);
   for (const name of ['pinned-a', 'pinned-b']) {
     const down = await api(`/v1/deployments/${me.username}/${name}`, { token: me.token, method: 'PATCH', body: { min_instances: 0 } });
