@@ -17,27 +17,84 @@ for arg in "$@"; do
   esac
 done
 
+# Installed npm trees, one per package-lock.json and patches/, in the per-user cache: a clone or
+# worktree whose lock was installed before on this machine gets hard links to that tree in about a
+# second, where npm install unpacks its 885 packages again (~1 min and 85 CPU-s on two cores). This
+# is what pnpm's store does; npm has none. The files are shared as pnpm's are: write a package's
+# file in place and every tree linked to it sees the change. So a linked tree is never updated in
+# place (it is replaced), and node-llama-cpp's llama/ folder, where a GPU host's source build
+# writes, is a copy of its own in each tree. KILN_NPM_TREES=false: npm install in every clone.
+NPM_TREES="$KILN_CACHE/npm-trees"
+# The newest trees kept: older locks' trees are removed (a tree still linked keeps its files).
+NPM_TREES_KEPT=3
+LINKED_MARK=node_modules/.kiln-linked-tree
+
 install_npm() {
   cd "$KILN_ROOT"
   # onnxruntime-node's postinstall downloads CUDA libraries; there is no network for that here.
   export ONNXRUNTIME_NODE_INSTALL=skip
-  # npm install, not npm ci: npm 11's ci refuses a lock file that lists only this platform's
-  # optional binaries (CUDA builds, swc, ...), while install honours the lock as it is.
   # What was installed is recorded by the lock file's content, not its date: a fresh checkout
   # (a clone, a git worktree) has a newer lock file without any change to install. The patches
   # count too: npm install's postinstall applies them (patch-package).
-  local want stamp=node_modules/.kiln-package-lock.sha256
+  local want stamp=node_modules/.kiln-package-lock.sha256 trees=true
+  [ "${KILN_NPM_TREES:-true}" = false ] && trees=false
   want=$(cat package-lock.json patches/*.patch | sha256sum | cut -d' ' -f1)
+  if [ -d node_modules ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then return 0; fi
+  if $trees && [ -f "$NPM_TREES/$want/.kiln-package-lock.sha256" ]; then
+    link_npm_tree "$NPM_TREES/$want"
+    return 0
+  fi
+  # npm install and patch-package write into existing files: never into ones shared with other trees.
+  [ -f "$LINKED_MARK" ] && rm -rf node_modules
   if [ ! -d node_modules ]; then
     log "installing npm packages (first run: about two minutes)"
-    npm install --no-audit --no-fund --loglevel=error
-  elif [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  else
     log "package-lock.json or patches/ changed: updating npm packages"
-    npm install --no-audit --no-fund --loglevel=error
   fi
+  # npm install, not npm ci: npm 11's ci refuses a lock file that lists only this platform's
+  # optional binaries (CUDA builds, swc, ...), while install honours the lock as it is.
+  npm install --no-audit --no-fund --loglevel=error
   # A new file, not a write through the old one: a checkout whose node_modules is a hard-linked
-  # copy (cp -al) shares the old file's inode with the checkout it was copied from.
+  # copy shares the old file's inode with the checkout it was copied from.
   echo "$want" >"$stamp.$$" && mv "$stamp.$$" "$stamp"
+  ! $trees || keep_npm_tree "$want"
+}
+
+# node_modules replaced by hard links to `tree`, with node-llama-cpp's llama/ folder copied.
+link_npm_tree() {
+  local tree=$1 next="node_modules.kiln-next.$$"
+  log "npm packages: linked from $tree (this package-lock.json was installed before)"
+  rm -rf "$next"
+  cp -al "$tree" "$next"
+  private_copy "$next/node-llama-cpp/llama"
+  touch "$next/.kiln-linked-tree" "$tree"
+  rm -rf node_modules
+  mv "$next" node_modules
+}
+
+# This clone's fresh install kept as the tree for `want` (once: a second install of the same lock
+# at the same time finds it there), linked both ways, and the oldest trees beyond the kept ones removed.
+keep_npm_tree() {
+  local want=$1 tmp
+  mkdir -p "$NPM_TREES"
+  tmp=$(mktemp -d "$NPM_TREES/.new.XXXX")
+  rm -rf node_modules/.cache
+  cp -al node_modules/. "$tmp/"
+  private_copy "$tmp/node-llama-cpp/llama"
+  if mv -T "$tmp" "$NPM_TREES/$want" 2>/dev/null; then
+    touch "$LINKED_MARK"
+  else
+    rm -rf "$tmp"
+  fi
+  # shellcheck disable=SC2012
+  ls -1dt "$NPM_TREES"/*/ 2>/dev/null | tail -n +$((NPM_TREES_KEPT + 1)) | xargs -r rm -rf
+}
+
+# `dir`'s files replaced by copies of their own (no longer shared with the tree they were linked to).
+private_copy() {
+  local dir=$1
+  [ -d "$dir" ] || return 0
+  cp -a "$dir" "$dir.copy" && rm -rf "$dir" && mv "$dir.copy" "$dir"
 }
 
 go_install() {

@@ -168,8 +168,15 @@ export const scriptVariables: ScriptVariable[] = [
     names: ['KILN_CACHE'],
     default: '`$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`',
     description:
-      "The per-user cache: Go-built binaries (`bin/<name>-<version>/`), the local secrets (`local-secrets.env`), llama.cpp source builds, where the engine worker looks for its own, and `kiln models pull`'s downloads (`hub/`).",
+      "The per-user cache: Go-built binaries (`bin/<name>-<version>/`), the local secrets (`local-secrets.env`), llama.cpp source builds, where the engine worker looks for its own, installed npm trees (`npm-trees/`), and `kiln models pull`'s downloads (`hub/`).",
     readBy: ['infra/env.sh', 'lib/llama-cpu-build.ts', 'cli/pull.ts'],
+  },
+  {
+    names: ['KILN_NPM_TREES'],
+    default: '`true`',
+    description:
+      "`true`: a checkout whose `package-lock.json` and `patches/` were installed before on this machine gets hard links to that installed tree (`KILN_CACHE/npm-trees/<hash>/`, the newest 3 kept) in about a second instead of `npm install` (about a minute); a fresh install is kept there for the next checkout. The files are shared, as pnpm's store shares them: a package's file written in place changes it in every linked checkout. `false`: `npm install` in every checkout.",
+    readBy: ['infra/install.sh'],
   },
   {
     names: ['KILN_ENGINE_PER_GPU'],
