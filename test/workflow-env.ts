@@ -22,9 +22,10 @@ import { workflowCode } from '../workers/workflow-code';
  * The workflow code for a test's worker: where the suite's stack runs the compiled build
  * (KILN_CODE=dist, as npm test sets), the bundle npm test built from these sources before any
  * test, which is what production runs; else (jest alone) workflows/ bundled here. Bundling takes
- * seconds of CPU each time, in every file that does it.
+ * seconds of CPU each time, in every file that does it. `traced`: the bundle with the tracing
+ * interceptors, for a worker with the OpenTelemetry plugin.
  */
-export const testWorkflowCode = () => workflowCode(process.env.KILN_CODE === 'dist');
+export const testWorkflowCode = (traced = false) => workflowCode(process.env.KILN_CODE === 'dist', traced);
 
 /** The CLI infra/install.sh builds (infra/env.sh TEMPORAL_BIN), or the one the environment names. */
 function temporalCli(): string {

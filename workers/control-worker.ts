@@ -50,9 +50,8 @@ async function main() {
     namespace: c.TEMPORAL_NAMESPACE,
     taskQueue: c.KILN_CONTROL_QUEUE,
     dataConverter,
-    // The tracing plugin adds its workflow interceptors at bundle time, which a prebuilt bundle
-    // does not have: with tracing on, the worker bundles the workflows itself.
-    ...(plugins.length > 0 ? { workflowsPath: require.resolve('../workflows') } : workflowCode()),
+    // The tracing plugin's workflow interceptors are in the build's traced bundle.
+    ...workflowCode(undefined, plugins.length > 0),
     plugins,
     ...controlWorkerTuning(c.KILN_CONTROL_CONCURRENCY),
     activities: {

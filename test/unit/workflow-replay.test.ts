@@ -43,8 +43,8 @@ async function replayAll(plugins: WorkerPlugin[] = []) {
   }));
   const failures: string[] = [];
   let replayed = 0;
-  // The tracing plugin adds its interceptors when it bundles the workflows: with it, bundle here.
-  const code = plugins.length > 0 ? { workflowsPath: require.resolve('../../workflows') } : testWorkflowCode();
+  // With the tracing plugin, the bundle the tracing control worker runs (its interceptors in).
+  const code = testWorkflowCode(plugins.length > 0);
   for await (const result of Worker.runReplayHistories({ ...code, replayName: 'kiln-replay', plugins }, histories)) {
     replayed += 1;
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
