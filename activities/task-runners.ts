@@ -11,7 +11,7 @@ import { runTextGeneration } from './run-text-generation';
 import type { RunMode, TaskRunner } from './task-run';
 
 // Each runner takes its own task's parsed input; the table is keyed by that task.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: each runner's input type is its own task's
 const RUNNERS: Record<string, TaskRunner<any>> = {
   'text-generation': runTextGeneration,
   embeddings: runEmbeddings,

@@ -56,7 +56,7 @@ function freePort(): Promise<number> {
 interface Server {
   url: string;
   proc: ChildProcess;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- llama-server's JSON, read field by field
+  // biome-ignore lint/suspicious/noExplicitAny: llama-server's JSON, read field by field
   post: (route: string, body: unknown) => Promise<any>;
   stop: () => void;
 }

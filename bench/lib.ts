@@ -27,7 +27,7 @@ export async function unlimitedFor(token: string, tasks: string[]): Promise<void
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON, read field by field by each scenario
+// biome-ignore lint/suspicious/noExplicitAny: API JSON, read field by field by each scenario
 export async function call(token: string, route: string, body?: unknown, headers: Record<string, string> = {}): Promise<any> {
   const res = await fetch(`${API_URL}${route}`, {
     method: body === undefined ? 'GET' : 'POST',

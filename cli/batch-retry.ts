@@ -1,7 +1,8 @@
 /** `kiln retry <batch id>`: a batch's failed and unfinished items run again (POST /v1/batches/{id}/retry). */
 import { type ApiContext, request } from './client';
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
+// biome-ignore lint/suspicious/noExplicitAny: API JSON, shown as it comes
+type Json = Record<string, any>;
 
 const ENDED = ['succeeded', 'failed', 'canceled'];
 

@@ -11,7 +11,8 @@ import { type ApiContext, apiContext, CliError, CONFIG_FILE, request } from './c
 import { pull } from './pull';
 import { showWarmUp } from './warm-up';
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- API JSON, shown as it comes
+// biome-ignore lint/suspicious/noExplicitAny: API JSON, shown as it comes
+type Json = Record<string, any>;
 
 /** `-i key=value`: numbers, booleans and JSON stay typed; `@path` uploads the file first. */
 export async function parseInputs(ctx: ApiContext, pairs: string[]): Promise<Record<string, unknown>> {

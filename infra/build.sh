@@ -8,7 +8,7 @@
 #                                    the types of the whole project beside it (tsc --noEmit)
 # tsc is TypeScript 7's native compiler (the typescript-native package): the same JavaScript as
 # TypeScript 5.9's, in a fifth of the CPU (docs/development.md#libraries-and-why-each-is-there).
-# The typescript package (5.9) stays for typescript-eslint, which uses its API.
+# The typescript package (5.9) stays for its compiler API (tools/long-functions.ts; TypeScript 7 has none).
 # The hash of the sources is written last, so a build that failed half way is redone next time.
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 

@@ -14,8 +14,8 @@ bash "$KILN_ROOT/infra/install.sh" --with-browser --no-build
 # The checks run side by side, each on one thread, beside the build and the lanes' stacks as they
 # start (the build's tsc and the stacks' start leave a core idle for part of their time); each
 # lane waits for them before its tests (wait_for_checks). A check's output is shown only when it fails.
-log "typecheck, lint, layer rules and formatting, beside the build and the stacks' start"
-checks=("npm run --silent typecheck -- --singleThreaded" "eslint ." "npm run --silent layers:check" "npm run --silent format:check")
+log "typecheck, layer rules, and lint and formatting (Biome), beside the build and the stacks' start"
+checks=("npm run --silent typecheck -- --singleThreaded" "npm run --silent layers:check" "npm run --silent format:check")
 checks_dir=$(mktemp -d)
 # Replaced by cleanup (below) once the stacks are up; either removes the checks' logs.
 trap 'rm -rf "$checks_dir"' EXIT
