@@ -40,10 +40,7 @@ install_npm() {
   [ "${KILN_NPM_TREES:-true}" = false ] && trees=false
   want=$(cat package-lock.json patches/*.patch | sha256sum | cut -d' ' -f1)
   if [ -d node_modules ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then return 0; fi
-  if $trees && [ -f "$NPM_TREES/$want/.kiln-package-lock.sha256" ]; then
-    link_npm_tree "$NPM_TREES/$want"
-    return 0
-  fi
+  if $trees && [ -f "$NPM_TREES/$want/.kiln-package-lock.sha256" ] && link_npm_tree "$NPM_TREES/$want"; then return 0; fi
   # npm install and patch-package write into existing files: never into ones shared with other trees.
   [ -f "$LINKED_MARK" ] && rm -rf node_modules
   if [ ! -d node_modules ]; then
@@ -60,12 +57,16 @@ install_npm() {
   ! $trees || keep_npm_tree "$want"
 }
 
-# node_modules replaced by hard links to `tree`, with node-llama-cpp's llama/ folder copied.
+# node_modules replaced by hard links to `tree`, with node-llama-cpp's llama/ folder copied. Fails,
+# leaving node_modules as it was, where the links cannot be made (the cache on another file system).
 link_npm_tree() {
-  local tree=$1 next="node_modules.kiln-next.$$"
-  log "npm packages: linked from $tree (this package-lock.json was installed before)"
+  local tree=$1 next="$DATA/node_modules.next.$$"
   rm -rf "$next"
-  cp -al "$tree" "$next"
+  if ! cp -al "$tree" "$next" 2>/dev/null; then
+    rm -rf "$next"
+    return 1
+  fi
+  log "npm packages: linked from $tree (this package-lock.json was installed before)"
   private_copy "$next/node-llama-cpp/llama"
   touch "$next/.kiln-linked-tree" "$tree"
   rm -rf node_modules
@@ -73,15 +74,16 @@ link_npm_tree() {
 }
 
 # This clone's fresh install kept as the tree for `want` (once: a second install of the same lock
-# at the same time finds it there), linked both ways, and the oldest trees beyond the kept ones removed.
+# at the same time finds it there), linked both ways, and the oldest trees beyond the kept ones
+# removed. Nothing is kept where the links cannot be made.
 keep_npm_tree() {
   local want=$1 tmp
   mkdir -p "$NPM_TREES"
+  # Copies a crash left half made.
+  find "$NPM_TREES" -maxdepth 1 -name '.new.*' -mmin +60 -exec rm -rf {} +
   tmp=$(mktemp -d "$NPM_TREES/.new.XXXX")
   rm -rf node_modules/.cache
-  cp -al node_modules/. "$tmp/"
-  private_copy "$tmp/node-llama-cpp/llama"
-  if mv -T "$tmp" "$NPM_TREES/$want" 2>/dev/null; then
+  if cp -al node_modules/. "$tmp/" 2>/dev/null && private_copy "$tmp/node-llama-cpp/llama" && mv -T "$tmp" "$NPM_TREES/$want" 2>/dev/null; then
     touch "$LINKED_MARK"
   else
     rm -rf "$tmp"
