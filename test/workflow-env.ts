@@ -25,7 +25,7 @@ import { workflowCode } from '../workers/workflow-code';
  * seconds of CPU each time, in every file that does it. `traced`: the bundle with the tracing
  * interceptors, for a worker with the OpenTelemetry plugin.
  */
-export const testWorkflowCode = (traced = false) => workflowCode(process.env.KILN_CODE === 'dist', traced);
+export const testWorkflowCode = (traced = false) => workflowCode({ useBuild: process.env.KILN_CODE === 'dist', traced });
 
 /** The CLI infra/install.sh builds (infra/env.sh TEMPORAL_BIN), or the one the environment names. */
 function temporalCli(): string {

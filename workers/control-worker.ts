@@ -51,7 +51,7 @@ async function main() {
     taskQueue: c.KILN_CONTROL_QUEUE,
     dataConverter,
     // The tracing plugin's workflow interceptors are in the build's traced bundle.
-    ...workflowCode(undefined, plugins.length > 0),
+    ...workflowCode({ traced: plugins.length > 0 }),
     plugins,
     ...controlWorkerTuning(c.KILN_CONTROL_CONCURRENCY),
     activities: {

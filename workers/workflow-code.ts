@@ -21,7 +21,13 @@ const compiled = path.extname(__filename) === '.js';
  * OpenTelemetry plugin), so the worker skips webpack at start (3–5 s of CPU and ~100 MB);
  * otherwise (tsx, tests), the worker bundles workflows/ itself, so an edit needs no build.
  */
-export function workflowCode(useBuild = compiled, traced = false): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
+export function workflowCode({
+  useBuild = compiled,
+  traced = false,
+}: {
+  useBuild?: boolean;
+  traced?: boolean;
+} = {}): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
   const file = traced ? TRACED_WORKFLOW_BUNDLE_FILE : WORKFLOW_BUNDLE_FILE;
   const bundle = compiled ? path.join(__dirname, '..', file) : path.join(__dirname, '..', 'dist', file);
   if (useBuild && existsSync(bundle)) return { workflowBundle: { codePath: bundle } };
