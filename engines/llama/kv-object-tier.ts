@@ -17,8 +17,8 @@
  * eviction drops the snapshots whose sidecars are oldest.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, openSync, writeSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { closeSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import type { Token } from 'node-llama-cpp';
@@ -145,15 +145,20 @@ export class KvObjectTier {
    */
   async download(entry: KvSnapshotEntry, file: string): Promise<boolean> {
     const { state } = this.keys(entry);
+    // The request goes out first: the hasher and the file are ready long before its first byte.
+    const body = this.storage.read(state);
+    body.catch(() => undefined);
     const hash = await stateHasher(entry);
     let bytes = 0;
     const tmp = `${file}.${process.pid}.download`;
     try {
       // The disk tier's folder may have gone since the store opened (an operator cleared it).
-      await mkdir(path.dirname(tmp), { recursive: true });
+      // Synchronous, as the writes and the rename below: each is a system call of microseconds,
+      // where the thread pool's hop can wait behind llama.cpp's work queued there.
+      mkdirSync(path.dirname(tmp), { recursive: true });
       const fd = openSync(tmp, 'w');
       try {
-        for await (const chunk of await this.storage.read(state)) {
+        for await (const chunk of await body) {
           hash.update(chunk as Buffer);
           bytes += (chunk as Buffer).length;
           writeAll(fd, chunk as Buffer);
@@ -162,6 +167,8 @@ export class KvObjectTier {
         closeSync(fd);
       }
     } catch {
+      // A response not read to its end (the folder or the file failed) holds its connection.
+      body.then((b) => b.destroy()).catch(() => undefined);
       await rm(tmp, { force: true });
       return false;
     }
@@ -170,7 +177,7 @@ export class KvObjectTier {
       await this.discard(entry);
       return false;
     }
-    await rename(tmp, file);
+    renameSync(tmp, file);
     return true;
   }
 

@@ -30,10 +30,16 @@ export interface StateHasher {
 /** A hasher for `expected`'s algorithm (XXH3-128 for a new snapshot, whose checksum is not known yet). */
 export async function stateHasher(expected?: StateChecksum): Promise<StateHasher & { digest(): StateChecksum }> {
   const algorithm: keyof StateChecksum = expected?.xxh128 === undefined && expected?.sha256 !== undefined ? 'sha256' : 'xxh128';
-  const hash: { update(chunk: Uint8Array): unknown; digest(encoding: 'hex'): string } =
-    algorithm === 'sha256' ? createHash('sha256') : await xxh128Hash();
+  const xxh = algorithm === 'xxh128' ? await xxh128Hash() : undefined;
+  const hash: { update(chunk: Uint8Array): unknown; digest(encoding: 'hex'): string } = xxh ?? createHash('sha256');
   let hex: string | undefined;
-  const digest = () => ({ [algorithm]: (hex ??= hash.digest('hex')) });
+  const digest = () => {
+    if (hex === undefined) {
+      hex = hash.digest('hex');
+      if (xxh && idleXxh128.length < IDLE_XXH128_KEPT) idleXxh128.push(xxh);
+    }
+    return { [algorithm]: hex };
+  };
   return {
     update: (chunk) => void hash.update(chunk),
     digest,
@@ -41,8 +47,17 @@ export async function stateHasher(expected?: StateChecksum): Promise<StateHasher
   };
 }
 
-async function xxh128Hash() {
-  const hash = await createXXHash128();
+type Xxh128 = Awaited<ReturnType<typeof createXXHash128>>;
+
+/**
+ * XXH3 hashers done with, kept for the next checksum: a new one instantiates its WebAssembly
+ * module, 0.7–2 ms on the 2-core box, on the path of every restore from object storage.
+ */
+const idleXxh128: Xxh128[] = [];
+const IDLE_XXH128_KEPT = 4;
+
+async function xxh128Hash(): Promise<Xxh128> {
+  const hash = idleXxh128.pop() ?? (await createXXHash128());
   hash.init();
   return hash;
 }

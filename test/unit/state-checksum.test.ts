@@ -49,3 +49,27 @@ test('a sidecar with no checksum matches nothing', async () => {
   const { whole } = await stateFiles();
   expect(await stateFileMatches(whole, {})).toBe(false);
 });
+
+test('a hasher kept for reuse starts afresh: interleaved and reused hashers each give their own bytes’ checksum', async () => {
+  const { bytes, whole, damaged } = await stateFiles();
+  const [expectedWhole, expectedDamaged] = [await checksumOfStateFile(whole), await checksumOfStateFile(damaged)];
+  // Two at once, then done; the next two take the kept ones back, one of them fed a half only.
+  const [a, b] = [await stateHasher(), await stateHasher()];
+  a.update(bytes);
+  expect(a.digest()).toEqual(expectedWhole);
+  b.update(bytes.subarray(0, 1000));
+  const [c, d] = [await stateHasher(), await stateHasher()];
+  c.update(bytes);
+  b.update(bytes.subarray(1000));
+  expect(b.digest()).toEqual(expectedWhole);
+  const changed = Buffer.from(bytes);
+  changed[8 * 2 ** 20 + 5] ^= 1;
+  d.update(changed);
+  expect(d.digest()).toEqual(expectedDamaged);
+  expect(c.digest()).toEqual(expectedWhole);
+  // A digest asked for again is the same, even once its hasher serves another checksum.
+  const e = await stateHasher();
+  e.update(changed);
+  expect(a.digest()).toEqual(expectedWhole);
+  expect(e.digest()).toEqual(expectedDamaged);
+});
