@@ -3,8 +3,9 @@
  * from the llama.cpp source node-llama-cpp ships, by infra/llama-batched-bench.sh) at N sequences,
  * next to Kiln's engine driven directly (LlamaEngine in this process) and Kiln through the API with
  * N concurrent SSE streams, on the same generated model with the same thread count. Each figure is
- * generated tokens ÷ total time (prompt included), as llama-batched-bench counts it; for each N the
- * three run one after the other, so they share the machine's load of the moment.
+ * generated tokens ÷ total time (prompt included), as llama-batched-bench counts it, and every
+ * stream's prompt is evaluated in full, as llama-batched-bench's are (none is found cached); for
+ * each N the three run one after the other, so they share the machine's load of the moment.
  *
  * Beside it, time to first token for a long prompt (issue 19: ≤ 1.2× llama.cpp's prompt time): the
  * floor is llama-batched-bench's prompt time (t_pp) for the same token count at one sequence.
@@ -119,6 +120,15 @@ function apiEngineLlama(): { binary: string; threads: number } | undefined {
   }
 }
 
+/** Read after the timing: every stream's prompt was evaluated in full, none found in a sequence. */
+async function expectCold(token: string, streams: Array<{ id: string }>): Promise<void> {
+  for (const { id } of streams) {
+    const { metrics } = await call(token, `/v1/predictions/${id}`);
+    if (metrics?.cached_tokens >= MIN_REUSED_TOKENS)
+      throw new Error(`API stream ${id} found ${metrics.cached_tokens} prompt tokens cached`);
+  }
+}
+
 /** Each component's CPU over a run, in ms per generated token: where the stack's share of the cores goes. */
 function cpuPerToken(cpu: Record<string, number>, tokens: number): string {
   return Object.entries(cpu)
@@ -137,10 +147,11 @@ function spans(streams: Array<{ ttft: number; total: number }>): string {
   return `first tokens at ${range(streams.map((s) => s.ttft))}, last tokens at ${range(streams.map((s) => s.total))}`;
 }
 
-async function timed(n: number, tokens: number, one: () => Promise<unknown>): Promise<number> {
+/** Aggregate generated tokens/s of `n` calls at once, the i-th given the i-th of `prompts`. */
+async function timed(tokens: number, prompts: string[], one: (prompt: string) => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: n }, one));
-  return (n * tokens) / ((performance.now() - t0) / 1000);
+  await Promise.all(prompts.map(one));
+  return (prompts.length * tokens) / ((performance.now() - t0) / 1000);
 }
 
 export async function batching(o: BatchingOptions) {
@@ -175,8 +186,17 @@ export async function batching(o: BatchingOptions) {
   const engine = new LlamaEngine({ gpu: 'auto', contextSize, sequences: maxN, threads: o.threads });
   await engine.load('direct', file, { sequences: maxN, contextSize });
   console.log(`engine backend: ${(await engine.gpu()) ?? 'cpu'}, ${engine.binary} (KILN_LLAMA_SOURCE_BUILD=${sourceBuildSetting()})`);
-  const direct = () => engine.generate('direct', textGenerationInput.parse(input));
-  const check = await direct();
+  // Every stream's prompt is one no earlier one shares 16 tokens with, so Kiln evaluates each in
+  // full, as llama-batched-bench does: with one prompt for all, every round after the first found
+  // it in the sequences and skipped the prompt the floor's time includes.
+  const directCached: number[] = [];
+  const direct = async (prompt: string) => {
+    const res = await engine.generate('direct', textGenerationInput.parse({ ...input, prompt }));
+    directCached.push(res.cachedTokens);
+    return res;
+  };
+  const coldPrompts = (n: number) => Array.from({ length: n }, () => coldPrompt(engine, 'direct', o.promptTokens));
+  const check = await engine.generate('direct', textGenerationInput.parse(input));
   console.log(`direct: ${check.inputTokens} prompt tokens, ${check.outputTokens} generated`);
 
   let token: string | undefined;
@@ -210,16 +230,24 @@ export async function batching(o: BatchingOptions) {
     for (const n of o.sequences) {
       const at = rounds.get(n)!;
       at.floor.push(await floorOnce(bin, file, n, o));
-      at.direct.push(await timed(n, o.tokens, direct));
+      at.direct.push(await timed(o.tokens, coldPrompts(n), direct));
       const cpuBefore = cpuByProcess();
-      const streams: Array<{ ttft: number; total: number }> = [];
-      if (token && model) at.api.push(await timed(n, o.tokens, async () => streams.push(await streamPrediction(token!, model!, input))));
+      const streams: Array<{ id: string; ttft: number; total: number }> = [];
+      const prompts = coldPrompts(n);
+      if (token && model)
+        at.api.push(
+          await timed(o.tokens, prompts, async (prompt) => streams.push(await streamPrediction(token!, model!, { ...input, prompt }))),
+        );
       const f = (xs: number[]) => (xs.length ? xs.at(-1)!.toFixed(1) : '-');
       console.log(`round ${r + 1}, ${n} streams: llama.cpp ${f(at.floor)}, direct ${f(at.direct)}, API ${f(at.api)} tokens/s`);
       if (token && model) {
         console.log(`  the API run's CPU, ms per generated token: ${cpuPerToken(cpuBetween(cpuBefore, cpuByProcess()), n * o.tokens)}`);
         console.log(`  ${spans(streams)}`);
+        await expectCold(token, streams);
       }
+      if (directCached.some((c) => c >= MIN_REUSED_TOKENS))
+        throw new Error(`direct streams found prompt tokens cached: ${directCached.join(', ')}`);
+      directCached.length = 0;
     }
   }
 
