@@ -231,9 +231,9 @@ export async function batching(o: BatchingOptions) {
       const at = rounds.get(n)!;
       at.floor.push(await floorOnce(bin, file, n, o));
       at.direct.push(await timed(o.tokens, coldPrompts(n), direct));
+      const prompts = coldPrompts(n);
       const cpuBefore = cpuByProcess();
       const streams: Array<{ id: string; ttft: number; total: number }> = [];
-      const prompts = coldPrompts(n);
       if (token && model)
         at.api.push(
           await timed(o.tokens, prompts, async (prompt) => streams.push(await streamPrediction(token!, model!, { ...input, prompt }))),
