@@ -108,6 +108,7 @@ interface EtaSample {
   id: string;
   readAt: number;
   etaSeconds: number;
+  position: number;
 }
 
 /** One read of each prediction still waiting: what the API estimated then. */
@@ -115,7 +116,7 @@ async function sampleEtas(token: string, ids: string[]): Promise<EtaSample[]> {
   const reads = await Promise.all(ids.map(async (id) => ({ id, readAt: Date.now(), body: await call(token, `/v1/predictions/${id}`) })));
   return reads
     .filter((r) => r.body.queue?.eta_seconds != null)
-    .map((r) => ({ id: r.id, readAt: r.readAt, etaSeconds: r.body.queue.eta_seconds }));
+    .map((r) => ({ id: r.id, readAt: r.readAt, etaSeconds: r.body.queue.eta_seconds, position: r.body.queue.position }));
 }
 
 /** Predicted start (read time + estimate) − actual start, in ms and as a share of the actual wait from the read. */
@@ -125,7 +126,9 @@ function etaErrors(samples: EtaSample[], done: Done[]) {
     const actual = started.get(s.id);
     if (actual === undefined) return [];
     const error = s.readAt + s.etaSeconds * 1000 - actual;
-    return [{ error, share: error / Math.max(1, actual - s.readAt) }];
+    return [
+      { error, share: error / Math.max(1, actual - s.readAt), position: s.position, eta: s.etaSeconds * 1000, wait: actual - s.readAt },
+    ];
   });
 }
 
@@ -351,6 +354,11 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       stages: stageRows,
       order: orderRows,
       eta: etaRows,
+      // Each estimate read: its position then, the estimate and the actual wait from the read (ms).
+      etaSamples: {
+        on: etaErrors(fair.etas, fair.flood).map(({ position, eta, wait }) => ({ position, eta, wait })),
+        off: etaErrors(fifo.etas, fifo.flood).map(({ position, eta, wait }) => ({ position, eta, wait })),
+      },
       jitter: opts.jitter,
       gapMs,
       p99Ratio: { on: ratio, off: ratioOff },
