@@ -25,6 +25,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import type { Config } from './config';
+import { canReadInto, type ReadIntoOptions, readObjectInto } from './object-read-into';
 
 export const blobKey = (sha256: string): string => `blobs/sha256/${sha256}`;
 
@@ -39,6 +40,9 @@ export const blobUploadKey = (sha256: string): string => `uploads/sha256/${sha25
 const MAX_SINGLE_COPY_BYTES = 5 * 2 ** 30;
 
 export class Storage {
+  /** Whether readInto() may GET on a plain socket (./object-read-into.ts): known after its first call. */
+  private plainGets: Promise<boolean> | undefined;
+
   constructor(
     readonly client: S3Client,
     readonly bucket: string,
@@ -209,5 +213,27 @@ export class Storage {
       opts.start || opts.end !== undefined ? `bytes=${opts.start ?? 0}-${opts.end !== undefined ? opts.end - 1 : ''}` : undefined;
     const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range }), { abortSignal: opts.signal });
     return res.Body as Readable;
+  }
+
+  /**
+   * The whole object's bytes, in order, to `sink`, and their count. Through one reused buffer
+   * where the endpoint allows (./object-read-into.ts: no garbage for V8 to collect), else through
+   * the SDK's stream; `plain: false` takes the stream anyway. A chunk is valid only during its call.
+   */
+  async readInto(key: string, sink: (chunk: Buffer) => void, opts: ReadIntoOptions & { plain?: boolean } = {}): Promise<number> {
+    this.plainGets ??= canReadInto(this.client).catch(() => false);
+    if (opts.plain !== false && (await this.plainGets)) return readObjectInto(this.client, this.bucket, key, sink, opts);
+    const body = await this.read(key, { signal: opts.signal });
+    let bytes = 0;
+    try {
+      for await (const chunk of body) {
+        sink(chunk as Buffer);
+        bytes += (chunk as Buffer).length;
+      }
+    } finally {
+      // A body not read to its end (the sink threw) holds its connection.
+      if (!body.readableEnded) body.destroy();
+    }
+    return bytes;
   }
 }

@@ -145,9 +145,6 @@ export class KvObjectTier {
    */
   async download(entry: KvSnapshotEntry, file: string): Promise<boolean> {
     const { state } = this.keys(entry);
-    // The request goes out first: the hasher and the file are ready long before its first byte.
-    const body = this.storage.read(state);
-    body.catch(() => undefined);
     const hash = await stateHasher(entry);
     let bytes = 0;
     const tmp = `${file}.${process.pid}.download`;
@@ -158,17 +155,16 @@ export class KvObjectTier {
       mkdirSync(path.dirname(tmp), { recursive: true });
       const fd = openSync(tmp, 'w');
       try {
-        for await (const chunk of await body) {
-          hash.update(chunk as Buffer);
-          bytes += (chunk as Buffer).length;
-          writeAll(fd, chunk as Buffer);
-        }
+        // Each chunk is hashed and written before the next socket read reuses its buffer.
+        await this.storage.readInto(state, (chunk) => {
+          hash.update(chunk);
+          bytes += chunk.length;
+          writeAll(fd, chunk);
+        });
       } finally {
         closeSync(fd);
       }
     } catch {
-      // A response not read to its end (the folder or the file failed) holds its connection.
-      body.then((b) => b.destroy()).catch(() => undefined);
       await rm(tmp, { force: true });
       return false;
     }
@@ -245,9 +241,10 @@ export class KvObjectTier {
 
 /**
  * Writes a downloaded chunk into the page cache on the event loop, between two socket reads. A
- * write stream hands each chunk to the thread pool instead, and on 2 cores those hops beside the
- * store's own sending cost more than the writes: a 16.5 MiB state took ~74 ms through a stream and
- * ~46 ms this way (a raw GET ~29 ms), each write of a socket's chunk a few tens of microseconds.
+ * write stream hands each chunk to the thread pool instead (and would have to copy it out of the
+ * reused read buffer), and on 2 cores those hops beside the store's own sending cost more than
+ * the writes: a 16.5 MiB state took ~74 ms through a stream and ~46 ms this way, each write of a
+ * socket's chunk a few tens of microseconds.
  */
 function writeAll(fd: number, chunk: Buffer): void {
   for (let at = 0; at < chunk.length; ) at += writeSync(fd, chunk, at);
