@@ -24,6 +24,7 @@ import { sourceBuildCmakeOptions } from '../infra/gpu-build-plan';
 import { listGpus } from '../infra/gpu-host';
 import { cpuBuildPlan, cpuinfoFlags } from '../lib/llama-cpu-build';
 import { batchedBench } from './llama-floor';
+import { stateLoadBreakdown } from './state-load-breakdown';
 
 /** The prompts' text: the generated vocabulary's words, which tokenize one token a character. */
 const FILLER = 'the kiln was warm and the model ran on it all night long ';
@@ -142,12 +143,28 @@ async function measure(o: MeasureOptions) {
     await engine.unload('check');
     say('KV snapshot: cold request, save, reload, restore');
     const snapshot = await snapshotRound(engine, store, o, kvContext);
+    say('KV state load: prefill, save, file read and load, flash attention off and on');
+    // After the figures above, and never at their cost: a failure here is printed and the check goes on.
+    const stateLoad = await stateLoadBreakdown(await engine.backend(), {
+      model: o.model,
+      prompt: promptOf(o.kvPrompt),
+      contextSize: kvContext,
+      threads: o.threads,
+      dir: snapshotDir,
+    }).catch((err: Error) => {
+      say(`the KV state load breakdown failed: ${err.message}`);
+      return [];
+    });
     console.log(
       `\nGPU check: Kiln engine ÷ llama-batched-bench, ${o.tokens} tokens a stream after a ${o.prompt}-token prompt (issue 19's target at 16 streams: ≥ 0.8×)`,
     );
     console.table(streams);
     console.log(`KV snapshot save and restore (${path.basename(o.model)})`);
     console.table([snapshot]);
+    if (stateLoad.length > 0) {
+      console.log(`KV state load into a context of its own, llama.cpp's save and load (${o.kvPrompt}-token prompt)`);
+      console.table(stateLoad);
+    }
     if (o.json) {
       await writeFile(
         o.json,
@@ -160,6 +177,7 @@ async function measure(o: MeasureOptions) {
             options: o,
             streams,
             snapshot,
+            stateLoad,
           },
           null,
           2,
