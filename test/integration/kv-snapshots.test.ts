@@ -90,6 +90,41 @@ test('a damaged snapshot is discarded, never loaded: the prompt is evaluated afr
   expect(await readdir(snapshots)).not.toContain(state);
 });
 
+test('in one process, a file unchanged since its save is restored; one changed in place since is discarded', async () => {
+  const snapshots = path.join(dir, 'same-process');
+  const { engine, store } = await engineWith(snapshots);
+  try {
+    await engine.generate('v1', chat('Light it.'), { owner: 'alice' });
+    expect(store!.written).toBe(1);
+    // Unloaded and loaded again (as after scale-to-zero): the live context is gone, the disk tier is not.
+    await engine.unload('v1');
+    await engine.load('v1', file);
+    const again = await engine.generate('v1', QUESTION, { owner: 'alice' });
+    expect(again.restored?.tier).toBe('disk');
+    expect(again.chunks.join('')).toBe(expected);
+    const written = store!.written;
+    // Every snapshot damaged in place, same size, while the process runs: a file's change time
+    // moves, so each is hashed again before a load.
+    const states = (await readdir(snapshots)).filter((f) => f.endsWith('.kvstate'));
+    expect(states.length).toBeGreaterThan(0);
+    for (const state of states) {
+      const handle = await open(path.join(snapshots, state), 'r+');
+      await handle.write(Buffer.from('not the state llama.cpp wrote'), 0, undefined, 4096);
+      await handle.close();
+    }
+    await engine.unload('v1');
+    await engine.load('v1', file);
+    const damaged = await engine.generate('v1', QUESTION, { owner: 'alice' });
+    expect(damaged.restored).toBeUndefined();
+    expect(damaged.cachedTokens).toBe(0);
+    expect(damaged.chunks.join('')).toBe(expected);
+    // Evaluated afresh, and saved again.
+    expect(store!.written).toBe(written + 1);
+  } finally {
+    await engine.dispose();
+  }
+});
+
 test("one owner's snapshot is never restored for another", async () => {
   const snapshots = path.join(dir, 'owners');
   await snapshotOfFirstTurn(snapshots, 'alice');
