@@ -94,7 +94,7 @@ export async function readObjectInto(
     protocol: endpoint.protocol,
     hostname: endpoint.hostname,
     port: endpoint.port,
-    path: `${base}${encodeURIComponent(bucket)}/${key.split('/').map(encodeURIComponent).join('/')}`,
+    path: `${base}${uriEscape(bucket)}/${key.split('/').map(uriEscape).join('/')}`,
     query: {},
     headers: { host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' },
   });
@@ -136,6 +136,10 @@ export async function readObjectInto(
     socket.write(`${head.join('\r\n')}\r\n\r\n`);
   });
 }
+
+/** A path segment escaped as S3's signatures expect: RFC 3986, so `!'()*` too, as the SDK escapes them. */
+const uriEscape = (segment: string) =>
+  encodeURIComponent(segment).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 /** One response, fed socket reads in order: its head, then its body to the sink (or kept, for an error). */
 class ResponseReader {

@@ -47,6 +47,19 @@ test('a plain GET hands over every byte in order through one reused buffer', asy
   expect(buffers.size).toBeLessThanOrEqual(2);
 });
 
+test("a key with characters S3 escapes in its signature (spaces, !'()*) is read as the SDK reads it", async () => {
+  const key = `${prefix}/odd name (1)!'*.bin`;
+  const small = randomBytes(70_000);
+  await storage.putBytes(key, small, 'application/octet-stream');
+  try {
+    const parts: Buffer[] = [];
+    expect(await storage.readInto(key, (chunk) => parts.push(Buffer.from(chunk)))).toBe(small.length);
+    expect(Buffer.concat(parts).equals(small)).toBe(true);
+  } finally {
+    await storage.delete(key);
+  }
+});
+
 test('through the SDK stream (plain: false) the same bytes arrive', async () => {
   const parts: Buffer[] = [];
   const bytes = await storage.readInto(`${prefix}/blob`, (chunk) => parts.push(Buffer.from(chunk)), { plain: false });
