@@ -780,9 +780,10 @@ export class LlamaEngine {
   }
 
   /**
-   * Saves a checkpoint at a chunk boundary when one is due: again once the whole save (the copy,
-   * then its hash, record and upload, which take CPU from the decoding too) is a small share of
-   * the time since, and never while one is under way.
+   * Saves a checkpoint at a chunk boundary when one is due: again once the save (the copy, then
+   * its hash and record, which take CPU from the decoding too) is a small share of the time
+   * since, and never while one is under way. The upload is not counted: with it, checkpoints are
+   * spaced so far apart that a killed engine's retry draws a hundred tokens again, not a few.
    */
   private checkpointSaver(versionId: string, sequence: LlamaContextSequence, opts: GenerateOptions, run: ExactRun) {
     const snapshots = this.opts.snapshots;

@@ -290,7 +290,8 @@ export class KvSnapshotStore {
 
   /**
    * A generation's checkpoint (./exact-decoding.ts): resolves once the sequence's state is copied,
-   * so the generation goes on while the copy is hashed, recorded and uploaded (`recorded`).
+   * so the generation goes on while the copy is hashed and recorded (`recorded`); its upload to
+   * the object tier follows on its own.
    */
   async saveCheckpoint(
     versionId: string,

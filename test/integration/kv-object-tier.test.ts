@@ -6,13 +6,15 @@
  * byte budget, and a restore counts as a use. Each test files its snapshots under a prefix of its
  * own and removes it.
  */
-import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import type { Token } from 'node-llama-cpp';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
 import { LlamaEngine } from '../../engines/llama/engine';
-import { KvObjectTier } from '../../engines/llama/kv-object-tier';
+import { KvObjectTier, type KvSnapshotEntry } from '../../engines/llama/kv-object-tier';
 import { KvSnapshotStore } from '../../engines/llama/kv-snapshots';
 import { TINY_LLAMA } from '../../infra/seed';
 import { config } from '../../lib/config';
@@ -175,4 +177,39 @@ test('a snapshot restored from the tier counts as used: eviction takes the one u
   expect(left).toHaveLength(3);
   expect(left).toContain(alice);
   expect(left).not.toContain(bob);
+});
+
+test('eviction lists the whole tier only once the puts since its last listing may pass the budget', async () => {
+  const prefix = tierPrefix();
+  const MiB = 2 ** 20;
+  const reported: number[] = [];
+  const tier = new KvObjectTier(storage, { budgetBytes: 5.5 * MiB, minTokens: MIN_TOKENS, prefix, onBytes: (b) => reported.push(b) });
+  const stateFile = path.join(dir, 'one-mib.kvstate');
+  await writeFile(stateFile, randomBytes(MiB));
+  // Entries of their own (names and tokens differ), 1 MiB each; the tier checks nothing but their keys here.
+  const entry = (i: number): KvSnapshotEntry => ({
+    name: sha256(`listing-${i}`),
+    versionId: 'v1',
+    owner: 'alice',
+    tokens: Array.from({ length: MIN_TOKENS + i }, (_, t) => (t + i) as Token),
+    bytes: MiB,
+  });
+  const send = jest.spyOn(storage.client, 'send');
+  const listings = () => send.mock.calls.filter(([command]) => command instanceof ListObjectsV2Command).length;
+  try {
+    await tier.upload(entry(0), stateFile);
+    // The first eviction lists: the node knows nothing of the tier yet.
+    expect(listings()).toBe(1);
+    for (let i = 1; i < 5; i++) await tier.upload(entry(i), stateFile);
+    // 5 MiB within 5.5: nothing listed again, the bytes told from what was listed plus the puts since.
+    expect(listings()).toBe(1);
+    expect(reported.at(-1)).toBe(5 * MiB);
+    await tier.upload(entry(5), stateFile);
+    // 6 MiB may pass the budget: listed, and one snapshot evicted (which one, the tests above show).
+    expect(listings()).toBe(2);
+    expect((await keysUnder(prefix)).filter((k) => k.endsWith('.kvstate'))).toHaveLength(5);
+    expect(reported.at(-1)).toBe(5 * MiB);
+  } finally {
+    send.mockRestore();
+  }
 });
