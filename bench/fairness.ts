@@ -272,8 +272,7 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       `throughput under the flood (flood and quiet together): fairness on ${throughputOn.toFixed(2)}/s, off ${throughputOff.toFixed(2)}/s (on ÷ off ${(throughputOn / throughputOff).toFixed(2)}×)`,
     );
 
-    const etaRow = (name: string, run: { etas: EtaSample[]; flood: Done[] }) => {
-      const errors = etaErrors(run.etas, run.flood);
+    const etaRow = (name: string, errors: ReturnType<typeof etaErrors>) => {
       const abs = errors.map((e) => Math.abs(e.error));
       const shares = errors.map((e) => Math.abs(e.share));
       return {
@@ -285,7 +284,9 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
         'mean signed error': ms(errors.reduce((a, e) => a + e.error, 0) / Math.max(1, errors.length)),
       };
     };
-    const etaRows = [etaRow('flood, fairness on', fair), etaRow('flood, fairness off', fifo)];
+    const fairEta = etaErrors(fair.etas, fair.flood);
+    const fifoEta = etaErrors(fifo.etas, fifo.flood);
+    const etaRows = [etaRow('flood, fairness on', fairEta), etaRow('flood, fairness off', fifoEta)];
     table('Queue ETA: predicted start (read + eta_seconds) − actual start, for every tenth flood prediction read once', etaRows);
 
     // Each scenario's histories are read once, for both tables.
@@ -356,8 +357,8 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       eta: etaRows,
       // Each estimate read: its position then, the estimate and the actual wait from the read (ms).
       etaSamples: {
-        on: etaErrors(fair.etas, fair.flood).map(({ position, eta, wait }) => ({ position, eta, wait })),
-        off: etaErrors(fifo.etas, fifo.flood).map(({ position, eta, wait }) => ({ position, eta, wait })),
+        on: fairEta.map(({ position, eta, wait }) => ({ position, eta, wait })),
+        off: fifoEta.map(({ position, eta, wait }) => ({ position, eta, wait })),
       },
       jitter: opts.jitter,
       gapMs,

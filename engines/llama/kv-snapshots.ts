@@ -159,8 +159,7 @@ export class KvSnapshotStore {
       local && (await this.intact(local)) ? { snapshot: local, tier: 'disk' } : undefined;
     const remote = this.opts.objects && (await this.opts.objects.findCheckpoint(versionId, key, generation, atMost).catch(() => undefined));
     if (remote && (!found || length(remote) > length(found.snapshot))) {
-      if (await this.opts.objects!.download(remote, this.stateFile(remote.name))) {
-        await this.hashedAsNow(remote.name);
+      if (await this.downloaded(remote)) {
         const snapshot: Snapshot = { ...remote, usedAt: Date.now() };
         this.snapshots.set(snapshot.name, snapshot);
         found = { snapshot, tier: 'object' };
@@ -194,10 +193,16 @@ export class KvSnapshotStore {
     return intact;
   }
 
-  /** Notes that `name`'s state file, as it is now, is what this process just hashed (a download checked as it was written). */
-  private async hashedAsNow(name: string): Promise<void> {
-    const now = await stateFileSignature(this.stateFile(name));
-    if (now) this.checked.set(name, now.signature);
+  /**
+   * Downloads `entry`'s state from the object tier into this disk tier (checked as it is written),
+   * and notes the file as this process hashed it. False where there is none to use.
+   */
+  private async downloaded(entry: KvSnapshotEntry): Promise<boolean> {
+    const file = this.stateFile(entry.name);
+    if (!this.opts.objects || !(await this.opts.objects.download(entry, file))) return false;
+    const now = await stateFileSignature(file);
+    if (now) this.checked.set(entry.name, now.signature);
+    return true;
   }
 
   /** A snapshot of the object tier that beats what the sequence holds, downloaded (and checked) into this disk tier. */
@@ -211,8 +216,7 @@ export class KvSnapshotStore {
     if (!objects) return undefined;
     const found = await objects.find(versionId, owner ?? OWNERLESS, prompt).catch(() => undefined);
     if (!found || found.shared <= held + this.opts.minTokens / 2) return undefined;
-    if (!(await objects.download(found.entry, this.stateFile(found.entry.name)))) return undefined;
-    await this.hashedAsNow(found.entry.name);
+    if (!(await this.downloaded(found.entry))) return undefined;
     const snapshot: Snapshot = { ...found.entry, usedAt: Date.now() };
     // Known at once, so that no other restore downloads it again; its sidecar is written after the load.
     this.snapshots.set(snapshot.name, snapshot);
