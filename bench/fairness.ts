@@ -133,6 +133,8 @@ function etaErrors(samples: EtaSample[], done: Done[]) {
 }
 
 interface Stages {
+  /** From the API's row (created_at) to the workflow's start in history: the create's own path. */
+  create: number;
   /** The first workflow task's time in the control task queue. */
   controlQueue: number;
   /** The first workflow task itself: admission, placement and scheduling the predict activity. */
@@ -142,17 +144,20 @@ interface Stages {
   /** When the predict activity entered the model's queue, and when it left it (epoch ms). */
   queuedAt: number;
   startedAt: number;
+  /** From the activity's start in history to the engine's `started_at`. */
+  engineStart: number;
 }
 
-async function stagesOf(client: Client, ids: string[]): Promise<Stages[]> {
+async function stagesOf(client: Client, done: Done[]): Promise<Stages[]> {
   return Promise.all(
-    ids.map(async (id) => {
+    done.map(async ({ id, created, started: engineStarted }) => {
       const events = (await client.workflow.getHandle(predictionWorkflowId(id)).fetchHistory()).events ?? [];
       const at = (type: number, match: (e: temporal.api.history.v1.IHistoryEvent) => boolean = () => true) => {
         const e = events.find((x) => x.eventType === type && match(x));
         if (!e) throw new Error(`prediction ${id}: no ${EventType[type]} in its history`);
         return { id: Number(e.eventId), ms: tsToMs(e.eventTime) };
       };
+      const begun = at(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED);
       const scheduled = at(EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED);
       const started = at(EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED);
       const completed = at(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED);
@@ -165,11 +170,13 @@ async function stagesOf(client: Client, ids: string[]): Promise<Stages[]> {
         (e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === predict.id,
       );
       return {
+        create: begun.ms - created,
         controlQueue: started.ms - scheduled.ms,
         firstTask: completed.ms - started.ms,
         modelQueue: predictStarted.ms - predict.ms,
         queuedAt: predict.ms,
         startedAt: predictStarted.ms,
+        engineStart: engineStarted - predictStarted.ms,
       };
     }),
   );
@@ -291,9 +298,9 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
 
     // Each scenario's histories are read once, for both tables.
     const [soloStages, fairStages, fifoStages] = [
-      await stagesOf(client, solo.ids),
-      await stagesOf(client, fair.ids),
-      await stagesOf(client, fifo.ids),
+      await stagesOf(client, solo.done),
+      await stagesOf(client, fair.done),
+      await stagesOf(client, fifo.done),
     ];
     const p50p99 = <T>(items: T[], pick: (x: T) => number) =>
       `${percentile(items.map(pick), 50).toFixed(0)} / ${percentile(items.map(pick), 99).toFixed(0)} ms`;
@@ -301,9 +308,11 @@ export async function fairness(opts: { flood: number; quiet: number; sleepMs: nu
       const both = (pick: (s: Stages) => number) => p50p99(stages, pick);
       return {
         scenario: name,
+        'create → workflow start p50 / p99': both((s) => s.create),
         'control queue p50 / p99': both((s) => s.controlQueue),
         'first workflow task': both((s) => s.firstTask),
         'model queue': both((s) => s.modelQueue),
+        'then the engine': both((s) => s.engineStart),
         'machine CPU busy': `${(run.busy * 100).toFixed(0)}%`,
       };
     };
