@@ -54,7 +54,7 @@ export async function queuePosition(
     running: reading.running,
     slots,
     serviceSeconds: reading.serviceSeconds,
-    busyRate: reading.busyRate,
+    handoverSeconds: reading.handoverSeconds,
   });
   return {
     position: estimate.position,

@@ -19,12 +19,11 @@ export interface QueueReading {
   /** Median start-to-end seconds of the version's last SERVICE_SAMPLES successes in the last hour; null when none. */
   serviceSeconds: number | null;
   /**
-   * Successes a second since the oldest prediction still waiting arrived (at most BUSY_WINDOW
-   * back), from the first of them to the last: the rate the queue has drained at while it was
-   * never empty. Null while none waits, or with fewer than MIN_BUSY such successes or under a
-   * second between the first and the last.
+   * Median seconds from a slot coming free (one of the last SERVICE_SAMPLES successes) to the
+   * next start of a prediction that was already waiting then: what a busy slot takes to pass to
+   * its next task, beyond the service time. Null when none of them had one waiting.
    */
-  busyRate: number | null;
+  handoverSeconds: number | null;
 }
 
 /**
@@ -36,9 +35,12 @@ export interface QueueReading {
  */
 const SERVICE_SAMPLES = 16;
 
-/** How far back a busy spell still says what the version keeps up now. */
-const BUSY_WINDOW = '30 seconds';
-const MIN_BUSY = 5;
+/**
+ * Successes read to find the starts that followed the last SERVICE_SAMPLES: a start that followed
+ * one of them ended after it, so it is among these (or still running) while the slots serving the
+ * version are at most their difference.
+ */
+const HANDOVER_ROWS = SERVICE_SAMPLES + 32;
 
 /**
  * The version's queue as one statement. `before`: the prediction asked about (it and later
@@ -53,7 +55,7 @@ export async function readQueue(
 ): Promise<QueueReading> {
   const isEarlier = before ? sql`(p.created_at, p.id) < (${before.createdAt.toISOString()}::timestamptz, ${before.id})` : sql`true`;
   const exclude = before ? sql`and p.id <> ${before.id}` : sql``;
-  const [waiting, [counts], [busy]] = await Promise.all([
+  const [waiting, [counts], [handover]] = await Promise.all([
     db.execute<{ key: string; weight: number; waiting: number; earlier: number; account_earlier: number }>(sql`
       select coalesce(a.fairness_group, a.id) as key, max(a.fairness_weight)::float8 as weight, count(*)::int as waiting,
              (count(*) filter (where ${isEarlier}))::int as earlier,
@@ -68,12 +70,20 @@ export async function readQueue(
                        where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
                          and metrics ? 'predict_time'
                        order by completed_at desc limit ${SERVICE_SAMPLES}) recent) as service`),
-    db.execute<{ n: number; span: number | null }>(sql`
-      select count(*)::int as n, extract(epoch from max(p.completed_at) - min(p.completed_at))::float8 as span
-        from predictions p,
-             (select greatest(min(created_at), now() - ${BUSY_WINDOW}::interval) as since
-                from predictions where version_id = ${versionId} and status = 'starting' having count(*) > 0) spell
-       where p.version_id = ${versionId} and p.status = 'succeeded' and p.completed_at > spell.since`),
+    db.execute<{ handover: number | null }>(sql`
+      with recent as (
+        (select created_at, started_at, completed_at from predictions
+          where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
+          order by completed_at desc limit ${HANDOVER_ROWS})
+        union all
+        (select created_at, started_at, null from predictions where version_id = ${versionId} and status = 'processing'))
+      select percentile_cont(0.5) within group (order by gap) as handover
+        from (select extract(epoch from (select min(n.started_at) from recent n
+                                           where n.started_at >= freed.completed_at and n.created_at < freed.completed_at)
+                                        - freed.completed_at)::float8 as gap
+                from (select completed_at from recent where completed_at is not null
+                       order by completed_at desc limit ${SERVICE_SAMPLES}) freed) gaps
+       where gap is not null`),
   ]);
   return {
     waiting: waiting.map((w) => ({
@@ -85,6 +95,6 @@ export async function readQueue(
     })),
     running: counts.running,
     serviceSeconds: counts.service,
-    busyRate: busy && busy.span !== null && busy.n >= MIN_BUSY && busy.span >= 1 ? (busy.n - 1) / busy.span : null,
+    handoverSeconds: handover?.handover ?? null,
   };
 }

@@ -31,11 +31,10 @@ export interface QueueState {
   /** Recent median time from start to end of the version's predictions; null: none measured yet. */
   serviceSeconds: number | null;
   /**
-   * Predictions a second the version has finished since its queue formed; null: too little to go
-   * on. Below slots / serviceSeconds when something besides the slots holds the work up (a busy
-   * CPU, the hand-over of each slot to its next task).
+   * Recent median seconds from a slot coming free to its next waiting prediction's start (the
+   * final write, the worker's next poll, the dispatch); null: no slot was seen passing to one.
    */
-  busyRate: number | null;
+  handoverSeconds: number | null;
 }
 
 export interface QueueEstimate {
@@ -63,18 +62,17 @@ export function estimateQueue(state: QueueState): QueueEstimate {
 
 /**
  * Free slots take the first predictions at once; each later one waits for a slot to come free.
- * Slots free at `slots / serviceSeconds` a second with the CPU to spare, and slower on a saturated
- * machine: the queue's drain rate since it formed (`busyRate`) says how much slower, but it is
- * read while the burst that formed the queue is still being created, and the drain speeds up
- * once that is in. Where the two differ, the rate that followed lay near their geometric mean
- * (`bench -- fairness -f 120 -s 200`: 19–23 a second followed 40 and 7–14): that is the rate taken.
+ * A busy slot passes to its next task every service time plus the hand-over between the two, so
+ * the queue drains at `slots / (service + hand-over)` a second. The hand-over is measured from a
+ * slot coming free to the next start of a prediction created before that, so it takes in what
+ * holds a waiting prediction up besides the slots: the worker's poll and dispatch, and on a
+ * saturated machine the wait for the CPU in the control queue and the first workflow task.
  */
 function etaOf(state: QueueState, aheadAll: number): number | null {
   if (state.serviceSeconds === null || state.slots === 0) return null;
   const free = Math.max(0, state.slots - state.running);
   if (aheadAll < free) return 0;
   const completionsNeeded = aheadAll - free + 1;
-  const slotRate = state.slots / state.serviceSeconds;
-  const rate = state.busyRate && state.busyRate < slotRate ? Math.sqrt(slotRate * state.busyRate) : slotRate;
+  const rate = state.slots / (state.serviceSeconds + (state.handoverSeconds ?? 0));
   return Math.round((completionsNeeded / rate) * 10) / 10;
 }

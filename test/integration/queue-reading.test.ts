@@ -1,6 +1,7 @@
 /**
  * What the queue estimate reads from Postgres (db/queue.ts): the version's service time follows
- * its recent work, and the waiting rows are counted by fairness key.
+ * its recent work, a slot's hand-over to its next task is measured only where one was waiting,
+ * and the waiting rows are counted by fairness key.
  */
 import { inArray } from 'drizzle-orm';
 import { closeDb, type Db } from '../../db/client';
@@ -54,6 +55,38 @@ test('the service time is the median of the recent work: a change in it shows wi
   const stale = `queue-read-${newId()}`;
   await succeeded(account.id, stale, 3, 5, 3_700);
   expect((await readQueue(db, stale, account.id)).serviceSeconds).toBeNull();
+});
+
+test('the hand-over is the time from a slot coming free to the start of a prediction that was waiting for it', async () => {
+  const { account } = await newAccount(db, 'queue-handover');
+  const row = (versionId: string, createdAt: number, startedAt: number, completedAt?: number) => ({
+    id: newId(),
+    accountId: account.id,
+    model: 'kiln/echo-fixture',
+    versionId,
+    input: { text: 'x' },
+    status: completedAt === undefined ? ('processing' as const) : ('succeeded' as const),
+    metrics: completedAt === undefined ? ({} as Record<string, number>) : { predict_time: (completedAt - startedAt) / 1000 },
+
+    createdAt: new Date(createdAt),
+    startedAt: new Date(startedAt),
+    completedAt: completedAt === undefined ? null : new Date(completedAt),
+  });
+  // One slot with a backlog: all created at once, each starting 60 ms after the last ended
+  // (the last still running).
+  const backlogged = `queue-read-${newId()}`;
+  const t0 = Date.now() - 60_000;
+  const chain = Array.from({ length: 6 }, (_, i) => {
+    const startedAt = t0 + 100 + i * 260;
+    return row(backlogged, t0, startedAt, i < 5 ? startedAt + 200 : undefined);
+  });
+  // One slot without: each prediction came after the last had ended, so no slot passed to it.
+  const idle = `queue-read-${newId()}`;
+  const spaced = Array.from({ length: 6 }, (_, i) => row(idle, t0 + i * 1000, t0 + i * 1000 + 10, t0 + i * 1000 + 210));
+  written.push(...[...chain, ...spaced].map((r) => r.id));
+  await db.insert(predictions).values([...chain, ...spaced]);
+  expect((await readQueue(db, backlogged, account.id)).handoverSeconds).toBeCloseTo(0.06, 5);
+  expect((await readQueue(db, idle, account.id)).handoverSeconds).toBeNull();
 });
 
 test('waiting predictions are counted by fairness key, and those earlier than the one asked about', async () => {

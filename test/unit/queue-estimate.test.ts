@@ -7,7 +7,7 @@ const state = (over: Partial<QueueState>): QueueState => ({
   running: 0,
   slots: 4,
   serviceSeconds: 2,
-  busyRate: null,
+  handoverSeconds: null,
   ...over,
 });
 
@@ -49,14 +49,13 @@ test('ETA: slots free at slots / service time a second once every slot is busy',
   expect(estimate.etaSeconds).toBe(3); // 6 completions × 2 s ÷ 4 slots
 });
 
-test('ETA: a queue that drained slower than its slots would: between the two rates, at their geometric mean', () => {
+test('ETA: each slot passes to its next task a service time plus its measured hand-over apart', () => {
   const flood = { weight: 1, waiting: 100, earlier: 100 };
-  const busy = (busyRate: number | null) =>
-    estimateQueue(state({ mine: { weight: 1, earlier: 2 }, others: [flood], running: 4, slots: 4, serviceSeconds: 2, busyRate }))
+  const handover = (handoverSeconds: number | null) =>
+    estimateQueue(state({ mine: { weight: 1, earlier: 2 }, others: [flood], running: 4, slots: 4, serviceSeconds: 2, handoverSeconds }))
       .etaSeconds;
-  expect(busy(0.5)).toBe(6); // 6 completions at √(2 × 0.5) = 1 a second
-  expect(busy(10)).toBe(3); // never faster than the slots: 4 slots ÷ 2 s
-  expect(busy(null)).toBe(3);
+  expect(handover(0.5)).toBe(3.8); // 6 completions at 4 slots ÷ 2.5 s
+  expect(handover(null)).toBe(3);
 });
 
 test('ETA: free slots take the first ones at once', () => {
