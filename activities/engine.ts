@@ -101,8 +101,14 @@ async function openSession(db: Db, req: PredictRequest, nodeId: string): Promise
   await recordSessionNode(db, key, nodeId).catch((err: Error) => log.warn('could not record the session node', { error: err.message }));
 }
 
-/** How often a running prediction heartbeats at least: four beats fit in the workflow's 2 s heartbeat timeout. */
-const LIVENESS_BEAT_MS = 500;
+/**
+ * How often a running prediction heartbeats at least: two beats fit in the workflow's 2 s heartbeat
+ * timeout, so an event loop may stall for a second before a healthy engine is given up for lost.
+ * Each beat is a write of the workflow's state in Temporal: at 500 ms they were most of Temporal's
+ * CPU beside 16 streams, and on two cores every millisecond of it is taken from llama.cpp on both
+ * (docs/benchmarks.md, batched generation).
+ */
+const LIVENESS_BEAT_MS = 1000;
 
 /**
  * Only a prediction still running after a moment is shown as started: a short one goes straight

@@ -20,7 +20,8 @@ export function controlWorkerTuning(concurrency: number): Partial<WorkerOptions>
 export function modelWorkerTuning(concurrency: number): Partial<WorkerOptions> {
   return {
     maxConcurrentActivityTaskExecutions: concurrency,
-    // Cancellation reaches an activity through its heartbeat: keep that path short.
-    maxHeartbeatThrottleInterval: '500 ms',
+    // Cancellation reaches an activity through its heartbeat, at most this long after it is asked
+    // for; sent no more often than the engine's liveness beat (activities/engine.ts).
+    maxHeartbeatThrottleInterval: '1 second',
   };
 }

@@ -118,7 +118,7 @@ export const OPENS_SESSION_PATCH = 'opens-session';
 
 /**
  * A dead engine is noticed within ENGINE_HEARTBEAT_TIMEOUT, not 10 s: the engine beats every
- * 500 ms whatever it runs (activities/engine.ts), and a killed or lost node's attempt then fails
+ * second whatever it runs (activities/engine.ts), and a killed or lost node's attempt then fails
  * soon enough for the next one to continue its generation at once.
  */
 export const PROMPT_ENGINE_LOSS_PATCH = 'prompt-engine-loss';
