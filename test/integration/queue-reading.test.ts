@@ -67,7 +67,6 @@ test('the hand-over is the time from a slot coming free to the start of a predic
     input: { text: 'x' },
     status: completedAt === undefined ? ('processing' as const) : ('succeeded' as const),
     metrics: completedAt === undefined ? ({} as Record<string, number>) : { predict_time: (completedAt - startedAt) / 1000 },
-
     createdAt: new Date(createdAt),
     startedAt: new Date(startedAt),
     completedAt: completedAt === undefined ? null : new Date(completedAt),
