@@ -24,10 +24,14 @@ import { EngineNode } from './engine-node';
 import { engineNodeSettings } from './engine-node-settings';
 import { temporalLogger } from './temporal-logger';
 
-/** The KV snapshot tiers (disk, then the object store) where they have a budget; none: no snapshots. */
-function kvSnapshotsOf(c: Config, storage: Storage): KvSnapshotStore | undefined {
+/**
+ * The KV snapshot tiers (disk, then the object store) where they have a budget; none: no
+ * snapshots. The disk tier reads what earlier processes left at once, not at the first restore:
+ * after an engine's restart that restore is the retried prediction's, which waits for it.
+ */
+function kvSnapshotsOf(c: Config, storage: Storage, logger: Logger): KvSnapshotStore | undefined {
   if (c.KILN_KV_SNAPSHOT_DISK_MB <= 0) return undefined;
-  return new KvSnapshotStore({
+  const store = new KvSnapshotStore({
     dir: path.join(c.KILN_DATA_DIR, 'kv', c.KILN_NODE_ID),
     budgetBytes: c.KILN_KV_SNAPSHOT_DISK_MB * 2 ** 20,
     minTokens: c.KILN_KV_SNAPSHOT_MIN_TOKENS,
@@ -41,6 +45,8 @@ function kvSnapshotsOf(c: Config, storage: Storage): KvSnapshotStore | undefined
           })
         : undefined,
   });
+  store.open().catch((err: Error) => logger.warn({ error: err.message }, 'could not read the KV snapshots on disk'));
+  return store;
 }
 
 function llamaEngineOf(c: Config, storage: Storage, logger: Logger): LlamaEngine {
@@ -52,7 +58,7 @@ function llamaEngineOf(c: Config, storage: Storage, logger: Logger): LlamaEngine
       threads: c.KILN_ENGINE_THREADS,
       fixtures: c.KILN_ENABLE_FIXTURES,
       sourceBuild: c.KILN_LLAMA_SOURCE_BUILD,
-      snapshots: kvSnapshotsOf(c, storage),
+      snapshots: kvSnapshotsOf(c, storage, logger),
       onBackend: ({ binary, fallback, hint, gpu }) => {
         if (fallback) logger.warn({ binary, gpu, fallback }, 'llama.cpp: the source build was asked for; running the prebuilt');
         else logger.info({ binary, gpu, threads: c.KILN_ENGINE_THREADS, ...(hint && { hint }) }, 'llama.cpp loaded');

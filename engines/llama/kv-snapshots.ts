@@ -73,19 +73,25 @@ export class KvSnapshotStore {
 
   constructor(private readonly opts: KvSnapshotOptions) {}
 
-  /** Reads the sidecars left by earlier processes; a snapshot without a readable one is removed. */
+  /**
+   * Reads the sidecars left by earlier processes, all at once (one after another, 625 of them took
+   * 0.2–0.3 s, which the first restore after an engine's restart waited for); a snapshot without a
+   * readable one is removed.
+   */
   open(): Promise<void> {
     this.opened ??= (async () => {
       await mkdir(this.opts.dir, { recursive: true });
-      for (const entry of await readdir(this.opts.dir)) {
-        if (!entry.endsWith('.json')) continue;
-        try {
-          const snapshot = JSON.parse(await readFile(path.join(this.opts.dir, entry), 'utf8')) as Snapshot;
-          this.snapshots.set(snapshot.name, snapshot);
-        } catch {
-          await this.remove(entry.slice(0, -'.json'.length));
-        }
-      }
+      const sidecars = (await readdir(this.opts.dir)).filter((entry) => entry.endsWith('.json'));
+      await Promise.all(
+        sidecars.map(async (entry) => {
+          try {
+            const snapshot = JSON.parse(await readFile(path.join(this.opts.dir, entry), 'utf8')) as Snapshot;
+            this.snapshots.set(snapshot.name, snapshot);
+          } catch {
+            await this.remove(entry.slice(0, -'.json'.length));
+          }
+        }),
+      );
     })();
     return this.opened;
   }

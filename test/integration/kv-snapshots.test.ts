@@ -4,7 +4,7 @@
  * process) instead of evaluated again, with the same output; a damaged file is never loaded;
  * owners never share; the byte budget holds.
  */
-import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
@@ -88,6 +88,17 @@ test('a damaged snapshot is discarded, never loaded: the prompt is evaluated afr
   expect(result.restored).toBeUndefined();
   expect(result.chunks.join('')).toBe(expected);
   expect(await readdir(snapshots)).not.toContain(state);
+});
+
+test('a new process reads every readable sidecar an earlier one left and removes a snapshot whose sidecar is not', async () => {
+  const snapshots = path.join(dir, 'sidecars');
+  const first = await snapshotOfFirstTurn(snapshots);
+  await writeFile(path.join(snapshots, 'broken.json'), '{"name": "broken", ');
+  await writeFile(path.join(snapshots, 'broken.kvstate'), 'no state');
+  const reopened = new KvSnapshotStore({ dir: snapshots, budgetBytes: 2 ** 30, minTokens: 128 });
+  await reopened.open();
+  expect(reopened.bytes).toBe(first.bytes);
+  expect((await readdir(snapshots)).filter((f) => f.startsWith('broken'))).toEqual([]);
 });
 
 test('in one process, a file unchanged since its save is restored; one changed in place since is discarded', async () => {
