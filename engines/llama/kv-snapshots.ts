@@ -74,9 +74,8 @@ export class KvSnapshotStore {
   constructor(private readonly opts: KvSnapshotOptions) {}
 
   /**
-   * Reads the sidecars left by earlier processes, all at once (one after another, 625 of them took
-   * 0.2–0.3 s, which the first restore after an engine's restart waited for); a snapshot without a
-   * readable one is removed.
+   * Reads the sidecars left by earlier processes, all at once (one by one, 625 of them take
+   * 0.2–0.3 s); a snapshot without a readable one is removed.
    */
   open(): Promise<void> {
     this.opened ??= (async () => {
