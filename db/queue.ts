@@ -43,7 +43,7 @@ const SERVICE_SAMPLES = 16;
 const HANDOVER_ROWS = SERVICE_SAMPLES + 32;
 
 /**
- * The version's queue as one statement. `before`: the prediction asked about (it and later
+ * The version's queue, read in three queries at once. `before`: the prediction asked about (it and later
  * arrivals are not `earlier`); absent, a prediction being created, which comes after all of them.
  * The partial indexes on unfinished and on succeeded rows keep each part to the few rows it reads.
  */
