@@ -31,7 +31,7 @@ export interface QueueReading {
  * generations, another tenant's inputs) shows within a burst's first completions: with the last
  * 50, one second of work was still taken for the 0.2 s measured before it, and the estimate was
  * 80 % optimistic (`bench -- fairness -s 1000` after `-s 200`). A median of 16 still shrugs off a
- * few outliers. `kiln_version_backlog` (migration 0021), which computes that median, takes as many.
+ * few outliers.
  */
 const SERVICE_SAMPLES = 16;
 
@@ -41,18 +41,6 @@ const SERVICE_SAMPLES = 16;
  * version are at most their difference.
  */
 const HANDOVER_ROWS = SERVICE_SAMPLES + 32;
-
-/**
- * What a model worker filling its slots reads (workers/ramped-slots.ts): how many wait for the
- * version, and its service time as readQueue takes it. Through `kiln_version_backlog` (migration
- * 0021), which the engine's role may call though it may not read those rows.
- */
-export async function readBacklog(db: Db, versionId: string): Promise<{ waiting: number; serviceSeconds: number | null }> {
-  const [row] = await db.execute<{ waiting: number; service_seconds: number | null }>(
-    sql`select waiting, service_seconds from kiln_version_backlog(${versionId})`,
-  );
-  return { waiting: row.waiting, serviceSeconds: row.service_seconds };
-}
 
 /**
  * The version's queue, read in three queries at once. `before`: the prediction asked about (it and later
@@ -77,7 +65,11 @@ export async function readQueue(
        group by 1`),
     db.execute<{ running: number; service: number | null }>(sql`
       select (select count(*)::int from predictions where version_id = ${versionId} and status = 'processing') as running,
-             (select service_seconds from kiln_version_backlog(${versionId})) as service`),
+             (select percentile_cont(0.5) within group (order by s)
+                from (select (metrics->>'predict_time')::float8 as s from predictions
+                       where version_id = ${versionId} and status = 'succeeded' and completed_at > now() - interval '1 hour'
+                         and metrics ? 'predict_time'
+                       order by completed_at desc limit ${SERVICE_SAMPLES}) recent) as service`),
     db.execute<{ handover: number | null }>(sql`
       with recent as (
         (select created_at, started_at, completed_at from predictions

@@ -13,7 +13,6 @@ import type { NodeHooks } from '../activities/node-hooks';
 import type { Db } from '../db/client';
 import { replicaLimits } from '../db/deployments';
 import { CREATE_NODES_MAX_AGE_MS, heartbeatNode, liveNodes, registerNode, removeNode } from '../db/nodes';
-import { readBacklog } from '../db/queue';
 import { modelQueue, nodeQueue, prefillQueue, sessionQueue } from '../domain/contracts';
 import { kilnFailure } from '../domain/failures';
 import type { EngineRole } from '../domain/prefill-split';
@@ -257,10 +256,7 @@ export class EngineNode implements NodeHooks {
             plugins: this.deps.plugins,
             activities: { predict: this.activities.predict, runBatchChunk: this.activities.runBatchChunk },
             // As many predictions (or batch chunks) as the context has sequences; the rest wait in the fair queue.
-            ...modelWorkerTuning(concurrency ?? this.opts.sequences, async () => {
-              const backlog = await readBacklog(this.deps.db, versionId);
-              return { waiting: backlog.waiting, serviceMs: backlog.serviceSeconds === null ? null : backlog.serviceSeconds * 1000 };
-            }),
+            ...modelWorkerTuning(concurrency ?? this.opts.sequences),
           });
     const run = worker
       ? worker.run().catch((err: Error) => this.deps.logger.error({ err: err.message, versionId }, 'model worker stopped'))
