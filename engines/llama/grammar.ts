@@ -102,51 +102,63 @@ export function wrapUpBias(model: LlamaModel, Bias: typeof TokenBias): TokenBias
 }
 
 /**
- * How many tokens the rest of a JSON value of this schema may still need at most, counting every
- * character as a token (the worst case, a byte-level vocabulary): its keys, punctuation, the
- * shortest allowed strings and arrays. The wrap-up bias starts this far before max_tokens.
+ * The shortest JSON value of this schema that a generation may still have to write in full: its
+ * keys (every property, since one may already be open), punctuation, the shortest allowed strings
+ * and arrays, laid out one property a line as trained models write it. Strings of a format or
+ * pattern are 25 characters of mixed letters and digits (which no tokenizer merges far); numbers
+ * are the digits of their bounds. The wrap-up bias starts the tokens of this before max_tokens.
  */
-export function closingReserve(
+export function closingText(
   schema: JsonSchema,
   defs: Record<string, JsonSchema> = { ...schema.definitions, ...schema.$defs },
   depth = 0,
-): number {
-  if (depth > 8) return 8;
-  const of = (s: JsonSchema) => closingReserve(s, defs, depth + 1);
+): string {
+  if (depth > 8) return 'null';
+  const of = (s: JsonSchema) => closingText(s, defs, depth + 1);
+  const longest = (texts: string[]) => texts.reduce((a, b) => (b.length > a.length ? b : a), '');
   if (schema.$ref !== undefined) {
     const target = defs[schema.$ref.split('/').pop() ?? ''];
-    return target ? of(target) : 8;
+    return target ? of(target) : 'null';
   }
-  if (schema.const !== undefined) return JSON.stringify(schema.const).length;
-  if (schema.enum !== undefined) return Math.max(...schema.enum.map((v) => JSON.stringify(v).length));
+  if (schema.const !== undefined) return JSON.stringify(schema.const);
+  if (schema.enum !== undefined) return longest(schema.enum.map((v) => JSON.stringify(v)));
   const choices = schema.anyOf ?? schema.oneOf;
-  if (choices) return Math.max(...choices.map(of));
+  if (choices) return longest(choices.map(of));
   const types = schema.type === undefined ? ['object'] : [schema.type].flat();
-  return Math.max(
-    ...types.map((type) => {
+  return longest(
+    types.map((type) => {
       switch (type) {
         case 'object':
-          return (
-            2 + Object.entries(schema.properties ?? {}).reduce((sum, [key, value]) => sum + JSON.stringify(key).length + 3 + of(value), 0)
-          );
+          return `{${Object.entries(schema.properties ?? {})
+            .map(([key, value]) => `\n    ${JSON.stringify(key)}: ${of(value)},`)
+            .join('')}\n}`;
         case 'array':
-          return (
-            2 +
-            (schema.prefixItems ?? []).reduce((sum, s) => sum + of(s) + 2, 0) +
-            (schema.minItems ?? 0) * ((schema.items ? of(schema.items) : 4) + 2)
-          );
+          return `[${[...(schema.prefixItems ?? []), ...Array.from({ length: schema.minItems ?? 0 }, () => schema.items ?? {})]
+            .map((item) => `${of(item)}, `)
+            .join('')}]`;
         case 'string':
-          // A format or pattern writes at most what its shortest match needs; 25 covers the formats.
-          return 2 + (schema.format || schema.pattern !== undefined ? 25 : (schema.minLength ?? 0));
+          return JSON.stringify(schema.format || schema.pattern !== undefined ? STRING_FILLER : 'x'.repeat(schema.minLength ?? 0));
         case 'integer':
-        case 'number':
+        case 'number': {
           // A range may need the digits of its bounds.
-          return Math.max(4, ...[schema.minimum, schema.exclusiveMinimum].map((b) => (b === undefined ? 0 : String(Math.ceil(b)).length)));
+          const digits = Math.max(
+            4,
+            ...[schema.minimum, schema.exclusiveMinimum].map((b) => (b === undefined ? 0 : String(Math.ceil(b)).length)),
+          );
+          return '1234567890'.repeat(Math.ceil(digits / 10)).slice(0, digits);
+        }
         case 'boolean':
-          return 5;
+          return 'false';
         default:
-          return 4;
+          return 'null';
       }
     }),
   );
+}
+
+const STRING_FILLER = 'a1-B2_c3.D4:e5/F6+g7 H8,i';
+
+/** The closing text's length: its tokens where every character is one (the worst case, a byte-level vocabulary). */
+export function closingReserve(schema: JsonSchema): number {
+  return closingText(schema).length;
 }

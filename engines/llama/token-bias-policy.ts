@@ -6,14 +6,21 @@
  */
 import type { LlamaModel, Token, TokenBias } from 'node-llama-cpp';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
-import { closingReserve, wrapUpBias } from './grammar';
+import { closingText, wrapUpBias } from './grammar';
 import type { TokenLimits } from './token-budget';
 
 export type BiasStage = 'holdEnd' | 'wrapUp' | 'none';
 
-/** The output token count from which a schema's JSON is wrapped up: room for its closing, and a margin. */
-export function wrapUpFrom(schema: JsonSchema | undefined, maxTokens: number): number {
-  return schema ? maxTokens - (closingReserve(schema) + 8) : Infinity;
+/**
+ * The output token count from which a schema's JSON is wrapped up: room for its closing text, in
+ * the model's tokens (`countTokens`; a character each where none is given), and a margin.
+ */
+export function wrapUpFrom(
+  schema: JsonSchema | undefined,
+  maxTokens: number,
+  countTokens: (text: string) => number = (text) => text.length,
+): number {
+  return schema ? maxTokens - (countTokens(closingText(schema)) + 8) : Infinity;
 }
 
 /** The stage a generation is in after `outputTokens` (the continued text's included). */
@@ -33,7 +40,7 @@ export function tokenBiasPolicy(
   for (const t of endTokens) holdEnd.set(t, 'never');
   const none = new Bias(model.tokenizer);
   const closing = schema ? wrapUpBias(model, Bias) : undefined;
-  const wrapUpAt = wrapUpFrom(schema, limits.max_tokens);
+  const wrapUpAt = wrapUpFrom(schema, limits.max_tokens, (text) => model.tokenize(text).length);
   return (outputTokens) => {
     const stage = biasStage(outputTokens, limits.min_tokens, wrapUpAt, closing !== undefined);
     return stage === 'holdEnd' ? holdEnd : stage === 'wrapUp' && closing ? closing : none;

@@ -1,6 +1,6 @@
 /** Which bias each token is drawn with: end tokens held until min_tokens, JSON wrapped up near max_tokens. */
 import type { LlamaModel, TokenBias } from 'node-llama-cpp';
-import { closingReserve } from '../../engines/llama/grammar';
+import { closingReserve, closingText } from '../../engines/llama/grammar';
 import { biasStage, tokenBiasPolicy, wrapUpFrom } from '../../engines/llama/token-bias-policy';
 
 test('end tokens are held until min_tokens; then no bias', () => {
@@ -24,6 +24,18 @@ test("the wrap-up starts the schema's closing reserve and 8 more before max_toke
   expect(wrapUpFrom(undefined, 100)).toBe(Infinity);
 });
 
+test("with the model's tokenizer the reserve is the closing text's tokens, not its characters", () => {
+  const call = {
+    type: 'object',
+    properties: { name: { const: 'get_weather' }, arguments: { type: 'object', properties: { city: { type: 'string' } } } },
+  } as const;
+  const text = closingText(call);
+  expect(JSON.parse(text.replace(/,(\s*[}\]])/g, '$1'))).toEqual({ name: 'get_weather', arguments: { city: '' } });
+  const words = (t: string) => t.split(/\b/).length;
+  expect(wrapUpFrom(call, 80, words)).toBe(80 - words(text) - 8);
+  expect(wrapUpFrom(call, 80, words)).toBeGreaterThan(wrapUpFrom(call, 80));
+});
+
 /** A stand-in for node-llama-cpp's TokenBias: it records what is set. */
 class FakeBias {
   readonly set_: Array<[number, unknown]> = [];
@@ -38,6 +50,8 @@ const fakeModel = (tokens: { eos?: number; eot?: number }) =>
   ({
     tokens,
     tokenizer: () => [],
+    // A character a token: the closing text's length.
+    tokenize: (text: string) => [...text].map(() => 0),
     iterateAllTokens: () => vocabulary.keys(),
     detokenize: ([t]: number[]) => vocabulary[t],
   }) as unknown as LlamaModel;
