@@ -157,8 +157,3 @@ export function closingText(
 }
 
 const STRING_FILLER = 'a1-B2_c3.D4:e5/F6+g7 H8,i';
-
-/** The closing text's length: its tokens where every character is one (the worst case, a byte-level vocabulary). */
-export function closingReserve(schema: JsonSchema): number {
-  return closingText(schema).length;
-}

@@ -1,6 +1,6 @@
 /** Which bias each token is drawn with: end tokens held until min_tokens, JSON wrapped up near max_tokens. */
 import type { LlamaModel, TokenBias } from 'node-llama-cpp';
-import { closingReserve, closingText } from '../../engines/llama/grammar';
+import { closingText } from '../../engines/llama/grammar';
 import { biasStage, tokenBiasPolicy, wrapUpFrom } from '../../engines/llama/token-bias-policy';
 
 test('end tokens are held until min_tokens; then no bias', () => {
@@ -19,7 +19,7 @@ test('under a schema the wrap-up starts at its point, never before min_tokens, a
 
 test("the wrap-up starts the schema's closing reserve and 8 more before max_tokens; without a schema, never", () => {
   const schema = { type: 'object', properties: { ok: { type: 'boolean' } } } as const;
-  expect(wrapUpFrom(schema, 100)).toBe(100 - closingReserve(schema) - 8);
+  expect(wrapUpFrom(schema, 100)).toBe(100 - closingText(schema).length - 8);
   expect(wrapUpFrom({ type: 'boolean' }, 100)).toBe(100 - 5 - 8);
   expect(wrapUpFrom(undefined, 100)).toBe(Infinity);
 });
