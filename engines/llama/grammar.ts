@@ -1,6 +1,7 @@
 /** Grammars for structured output on the llama.cpp engine, built from a version-independent JSON schema. */
 import { createHash } from 'node:crypto';
 import type { Llama, LlamaGrammar, LlamaModel, LlamaText, Token, TokenBias } from 'node-llama-cpp';
+import type { StringFormat } from '../../domain/grammar/formats';
 import { type GrammarLeaf, type JsonSchema, toGrammarSchema } from '../../domain/tasks/json-schema';
 import { schemaBoundsIssue } from '../../domain/tasks/schema-bounds';
 import { messageOf } from '../../lib/kiln-error';
@@ -102,58 +103,87 @@ export function wrapUpBias(model: LlamaModel, Bias: typeof TokenBias): TokenBias
 }
 
 /**
- * The shortest JSON value of this schema that a generation may still have to write in full: its
- * keys (every property, since one may already be open), punctuation, the shortest allowed strings
- * and arrays, laid out one property a line as trained models write it. Strings of a format or
- * pattern are 25 characters of mixed letters and digits (which no tokenizer merges far); numbers
- * are the digits of their bounds. The wrap-up bias starts the tokens of this before max_tokens.
+ * What a JSON value of this schema may still need to be written in full, from its first character:
+ * `text`, its keys (every property, since one may already be open), punctuation, constants and
+ * shortest strings, laid out one property a line as trained models write it, which the caller
+ * counts in the model's tokens; and `valueChars`, the characters of the values the grammar forces
+ * whatever the bias (a number's digits, a format's or a pattern's text), counted a token each,
+ * since digits and hex are where vocabularies split text finest.
  */
-export function closingText(
+export interface Closing {
+  text: string;
+  valueChars: number;
+}
+
+/** Characters a string of each format may need once begun: the fixed layouts in full, 25 for the rest (as for a pattern). */
+const FORMAT_CHARS: Partial<Record<StringFormat, number>> = {
+  uuid: 36,
+  ipv6: 39,
+  'date-time': 29,
+  duration: 22,
+  time: 18,
+  ipv4: 15,
+  date: 10,
+};
+const OTHER_FORMAT_CHARS = 25;
+
+export function closingOf(
   schema: JsonSchema,
   defs: Record<string, JsonSchema> = { ...schema.definitions, ...schema.$defs },
   depth = 0,
-): string {
-  if (depth > 8) return 'null';
-  const of = (s: JsonSchema) => closingText(s, defs, depth + 1);
-  const longest = (texts: string[]) => texts.reduce((a, b) => (b.length > a.length ? b : a), '');
+): Closing {
+  const text = (t: string, valueChars = 0): Closing => ({ text: t, valueChars });
+  if (depth > 8) return text('null');
+  const of = (s: JsonSchema) => closingOf(s, defs, depth + 1);
+  const longest = (all: Closing[]) => all.reduce((a, b) => (b.text.length + b.valueChars > a.text.length + a.valueChars ? b : a), text(''));
+  const joined = (parts: Closing[], open: string, close: string, layout: (t: string, i: number) => string) =>
+    text(
+      `${open}${parts.map((p, i) => layout(p.text, i)).join('')}${close}`,
+      parts.reduce((n, p) => n + p.valueChars, 0),
+    );
   if (schema.$ref !== undefined) {
     const target = defs[schema.$ref.split('/').pop() ?? ''];
-    return target ? of(target) : 'null';
+    return target ? of(target) : text('null');
   }
-  if (schema.const !== undefined) return JSON.stringify(schema.const);
-  if (schema.enum !== undefined) return longest(schema.enum.map((v) => JSON.stringify(v)));
+  if (schema.const !== undefined) return text(JSON.stringify(schema.const));
+  if (schema.enum !== undefined) return longest(schema.enum.map((v) => text(JSON.stringify(v))));
   const choices = schema.anyOf ?? schema.oneOf;
   if (choices) return longest(choices.map(of));
   const types = schema.type === undefined ? ['object'] : [schema.type].flat();
   return longest(
     types.map((type) => {
       switch (type) {
-        case 'object':
-          return `{${Object.entries(schema.properties ?? {})
-            .map(([key, value]) => `\n    ${JSON.stringify(key)}: ${of(value)},`)
-            .join('')}\n}`;
-        case 'array':
-          return `[${[...(schema.prefixItems ?? []), ...Array.from({ length: schema.minItems ?? 0 }, () => schema.items ?? {})]
-            .map((item) => `${of(item)}, `)
-            .join('')}]`;
-        case 'string':
-          return JSON.stringify(schema.format || schema.pattern !== undefined ? STRING_FILLER : 'x'.repeat(schema.minLength ?? 0));
-        case 'integer':
-        case 'number': {
-          // A range may need the digits of its bounds.
-          const digits = Math.max(
-            4,
-            ...[schema.minimum, schema.exclusiveMinimum].map((b) => (b === undefined ? 0 : String(Math.ceil(b)).length)),
+        case 'object': {
+          const entries = Object.entries(schema.properties ?? {});
+          return joined(
+            entries.map(([, value]) => of(value)),
+            '{',
+            '\n}',
+            (t, i) => `\n    ${JSON.stringify(entries[i][0])}: ${t},`,
           );
-          return '1234567890'.repeat(Math.ceil(digits / 10)).slice(0, digits);
         }
+        case 'array':
+          return joined(
+            [...(schema.prefixItems ?? []), ...Array.from({ length: schema.minItems ?? 0 }, () => schema.items ?? {})].map(of),
+            '[',
+            ']',
+            (t) => `${t}, `,
+          );
+        case 'string':
+          if (schema.format) return text('""', FORMAT_CHARS[schema.format] ?? OTHER_FORMAT_CHARS);
+          return text('""', schema.pattern !== undefined ? OTHER_FORMAT_CHARS : (schema.minLength ?? 0));
+        case 'integer':
+        case 'number':
+          // A range may need the digits of its bounds.
+          return text(
+            '',
+            Math.max(4, ...[schema.minimum, schema.exclusiveMinimum].map((b) => (b === undefined ? 0 : String(Math.ceil(b)).length))),
+          );
         case 'boolean':
-          return 'false';
+          return text('false');
         default:
-          return 'null';
+          return text('null');
       }
     }),
   );
 }
-
-const STRING_FILLER = 'a1-B2_c3.D4:e5/F6+g7 H8,i';

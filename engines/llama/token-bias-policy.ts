@@ -6,21 +6,24 @@
  */
 import type { LlamaModel, Token, TokenBias } from 'node-llama-cpp';
 import type { JsonSchema } from '../../domain/tasks/json-schema';
-import { closingText, wrapUpBias } from './grammar';
+import { closingOf, wrapUpBias } from './grammar';
 import type { TokenLimits } from './token-budget';
 
 export type BiasStage = 'holdEnd' | 'wrapUp' | 'none';
 
 /**
- * The output token count from which a schema's JSON is wrapped up: room for its closing text, in
- * the model's tokens (`countTokens`; a character each where none is given), and a margin.
+ * The output token count from which a schema's JSON is wrapped up: room for its closing (the text
+ * in the model's tokens, `countTokens`, a character each where none is given; the forced values a
+ * character each), and a margin.
  */
 export function wrapUpFrom(
   schema: JsonSchema | undefined,
   maxTokens: number,
   countTokens: (text: string) => number = (text) => text.length,
 ): number {
-  return schema ? maxTokens - (countTokens(closingText(schema)) + 8) : Infinity;
+  if (!schema) return Infinity;
+  const closing = closingOf(schema);
+  return maxTokens - (countTokens(closing.text) + closing.valueChars + 8);
 }
 
 /** The stage a generation is in after `outputTokens` (the continued text's included). */

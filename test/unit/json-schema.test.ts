@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { jsonSchemaDocument, toGrammarSchema } from '../../domain/tasks/json-schema';
 import { textGenerationInput } from '../../domain/tasks/text-generation';
-import { boundNumbers, closingText } from '../../engines/llama/grammar';
+import { boundNumbers, closingOf } from '../../engines/llama/grammar';
 
 describe('json_schema input', () => {
   test.each([
@@ -88,7 +88,8 @@ describe('the grammar form of a schema', () => {
   });
 
   test('the closing reserve covers keys, punctuation and shortest values', () => {
-    const reserve = closingText({ type: 'object', properties: { name: { type: 'string' }, pet: { enum: ['cat', 'dog'] } } }).length;
+    const closing = closingOf({ type: 'object', properties: { name: { type: 'string' }, pet: { enum: ['cat', 'dog'] } } });
+    const reserve = closing.text.length + closing.valueChars;
     // {"name":"","pet":"cat"} is 23 characters
     expect(reserve).toBeGreaterThanOrEqual(23);
     expect(reserve).toBeLessThan(40);

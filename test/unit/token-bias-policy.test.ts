@@ -1,6 +1,7 @@
 /** Which bias each token is drawn with: end tokens held until min_tokens, JSON wrapped up near max_tokens. */
 import type { LlamaModel, TokenBias } from 'node-llama-cpp';
-import { closingText } from '../../engines/llama/grammar';
+import type { JsonSchema } from '../../domain/tasks/json-schema';
+import { closingOf } from '../../engines/llama/grammar';
 import { biasStage, tokenBiasPolicy, wrapUpFrom } from '../../engines/llama/token-bias-policy';
 
 test('end tokens are held until min_tokens; then no bias', () => {
@@ -19,7 +20,7 @@ test('under a schema the wrap-up starts at its point, never before min_tokens, a
 
 test("the wrap-up starts the schema's closing reserve and 8 more before max_tokens; without a schema, never", () => {
   const schema = { type: 'object', properties: { ok: { type: 'boolean' } } } as const;
-  expect(wrapUpFrom(schema, 100)).toBe(100 - closingText(schema).length - 8);
+  expect(wrapUpFrom(schema, 100)).toBe(100 - closingOf(schema).text.length - 8);
   expect(wrapUpFrom({ type: 'boolean' }, 100)).toBe(100 - 5 - 8);
   expect(wrapUpFrom(undefined, 100)).toBe(Infinity);
 });
@@ -29,11 +30,28 @@ test("with the model's tokenizer the reserve is the closing text's tokens, not i
     type: 'object',
     properties: { name: { const: 'get_weather' }, arguments: { type: 'object', properties: { city: { type: 'string' } } } },
   } as const;
-  const text = closingText(call);
+  const { text, valueChars } = closingOf(call);
   expect(JSON.parse(text.replace(/,(\s*[}\]])/g, '$1'))).toEqual({ name: 'get_weather', arguments: { city: '' } });
+  expect(valueChars).toBe(0);
   const words = (t: string) => t.split(/\b/).length;
   expect(wrapUpFrom(call, 80, words)).toBe(80 - words(text) - 8);
   expect(wrapUpFrom(call, 80, words)).toBeGreaterThan(wrapUpFrom(call, 80));
+});
+
+test('values the grammar forces count a token a character, whatever the tokenizer: numbers, formats, patterns', () => {
+  const order = {
+    type: 'object',
+    properties: {
+      id: { type: 'string', format: 'uuid' },
+      host: { anyOf: [{ type: 'string', format: 'ipv6' }, { type: 'null' }] },
+      code: { type: 'string', pattern: '^[A-Z]{3}$' },
+      quantity: { type: 'integer', minimum: 1, maximum: 9 },
+      year: { type: 'integer', minimum: 10_000 },
+    },
+  } satisfies JsonSchema;
+  const closing = closingOf(order);
+  expect(closing.valueChars).toBe(36 + 39 + 25 + 4 + 5);
+  expect(wrapUpFrom(order, 300, () => 1)).toBe(300 - (1 + closing.valueChars + 8));
 });
 
 /** A stand-in for node-llama-cpp's TokenBias: it records what is set. */
