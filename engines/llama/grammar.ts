@@ -102,14 +102,7 @@ export function wrapUpBias(model: LlamaModel, Bias: typeof TokenBias): TokenBias
   return bias;
 }
 
-/**
- * What a JSON value of this schema may still need to be written in full, from its first character:
- * `text`, its keys (every property, since one may already be open), punctuation, constants and
- * shortest strings, laid out one property a line as trained models write it, which the caller
- * counts in the model's tokens; and `valueChars`, the characters of the values the grammar forces
- * whatever the bias (a number's digits, a format's or a pattern's text), counted a token each,
- * since digits and hex are where vocabularies split text finest.
- */
+/** What a JSON value may still need: text to count in the model's tokens, and forced value characters to count a token each. */
 export interface Closing {
   text: string;
   valueChars: number;
@@ -127,6 +120,14 @@ const FORMAT_CHARS: Partial<Record<StringFormat, number>> = {
 };
 const OTHER_FORMAT_CHARS = 25;
 
+/**
+ * What a JSON value of this schema may still need to be written in full, from its first character:
+ * `text`, its keys (every property, since one may already be open), punctuation, constants and
+ * shortest strings, laid out one property a line as trained models write it, which the caller
+ * counts in the model's tokens; and `valueChars`, the characters of the values the grammar forces
+ * whatever the bias (a number's digits, a format's or a pattern's text), counted a token each,
+ * since digits and hex are where vocabularies split text finest.
+ */
 export function closingOf(
   schema: JsonSchema,
   defs: Record<string, JsonSchema> = { ...schema.definitions, ...schema.$defs },
@@ -136,9 +137,10 @@ export function closingOf(
   if (depth > 8) return text('null');
   const of = (s: JsonSchema) => closingOf(s, defs, depth + 1);
   const longest = (all: Closing[]) => all.reduce((a, b) => (b.text.length + b.valueChars > a.text.length + a.valueChars ? b : a), text(''));
-  const joined = (parts: Closing[], open: string, close: string, layout: (t: string, i: number) => string) =>
+  /** Each part's text laid out by `layout`, between `open` and `close`; their forced characters summed. */
+  const joined = (parts: Closing[], open: string, close: string, layout: (t: string) => string) =>
     text(
-      `${open}${parts.map((p, i) => layout(p.text, i)).join('')}${close}`,
+      `${open}${parts.map((p) => layout(p.text)).join('')}${close}`,
       parts.reduce((n, p) => n + p.valueChars, 0),
     );
   if (schema.$ref !== undefined) {
@@ -153,15 +155,16 @@ export function closingOf(
   return longest(
     types.map((type) => {
       switch (type) {
-        case 'object': {
-          const entries = Object.entries(schema.properties ?? {});
+        case 'object':
           return joined(
-            entries.map(([, value]) => of(value)),
+            Object.entries(schema.properties ?? {}).map(([key, value]) => {
+              const v = of(value);
+              return text(`${JSON.stringify(key)}: ${v.text}`, v.valueChars);
+            }),
             '{',
             '\n}',
-            (t, i) => `\n    ${JSON.stringify(entries[i][0])}: ${t},`,
+            (t) => `\n    ${t},`,
           );
-        }
         case 'array':
           return joined(
             [...(schema.prefixItems ?? []), ...Array.from({ length: schema.minItems ?? 0 }, () => schema.items ?? {})].map(of),
